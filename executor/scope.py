@@ -1,0 +1,113 @@
+"""Scope: where an executor keeps the values of vars, by name (Fluid's ``Scope``).
+
+``global_scope().find_var(name).get_tensor()`` gives a ``Tensor`` view whose ``set(array,
+place)`` writes the value and ``numpy.array(tensor)`` reads it, as in Fluid.
+
+Thread-safety: a scope belongs to one executor; reading it from another thread while that
+executor runs gives whichever value was last written.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import numpy as np
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """A host numpy array for a numpy or cupy array (SelectedRows keep their own type)."""
+    if isinstance(value, np.ndarray):
+        return value
+    get = getattr(value, "get", None)  # cupy.ndarray.get() copies to the host
+    if get is not None and not isinstance(value, dict):
+        return get()
+    return np.asarray(value)
+
+
+class Tensor:
+    """A view of one var's value in a scope."""
+
+    def __init__(self, scope: "Scope", name: str) -> None:
+        self._scope = scope
+        self._name = name
+
+    def _value(self):
+        try:
+            return self._scope.vars[self._name]
+        except KeyError:
+            raise ValueError(f"var {self._name!r} has no value in this scope yet "
+                             f"(run the startup program, or feed it)") from None
+
+    def set(self, array: Any, place: Any = None) -> None:
+        """Write ``array`` as the value (on ``place``'s device; CPU when None)."""
+        guard = self._scope.set_guard
+        if guard is not None:
+            guard(self._name)
+        arr = np.asarray(array) if not hasattr(array, "__cuda_array_interface__") else array
+        if place is not None and getattr(place, "device", "cpu") == "gpu":
+            arr = place.array_module().asarray(arr)
+        self._scope.vars[self._name] = arr
+
+    def shape(self) -> list[int]:
+        return list(self._value().shape)
+
+    def __array__(self, dtype=None, copy=None):
+        a = to_numpy(self._value())
+        return a if dtype is None else a.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"Tensor({self._name}: {np.asarray(self)!r})"
+
+
+class ScopeVar:
+    def __init__(self, scope: "Scope", name: str) -> None:
+        self._scope = scope
+        self.name = name
+
+    def get_tensor(self) -> Tensor:
+        return Tensor(self._scope, self.name)
+
+    def get_selected_rows(self) -> Tensor:
+        return Tensor(self._scope, self.name)
+
+
+class Scope:
+    """Name -> value. ``vars`` is the executor's fast path; users go through ``find_var``."""
+
+    def __init__(self) -> None:
+        self.vars: dict[str, Any] = {}
+        # Set by a distributed executor so that ``Tensor.set`` on a var held elsewhere raises
+        # PlacementError naming the holder (DESIGN.md §4).
+        self.set_guard = None
+
+    def find_var(self, name: str) -> ScopeVar | None:
+        """The var ``name`` if it has a value here, else None (as in Fluid)."""
+        return ScopeVar(self, name) if name in self.vars else None
+
+    def var(self, name: str) -> ScopeVar:
+        """The var ``name``, created empty if missing (set it with ``get_tensor().set``)."""
+        return ScopeVar(self, name)
+
+    def drop(self, name: str) -> None:
+        self.vars.pop(name, None)
+
+    def local_var_names(self) -> list[str]:
+        return sorted(self.vars)
+
+
+_global_scope = Scope()
+
+
+def global_scope() -> Scope:
+    return _global_scope
+
+
+@contextlib.contextmanager
+def scope_guard(scope: Scope):
+    """Inside the block, ``global_scope()`` is ``scope``."""
+    global _global_scope
+    old, _global_scope = _global_scope, scope
+    try:
+        yield
+    finally:
+        _global_scope = old

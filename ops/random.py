@@ -1,0 +1,76 @@
+"""Random initializers: uniform_random, gaussian_random, from a counter-based generator.
+
+NOTE(counter-rng): the value at flat index ``i`` of the *whole* var is ``f(seed, i)``
+(splitmix64 of ``seed`` and ``i``), so any box of the var (a row block on a pserver, a column
+shard of a model-parallel fc) is generated alone, exactly equal to the same slice of the
+whole var, without ever making the whole var (DESIGN.md §4, Initialization). ``whole_shape``
+and ``offsets`` say which box this op makes; empty means the op's own shape at offset 0.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from placegroup.ops.registry import Meta, register
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(xp, z):
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+def flat_indices(xp, shape, whole_shape=(), offsets=()):
+    """Flat indices, in the whole var, of the box ``shape`` at ``offsets`` (as uint64)."""
+    shape = tuple(int(d) for d in shape)
+    whole = tuple(int(d) for d in whole_shape) or shape
+    offs = tuple(int(o) for o in offsets) or (0,) * len(shape)
+    if len(whole) != len(shape) or len(offs) != len(shape):
+        raise ValueError(f"box {list(shape)} at {list(offs)} does not fit whole shape {list(whole)}")
+    for n, o, w in zip(shape, offs, whole):
+        if o < 0 or o + n > w:
+            raise ValueError(f"box {list(shape)} at {list(offs)} lies outside whole shape {list(whole)}")
+    idx = xp.zeros(shape, dtype=np.uint64)
+    stride = 1
+    for d in range(len(shape) - 1, -1, -1):
+        r = xp.arange(offs[d], offs[d] + shape[d], dtype=np.uint64) * np.uint64(stride)
+        idx = idx + r.reshape((-1,) + (1,) * (len(shape) - 1 - d))
+        stride *= whole[d]
+    return idx
+
+
+def uniform01(xp, seed: int, idx):
+    """Uniform [0, 1) float64 values, one per uint64 counter in ``idx``."""
+    with np.errstate(over="ignore"):
+        key = _mix(xp, xp.asarray(np.uint64(seed & 0xFFFFFFFFFFFFFFFF)) * _GOLDEN + _GOLDEN)
+        z = _mix(xp, key + (idx + np.uint64(1)) * _GOLDEN)
+    return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+_RAND_ATTRS = {"shape": [1], "dtype": "float32", "seed": 0, "whole_shape": [], "offsets": []}
+
+
+def _infer(ins, a):
+    return {"Out": Meta(tuple(a["shape"]), a["dtype"])}
+
+
+@register("uniform_random", ins=(), outs=("Out",), attrs={**_RAND_ATTRS, "min": -1.0, "max": 1.0},
+          infer=_infer, role="init")
+def uniform_random(xp, ins, a):
+    """Out ~ U[min, max), value at whole-var index i = f(seed, i)."""
+    u = uniform01(xp, a["seed"], flat_indices(xp, a["shape"], a["whole_shape"], a["offsets"]))
+    return {"Out": (a["min"] + (a["max"] - a["min"]) * u).astype(a["dtype"])}
+
+
+@register("gaussian_random", ins=(), outs=("Out",), attrs={**_RAND_ATTRS, "mean": 0.0, "std": 1.0},
+          infer=_infer, role="init")
+def gaussian_random(xp, ins, a):
+    """Out ~ N(mean, std²) by Box-Muller on counters 2i and 2i+1."""
+    idx = flat_indices(xp, a["shape"], a["whole_shape"], a["offsets"]) * np.uint64(2)
+    u1 = uniform01(xp, a["seed"], idx)
+    u2 = uniform01(xp, a["seed"], idx + np.uint64(1))
+    z = xp.sqrt(-2.0 * xp.log1p(-u1)) * xp.cos(2.0 * np.pi * u2)
+    return {"Out": (a["mean"] + a["std"] * z).astype(a["dtype"])}

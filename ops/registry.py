@@ -1,0 +1,225 @@
+"""The op registry: one `OpDef` per op type (STYLE.md rules 1-3, 7).
+
+An OpDef says everything the rest of the system needs to know about an op type:
+
+* its input and output *slots* (``Slot``: duplicable, dispensable, and a semantic ``role``
+  such as ``"Param"``, ``"Grad"`` or ``"LearningRate"`` that passes ask for instead of
+  keeping lists of op types);
+* its attributes with their defaults;
+* ``infer``: ``(ins, attrs) -> {slot: Meta}`` where ``ins`` maps each input slot to a
+  ``Meta(shape, dtype)`` (a list of them for duplicable slots, ``None`` when absent);
+* its kernels, ``{"cpu": f, "gpu": f}``: pure array functions ``f(xp, ins, attrs)`` returning
+  ``{slot: array}``, where ``xp`` is ``numpy`` or ``cupy``; a kernel that only needs to compute
+  some of its outputs declares ``wants_outputs=True`` and is called as
+  ``f(xp, ins, attrs, outs)`` with ``outs`` the frozenset of output slots the op has;
+* ``grad``: a gradient maker ``(op: GradOpView) -> [OpSpec]`` that describes the backward ops
+  (``append_backward`` only walks the graph and sums fan-in);
+* ``role``: ``forward``, ``backward``, ``optimize``, ``lr_sched``, ``init`` or ``comm``.
+
+Kernels import nothing from the framework, the executor or comm.
+
+Example::
+
+    @register("relu", ins=("X",), outs=("Out",), infer=same_as("X"), grad=grad_of(("X",)))
+    def relu(xp, ins, attrs):
+        return {"Out": xp.maximum(ins["X"], 0)}
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
+
+from placegroup.errors import ProgramError
+
+GRAD_SUFFIX = "@GRAD"
+# The name a grad op writes for a gradient nobody wants (Fluid's kEmptyVarName); the
+# executor drops it.
+EMPTY_VAR = "@EMPTY@"
+
+ROLES = ("forward", "backward", "optimize", "lr_sched", "init", "comm", "loss")
+
+
+class Meta(NamedTuple):
+    """Static shape and dtype of a var. ``-1`` in a shape is the unknown batch size."""
+
+    shape: tuple
+    dtype: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    """One named input or output of an op type."""
+
+    name: str
+    duplicable: bool = False
+    dispensable: bool = False
+    role: str | None = None  # Param, Grad, LearningRate, Moment, ParamOut, ... (rule 7)
+    no_grad: bool = False  # never differentiable (ids, labels, counters)
+
+
+@dataclasses.dataclass(frozen=True)
+class OpSpec:
+    """An op to be appended, as a grad maker or a pass describes it."""
+
+    type: str
+    inputs: Mapping[str, Sequence[str]]
+    outputs: Mapping[str, Sequence[str]]
+    attrs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class OpDef:
+    type: str
+    inputs: tuple[Slot, ...]
+    outputs: tuple[Slot, ...]
+    attrs: Mapping[str, Any]
+    kernels: Mapping[str, Callable]
+    infer: Callable | None = None
+    grad: Callable | None = None
+    role: str = "forward"
+    wants_outputs: bool = False
+    # output slot -> input slot that it updates in place (ParamOut -> Param); the executor
+    # and the version rule treat the pair as one loop-carried var.
+    inplace: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    doc: str = ""
+
+    def slot(self, name: str) -> Slot:
+        for s in self.inputs + self.outputs:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def input_slots(self, role: str) -> list[str]:
+        """Names of the input slots that carry the given semantic role."""
+        return [s.name for s in self.inputs if s.role == role]
+
+    def output_slots(self, role: str) -> list[str]:
+        return [s.name for s in self.outputs if s.role == role]
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def _slots(spec: Sequence[str | Slot]) -> tuple[Slot, ...]:
+    return tuple(s if isinstance(s, Slot) else Slot(s) for s in spec)
+
+
+def register(type: str, *, ins: Sequence[str | Slot], outs: Sequence[str | Slot],
+             attrs: Mapping[str, Any] | None = None, infer: Callable | None = None,
+             grad: Callable | None = None, role: str = "forward", gpu: Callable | None = None,
+             wants_outputs: bool = False, inplace: Mapping[str, str] | None = None):
+    """Register the decorated function as the cpu kernel of op ``type``.
+
+    The same function serves cupy arrays on CUDA places unless ``gpu`` gives another.
+
+    Raises:
+        ValueError: if ``type`` is registered twice or ``role`` is unknown.
+    """
+    if role not in ROLES:
+        raise ValueError(f"op {type!r}: unknown role {role!r}; expected one of {ROLES}")
+
+    def deco(fn: Callable) -> Callable:
+        if type in _REGISTRY:
+            raise ValueError(f"op {type!r} is registered twice")
+        _REGISTRY[type] = OpDef(
+            type=type, inputs=_slots(ins), outputs=_slots(outs), attrs=dict(attrs or {}),
+            kernels={"cpu": fn, "gpu": gpu or fn}, infer=infer, grad=grad, role=role,
+            wants_outputs=wants_outputs, inplace=dict(inplace or {}), doc=fn.__doc__ or "")
+        return fn
+
+    return deco
+
+
+def get_op_def(type: str) -> OpDef:
+    """The OpDef of ``type``.
+
+    Raises:
+        ProgramError: naming the unknown type and the closest known ones.
+    """
+    try:
+        return _REGISTRY[type]
+    except KeyError:
+        import difflib
+
+        near = difflib.get_close_matches(type, _REGISTRY, n=3)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        raise ProgramError(f"unknown op type {type!r}{hint}") from None
+
+
+def registered_ops() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+# ---------------------------------------------------------------------------------------
+# Helpers that op families use to keep each entry to a few lines.
+
+
+def grad_name(name: str) -> str:
+    return name + GRAD_SUFFIX
+
+
+class GradOpView(NamedTuple):
+    """What a grad maker sees of a forward op.
+
+    ``inputs``/``outputs`` map slot -> var names; ``need`` is the set of input var names whose
+    gradient is wanted; ``grad_of(name)`` is the name the gradient of ``name`` must be
+    written to (append_backward renames for fan-in).
+    """
+
+    type: str
+    inputs: Mapping[str, Sequence[str]]
+    outputs: Mapping[str, Sequence[str]]
+    attrs: Mapping[str, Any]
+    need: frozenset
+    grad_of: Callable[[str], str]
+
+
+def grad_of(wrt: Sequence[str], *, uses: Sequence[str] | None = None, out: str = "Out",
+            outs: Sequence[str] | None = None, type: str | None = None) -> Callable:
+    """A grad maker for the common case: one ``<type>_grad`` op.
+
+    The grad op takes the forward inputs named in ``uses`` (default: all forward inputs), the
+    forward outputs ``outs`` (default: none) and ``<out>@GRAD`` for each differentiated
+    output, and writes ``<slot>@GRAD`` for each slot in ``wrt`` whose gradient is needed.
+
+    Args:
+        wrt: input slots to differentiate with respect to.
+        uses: forward slots (inputs or outputs) the grad kernel reads.
+        out: the forward output slot whose gradient flows in.
+        outs: forward output slots the grad kernel reads (e.g. ``Out`` for sigmoid).
+        type: the grad op type; default ``<forward type>_grad``.
+    """
+
+    def maker(op: GradOpView) -> list[OpSpec]:
+        ins: dict[str, list[str]] = {}
+        for slot in (uses if uses is not None else list(op.inputs)):
+            if slot in op.inputs and op.inputs[slot]:
+                ins[slot] = list(op.inputs[slot])
+        for slot in outs or ():
+            ins[slot] = list(op.outputs[slot])
+        ins[out + GRAD_SUFFIX] = [grad_name(n) for n in op.outputs[out]]
+        outputs = {}
+        for slot in wrt:
+            names = op.inputs.get(slot) or []
+            if names and any(n in op.need for n in names):
+                outputs[slot + GRAD_SUFFIX] = [op.grad_of(n) if n in op.need else EMPTY_VAR for n in names]
+        if not outputs:
+            return []
+        return [OpSpec(type or op.type + "_grad", ins, outputs, dict(op.attrs))]
+
+    return maker
+
+
+def same_as(slot: str, out: str = "Out") -> Callable:
+    """An ``infer`` whose output ``out`` has the shape and dtype of input ``slot``."""
+
+    def infer(ins, attrs):
+        return {out: ins[slot]}
+
+    return infer
+
+
+def check(cond: bool, msg: str) -> None:
+    """Raise ProgramError(msg) unless cond: for shape checks in ``infer`` functions."""
+    if not cond:
+        raise ProgramError(msg)

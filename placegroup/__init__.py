@@ -1,0 +1,37 @@
+"""placegroup: one shared, PlaceGroup-annotated Program, run by every process.
+
+``import placegroup as fluid`` runs PaddlePaddle Fluid 1.x model code. See README.md.
+"""
+import os as _os
+
+# NOTE(layout): the brief keeps executor/, ops/ and comm/ beside placegroup/ at the top level
+# of the repository; pyproject maps them to placegroup.executor, .ops, .comm. When Python finds
+# this directory straight from a checkout (the repository root on sys.path, or an editable
+# install), those subpackages are not inside it, so the directory above joins __path__.
+_here = _os.path.dirname(__file__)
+if not _os.path.isdir(_os.path.join(_here, "ops")):
+    _root = _os.path.dirname(_here)
+    if _os.path.isfile(_os.path.join(_root, "ops", "registry.py")):
+        __path__.append(_root)
+
+from placegroup import initializer, layers, optimizer, unique_name  # noqa: E402
+from placegroup.backward import append_backward  # noqa: E402
+from placegroup.errors import (CommTimeout, OpError, PassError, PlacementError,  # noqa: E402
+                               PlacegroupError, ProgramError, RemoteError, SerializationError)
+from placegroup.executor import Executor, Scope, global_scope, scope_guard  # noqa: E402
+from placegroup.framework import (Block, Operator, Parameter, Program, Variable,  # noqa: E402
+                                  default_main_program, default_startup_program, program_guard)
+from placegroup.param_attr import ParamAttr  # noqa: E402
+from placegroup.place_group import ExecutorId, ExecutorRole, PlaceGroup  # noqa: E402
+from placegroup.places import CPUPlace, CUDAPinnedPlace, CUDAPlace, is_compiled_with_cuda  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Block", "CPUPlace", "CUDAPinnedPlace", "CUDAPlace", "CommTimeout", "Executor", "ExecutorId",
+    "ExecutorRole", "OpError", "Operator", "ParamAttr", "Parameter", "PassError", "PlaceGroup",
+    "PlacementError", "PlacegroupError", "Program", "ProgramError", "RemoteError", "Scope",
+    "SerializationError", "Variable", "append_backward", "default_main_program",
+    "default_startup_program", "global_scope", "initializer", "is_compiled_with_cuda", "layers",
+    "optimizer", "program_guard", "scope_guard", "unique_name",
+]

@@ -1,0 +1,151 @@
+"""append_backward: walk the forward ops in reverse, ask each op's grad maker, sum fan-in.
+
+It knows nothing about particular op types (STYLE.md rule 3): the gradient of an op is its
+OpDef's ``grad`` entry. What it does itself:
+
+* finds the vars that need a gradient: those that depend, through differentiable slots, on a
+  trainable parameter (or on ``parameter_list``), minus ``no_grad_set`` and ``stop_gradient``;
+* seeds ``loss@GRAD`` with ones;
+* when several ops contribute to the gradient of one var, names the parts
+  ``x@GRAD@RENAME@k`` and adds a ``sum`` before the first reader of ``x@GRAD``;
+* gives an output whose gradient nobody produced a zero gradient (``fill_zeros_like``).
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from placegroup.errors import ProgramError
+from placegroup.ops.registry import EMPTY_VAR, GradOpView, grad_name
+
+
+def _differentiable_inputs(op) -> list[str]:
+    names = []
+    for s in op.opdef.inputs:
+        if not s.no_grad:
+            names += op.inputs.get(s.name, [])
+    return names
+
+
+def _vars_needing_grad(block, ops, params: set[str], no_grad: set[str]) -> set[str]:
+    need = set(params)
+    for op in ops:
+        if any(n in need for n in _differentiable_inputs(op)):
+            for n in op.output_arg_names:
+                v = block.var(n)
+                if n not in no_grad and not (v.stop_gradient and not v.is_parameter):
+                    need.add(n)
+    return need
+
+
+class _Grads:
+    """Tracks the partial gradients of each var and sums them when first read."""
+
+    def __init__(self, block) -> None:
+        self.block = block
+        self.parts: dict[str, list[str]] = {}
+        self.first_writer: dict[str, tuple] = {}  # var -> (op, slot) that wrote x@GRAD plainly
+        self.done: set[str] = set()
+
+    def _make(self, fwd: str, name: str) -> str:
+        v = self.block.var(fwd)
+        self.block.create_var(name, shape=v.shape, dtype=v.dtype, type=v.type)
+        return name
+
+    def name_for(self, fwd: str) -> str:
+        parts = self.parts.setdefault(fwd, [])
+        if not parts:
+            parts.append(grad_name(fwd))
+            return self._make(fwd, grad_name(fwd))
+        if parts == [grad_name(fwd)]:  # a second contribution: rename the first one
+            renamed = self._make(fwd, f"{grad_name(fwd)}@RENAME@0")
+            op = self.first_writer[fwd]
+            for slot, names in op.outputs.items():
+                op.outputs[slot] = [renamed if n == grad_name(fwd) else n for n in names]
+            parts[0] = renamed
+        name = self._make(fwd, f"{grad_name(fwd)}@RENAME@{len(parts)}")
+        parts.append(name)
+        return name
+
+    def wrote(self, op) -> None:
+        for n in op.output_arg_names:
+            for fwd, parts in self.parts.items():
+                if parts == [n] and n == grad_name(fwd):
+                    self.first_writer.setdefault(fwd, op)
+
+    def finish(self, fwd: str) -> bool:
+        """Sum the parts of ``fwd``'s gradient into ``fwd@GRAD``; False if it has none."""
+        parts = self.parts.get(fwd)
+        if not parts:
+            return False
+        if len(parts) > 1 and fwd not in self.done:
+            self._make(fwd, grad_name(fwd))
+            self.block.append_op("sum", {"X": parts}, {"Out": [grad_name(fwd)]}, role="backward",
+                                 infer=False)
+        self.done.add(fwd)
+        return True
+
+
+def append_backward(loss, parameter_list: Iterable | None = None, no_grad_set: Iterable | None = None,
+                    callbacks=None) -> list[tuple]:
+    """Append the backward ops of ``loss`` to its program; return ``[(param, grad)]``.
+
+    Args:
+        loss: a Variable with one element (shape [1]).
+        parameter_list: parameters (or names) to differentiate; default every trainable one.
+        no_grad_set: var names whose gradient is not wanted.
+
+    Raises:
+        ProgramError: if ``loss`` is not written by an op of the global block.
+    """
+    block = loss.block.program.global_block()
+    writers = [i for i, op in enumerate(block.ops) if loss.name in op.output_arg_names]
+    if not writers:
+        raise ProgramError(f"append_backward: no op of the program writes the loss {loss.name!r}")
+    fwd_ops = [op for op in block.ops[: writers[-1] + 1] if op.role == "forward"]
+    no_grad = {getattr(n, "name", n) for n in (no_grad_set or ())}
+    if parameter_list is None:
+        params = {p.name for p in block.all_parameters() if p.trainable}
+    else:
+        params = {getattr(p, "name", p) for p in parameter_list}
+    need = _vars_needing_grad(block, fwd_ops, params, no_grad)
+
+    grads = _Grads(block)
+    seed = grads.name_for(loss.name)
+    block.append_op("fill_constant", outputs={"Out": [seed]}, role="backward",
+                    attrs={"shape": list(loss.shape), "value": 1.0, "dtype": loss.dtype}, infer=False)
+    grads.done.add(loss.name)
+
+    for op in reversed(fwd_ops):
+        outs = [n for n in op.output_arg_names if n in grads.parts]
+        if not outs:
+            continue
+        wanted = frozenset(n for n in _differentiable_inputs(op) if n in need and n not in no_grad)
+        if not wanted or op.opdef.grad is None:
+            continue
+        for n in op.output_arg_names:
+            if not grads.finish(n):  # an output nobody differentiated: its gradient is zero
+                v = block.var(n)
+                block.create_var(grad_name(n), shape=v.shape, dtype=v.dtype)
+                block.append_op("fill_zeros_like", {"X": [n]}, {"Out": [grad_name(n)]},
+                                role="backward", infer=False)
+                grads.parts[n] = [grad_name(n)]
+                grads.done.add(n)
+        view = GradOpView(op.type, op.inputs, op.outputs, op.attrs, wanted, grads.name_for)
+        for spec in op.opdef.grad(view):
+            new = block.append_op(spec.type, spec.inputs, spec.outputs, spec.attrs,
+                                  role="backward", infer=False)
+            grads.wrote(new)
+
+    result = []
+    for p in block.all_parameters():
+        if p.name in params and p.name in need and grads.finish(p.name):
+            result.append((p, block.var(grad_name(p.name))))
+    return result
+
+
+def gradients_of(block, names: Iterable[str]) -> dict:
+    """name -> its gradient var in ``block`` (for tests and tools)."""
+    return {n: block.var(grad_name(n)) for n in names if block.has_var(grad_name(n))}
+
+
+__all__ = ["append_backward", "EMPTY_VAR"]

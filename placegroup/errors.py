@@ -1,0 +1,38 @@
+"""The error classes every layer of placegroup raises.
+
+Each names where it happened (executor, op, var, step) and, where one is known, a fix
+(STYLE.md rule 9). They are plain exceptions so a user can catch the family with
+``except PlacegroupError``.
+"""
+
+
+class PlacegroupError(Exception):
+    """Base class of every error placegroup raises on purpose."""
+
+
+class ProgramError(PlacegroupError):
+    """A Program is malformed: unknown op, bad slot, def-before-use, shape mismatch."""
+
+
+class PlacementError(PlacegroupError):
+    """A var or op is read or written where the PlaceGroups do not allow it."""
+
+
+class PassError(PlacegroupError):
+    """A transpiler pass failed or left a program that does not verify."""
+
+
+class SerializationError(PlacegroupError):
+    """A prog.bin or checkpoint file is truncated, tampered with, or of another schema."""
+
+
+class OpError(PlacegroupError):
+    """An op's kernel failed while the executor ran it (wraps the original error)."""
+
+
+class CommTimeout(PlacegroupError):
+    """A remote value did not arrive in time."""
+
+
+class RemoteError(PlacegroupError):
+    """A peer reported an error, carried to us as data."""

@@ -1,0 +1,79 @@
+"""``program.verify()``: the IR's lint (STYLE.md rule 8).
+
+Checks, per block, in program order:
+* every op's slots and attrs against its OpDef;
+* def-before-use: a non-persistable, non-data var is written by an earlier op before it is
+  read (persistable vars are loop-carried: the step before, or the startup program, wrote them);
+* one writer per value: a non-persistable var has at most one writer (backward renames
+  fan-in, so a second writer is a bug);
+* shapes: each op's ``infer`` agrees with the declared shapes of its outputs (``-1`` matches
+  anything);
+An error shows the ops around the bad one.
+"""
+from __future__ import annotations
+
+from placegroup.errors import ProgramError
+from placegroup.framework import _validate_op, infer_op
+from placegroup.ops.registry import EMPTY_VAR
+from placegroup.printer import format_op
+
+
+def _context(block, i: int, radius: int = 2) -> str:
+    lo, hi = max(0, i - radius), min(len(block.ops), i + radius + 1)
+    return "\n".join(("-> " if j == i else "   ") + format_op(block.ops[j], j) for j in range(lo, hi))
+
+
+def _fail(block, i: int, msg: str) -> None:
+    raise ProgramError(f"block {block.idx}, op #{i} `{block.ops[i].type}`: {msg}\n"
+                       f"{_context(block, i)}")
+
+
+def _shapes_agree(declared, inferred) -> bool:
+    if declared is None or inferred is None:
+        return True
+    if len(declared) != len(inferred):
+        return False
+    return all(a == b or a == -1 or b == -1 for a, b in zip(declared, inferred))
+
+
+def verify_program(program) -> None:
+    for block in program.blocks:
+        written: set[str] = set()
+        writers: dict[str, int] = {}
+        for i, op in enumerate(block.ops):
+            opdef = op.opdef
+            try:
+                _validate_op(opdef, op.inputs, op.outputs, op.attrs)
+            except ProgramError as e:
+                _fail(block, i, str(e))
+            for name in op.input_arg_names:
+                if not block.has_var(name):
+                    _fail(block, i, f"reads var {name!r}, which is not declared")
+                v = block.var(name)
+                if not (v.persistable or v.is_data or name in written):
+                    _fail(block, i, f"reads {name!r} before any op writes it (and it is neither "
+                                    f"persistable nor fed data)")
+            for name in op.output_arg_names:
+                if not block.has_var(name):
+                    _fail(block, i, f"writes var {name!r}, which is not declared")
+                v = block.var(name)
+                if not v.persistable and name in writers and name not in op.input_arg_names:
+                    _fail(block, i, f"writes {name!r}, already written by op #{writers[name]}; "
+                                    f"a non-persistable var has one writer")
+                writers.setdefault(name, i)
+                written.add(name)
+            if opdef.infer is not None:
+                try:
+                    metas = infer_op(op)
+                except ProgramError as e:
+                    _fail(block, i, str(e))
+                for slot, names in op.outputs.items():
+                    got = metas.get(slot)
+                    got = got if isinstance(got, list) else [got] * len(names)
+                    for name, meta in zip(names, got):
+                        if meta is None or name == EMPTY_VAR:
+                            continue
+                        declared = block.var(name).shape
+                        if not _shapes_agree(declared, tuple(meta.shape)):
+                            _fail(block, i, f"output {slot}={name!r} is declared {list(declared)} "
+                                            f"but the op makes {list(meta.shape)}")
