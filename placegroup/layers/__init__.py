@@ -1,5 +1,13 @@
-"""Layer functions: each appends ops (and parameters) to the default programs."""
-from placegroup.layers.io import data
-from placegroup.layers.nn import fc, mean, square_error_cost
+"""Layer functions: each appends ops (and parameters) to the default programs.
 
-__all__ = ["data", "fc", "mean", "square_error_cost"]
+Each module lists its public layers in ``__all__``; this package re-exports them all, so
+``fluid.layers.fc`` and ``fluid.layers.piecewise_decay`` work as in Fluid.
+"""
+from placegroup.layers import io, learning_rate_scheduler, metric_op, nn, tensor
+from placegroup.layers.io import *  # noqa: F401,F403
+from placegroup.layers.learning_rate_scheduler import *  # noqa: F401,F403
+from placegroup.layers.metric_op import *  # noqa: F401,F403
+from placegroup.layers.nn import *  # noqa: F401,F403
+from placegroup.layers.tensor import *  # noqa: F401,F403
+
+__all__ = io.__all__ + learning_rate_scheduler.__all__ + metric_op.__all__ + nn.__all__ + tensor.__all__

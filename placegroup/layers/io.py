@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from placegroup.framework import default_main_program
 
+__all__ = ["data"]
+
 
 def data(name: str, shape, dtype: str = "float32", lod_level: int = 0, append_batch_size: bool = True,
          stop_gradient: bool = True, type=None):

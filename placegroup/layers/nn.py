@@ -6,6 +6,8 @@ import math
 from placegroup.framework import Variable
 from placegroup.layer_helper import LayerHelper
 
+__all__ = ["fc", "mean", "square_error_cost"]
+
 
 def fc(input, size: int, num_flatten_dims: int = 1, param_attr=None, bias_attr=None, act=None,
        is_test: bool = False, name: str | None = None, model_parallel: bool = False):

@@ -1,0 +1,4 @@
+"""Metric layers: accuracy."""
+from __future__ import annotations
+
+__all__: list[str] = []
