@@ -38,12 +38,18 @@ def _vars_needing_grad(block, ops, params: set[str], no_grad: set[str]) -> set[s
 
 
 class _Grads:
-    """Tracks the partial gradients of each var and sums them when first read."""
+    """Tracks the partial gradients of each var; ``finish`` turns them into ``x@GRAD``.
+
+    Every contribution is first written under a fresh name ``x@GRAD@RENAME@k``. When the
+    first reader of ``x@GRAD`` comes, a single part is renamed in place in the op that wrote
+    it, and several parts are summed by a ``sum`` op.
+    """
 
     def __init__(self, block) -> None:
         self.block = block
         self.parts: dict[str, list[str]] = {}
-        self.first_writer: dict[str, tuple] = {}  # var -> (op, slot) that wrote x@GRAD plainly
+        self.pending: set[str] = set()  # part names not yet renamed or summed
+        self.writer: dict[str, object] = {}  # part name -> the op that writes it
         self.done: set[str] = set()
 
     def _make(self, fwd: str, name: str) -> str:
@@ -53,34 +59,32 @@ class _Grads:
 
     def name_for(self, fwd: str) -> str:
         parts = self.parts.setdefault(fwd, [])
-        if not parts:
-            parts.append(grad_name(fwd))
-            return self._make(fwd, grad_name(fwd))
-        if parts == [grad_name(fwd)]:  # a second contribution: rename the first one
-            renamed = self._make(fwd, f"{grad_name(fwd)}@RENAME@0")
-            op = self.first_writer[fwd]
-            for slot, names in op.outputs.items():
-                op.outputs[slot] = [renamed if n == grad_name(fwd) else n for n in names]
-            parts[0] = renamed
-        name = self._make(fwd, f"{grad_name(fwd)}@RENAME@{len(parts)}")
-        parts.append(name)
-        return name
+        parts.append(self._make(fwd, f"{grad_name(fwd)}@RENAME@{len(parts)}"))
+        self.pending.add(parts[-1])
+        return parts[-1]
 
     def wrote(self, op) -> None:
         for n in op.output_arg_names:
-            for fwd, parts in self.parts.items():
-                if parts == [n] and n == grad_name(fwd):
-                    self.first_writer.setdefault(fwd, op)
+            if n in self.pending:
+                self.writer[n] = op
 
     def finish(self, fwd: str) -> bool:
-        """Sum the parts of ``fwd``'s gradient into ``fwd@GRAD``; False if it has none."""
+        """Make ``fwd@GRAD`` from its parts; False if it has none."""
         parts = self.parts.get(fwd)
         if not parts:
             return False
-        if len(parts) > 1 and fwd not in self.done:
-            self._make(fwd, grad_name(fwd))
-            self.block.append_op("sum", {"X": parts}, {"Out": [grad_name(fwd)]}, role="backward",
-                                 infer=False)
+        if fwd in self.done:
+            return True
+        final = grad_name(fwd)
+        self._make(fwd, final)
+        if len(parts) == 1:
+            op = self.writer[parts[0]]
+            for slot, names in op.outputs.items():
+                op.outputs[slot] = [final if n == parts[0] else n for n in names]
+            self.block.remove_var(parts[0])
+        else:
+            self.block.append_op("sum", {"X": parts}, {"Out": [final]}, role="backward", infer=False)
+        self.parts[fwd] = [final]
         self.done.add(fwd)
         return True
 
@@ -110,9 +114,10 @@ def append_backward(loss, parameter_list: Iterable | None = None, no_grad_set: I
     need = _vars_needing_grad(block, fwd_ops, params, no_grad)
 
     grads = _Grads(block)
-    seed = grads.name_for(loss.name)
-    block.append_op("fill_constant", outputs={"Out": [seed]}, role="backward",
+    block.create_var(grad_name(loss.name), shape=loss.shape, dtype=loss.dtype)
+    block.append_op("fill_constant", outputs={"Out": [grad_name(loss.name)]}, role="backward",
                     attrs={"shape": list(loss.shape), "value": 1.0, "dtype": loss.dtype}, infer=False)
+    grads.parts[loss.name] = [grad_name(loss.name)]
     grads.done.add(loss.name)
 
     for op in reversed(fwd_ops):

@@ -1,0 +1,18 @@
+"""Shared fixtures: every test builds its programs in fresh default programs, names and scope."""
+import os
+
+import pytest
+
+import placegroup as fluid
+
+# One factor scales every timeout in the distributed tests (STYLE.md rule 13).
+TIME_FACTOR = float(os.environ.get("PLACEGROUP_TEST_TIME_FACTOR", "1"))
+
+
+@pytest.fixture(autouse=True)
+def fresh_programs():
+    """Fresh main/startup programs, unique names and global scope for each test."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard(), \
+            fluid.scope_guard(fluid.Scope()):
+        yield main, startup
