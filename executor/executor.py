@@ -77,7 +77,8 @@ class Plan:
     def __init__(self, program, xp) -> None:
         block = program.global_block()
         self.steps = [Step(i, op, xp) for i, op in enumerate(block.ops)]
-        self.feed_meta = {name: v for name, v in block.vars.items()}
+        # name -> (var, numpy dtype, declared shape): a feed is checked against these each step
+        self.feed_meta = {name: (v, np.dtype(v.dtype), v.shape) for name, v in block.vars.items()}
 
 
 def _fetch_name(f: Any) -> str:
@@ -116,18 +117,19 @@ class Executor:
     def _feed(self, plan: Plan, vals: dict, feed: dict) -> None:
         xp = self.xp
         for name, value in feed.items():
-            var = plan.feed_meta.get(name)
-            if var is None:
+            meta = plan.feed_meta.get(name)
+            if meta is None:
                 raise ProgramError(f"feed {name!r} is not a var of the program; its data vars are "
-                                   f"{sorted(n for n, v in plan.feed_meta.items() if v.is_data)}")
+                                   f"{sorted(n for n, m in plan.feed_meta.items() if m[0].is_data)}")
+            _, dtype, shape = meta
             arr = value if hasattr(value, "__cuda_array_interface__") else np.asarray(value)
-            if arr.dtype.name != var.dtype:
-                arr = arr.astype(var.dtype)
-            if var.shape is not None:
-                if len(arr.shape) != len(var.shape) or any(
-                        d != -1 and d != a for d, a in zip(var.shape, arr.shape)):
+            if arr.dtype != dtype:
+                arr = arr.astype(dtype)
+            if shape is not None:
+                if len(arr.shape) != len(shape) or any(
+                        d != -1 and d != a for d, a in zip(shape, arr.shape)):
                     raise ProgramError(f"feed {name!r} has shape {list(arr.shape)}, but the var is "
-                                       f"declared {list(var.shape)} (-1 is any size)")
+                                       f"declared {list(shape)} (-1 is any size)")
             vals[name] = xp.asarray(arr) if xp is not np else arr
 
     def run(self, program=None, feed: dict | None = None, fetch_list: Sequence | None = None,
