@@ -1,0 +1,84 @@
+"""comm.framing against docs/protocol.md: round trips, zero copy, and hostile frames."""
+import msgpack
+import numpy as np
+import pytest
+import zmq
+from hypothesis import given, settings, strategies as st
+
+from placegroup.comm.framing import FrameError, SelectedRowsValue, pack, unpack
+
+
+def test_round_trip_values_and_kinds():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = np.array([7], dtype=np.int64)
+    frames = pack("values", "trainer:1", 5, [("w@GRAD", 5, a), ("step", -1, b)])
+    m = unpack(frames)
+    assert (m.kind, m.src, m.step) == ("values", "trainer:1", 5)
+    (n1, v1, x1), (n2, v2, x2) = m.vals
+    assert (n1, v1, n2, v2) == ("w@GRAD", 5, "step", -1)
+    np.testing.assert_array_equal(x1, a)
+    np.testing.assert_array_equal(x2, b)
+    assert x1.dtype == np.float32 and x2.dtype == np.int64
+    for kind in ("hello", "done", "error"):
+        m = unpack(pack(kind, "pserver@127.0.0.1:7164", 0, msg="boom", digest="ab"))
+        assert m.kind == kind and m.vals == []
+
+
+def test_selected_rows_and_scalars():
+    rows = np.array([3, 9], np.int64)
+    vals = np.ones((2, 4), np.float32)
+    m = unpack(pack("values", "s", 0, [("emb@GRAD", 0, SelectedRowsValue(rows, vals, 100)),
+                                        ("lr", 0, np.float32(0.5))]))
+    sr = m.vals[0][2]
+    np.testing.assert_array_equal(sr.rows, rows)
+    np.testing.assert_array_equal(sr.values, vals)
+    assert m.vals[1][2].shape == () and m.vals[1][2] == np.float32(0.5)
+
+
+def test_zero_copy_over_a_real_socket():
+    ctx = zmq.Context.instance()
+    a, b = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
+    try:
+        port = a.bind_to_random_port("tcp://127.0.0.1")
+        b.connect(f"tcp://127.0.0.1:{port}")
+        big = np.random.default_rng(0).normal(size=(256, 512)).astype(np.float32)
+        b.send_multipart(pack("values", "x", 1, [("w", 1, big)]), copy=False)
+        frames = a.recv_multipart(copy=False)
+        m = unpack(frames)
+        got = m.vals[0][2]
+        np.testing.assert_array_equal(got, big)
+        assert not got.flags.owndata  # a view of the received frame, not a copy
+    finally:
+        a.close(0)
+        b.close(0)
+
+
+@pytest.mark.parametrize("frames, why", [
+    ([], "empty message"),
+    ([b"\xc1"], "not msgpack"),
+    ([msgpack.packb([1, 2])], "not a map"),
+    ([msgpack.packb({"v": 2, "kind": "done", "src": "a", "step": 0})], "protocol version 2"),
+    ([msgpack.packb({"v": 1, "kind": "shout", "src": "a", "step": 0})], "bad kind"),
+    ([msgpack.packb({"v": 1, "kind": "values", "src": "a", "step": 0,
+                     "vals": [["w", 0, "|O", [1], "dense"]]}), b"12345678"], "not allowed"),
+    ([msgpack.packb({"v": 1, "kind": "values", "src": "a", "step": 0,
+                     "vals": [["w", 0, "<f4", [2], "dense"]]}), b"1234"], "does not hold"),
+    ([msgpack.packb({"v": 1, "kind": "values", "src": "a", "step": 0,
+                     "vals": [["w", 0, "<f4", [1], "dense"]]})], "missing frames"),
+    ([msgpack.packb({"v": 1, "kind": "done", "src": "a", "step": 0}), b"x"], "extra frame"),
+    ([msgpack.packb({"v": 1, "kind": "values", "src": "a", "step": 0,
+                     "vals": [["w", 0, "<f4", [-1], "dense"]]}), b""], "not allowed"),
+    ([b"\x00" * (70 * 1024)], "exceeds"),
+])
+def test_malformed_frames_raise_frame_error(frames, why):
+    with pytest.raises(FrameError, match=why):
+        unpack(frames)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=64), min_size=1, max_size=4))
+def test_random_bytes_only_ever_raise_frame_error(frames):
+    try:
+        unpack(frames)
+    except FrameError:
+        pass
