@@ -36,6 +36,10 @@ def format_op(op, index: int | None = None) -> str:
                       if not k.startswith("_"))
     head = f"#{index} " if index is not None else ""
     role = "" if op.role == op.opdef.role else f" role={op.role}"
+    if op.param is not None:
+        role += f" param={op.param}"
+    if op.edges:
+        role += " edges={" + ", ".join(f"{k}:{op.edges[k]}" for k in sorted(op.edges)) + "}"
     place = f" @{op.place}" if op.place is not None else ""
     return (f"{head}{op.type}({_fmt_slots(op.inputs)}) -> ({_fmt_slots(op.outputs)})"
             f" {{{attrs}}}{role}{place}")

@@ -55,6 +55,8 @@ class OpSchema(pydantic.BaseModel):
     attrs: dict[str, Attr] = {}
     role: str
     place: Optional[str] = None
+    edges: dict[str, str] = {}
+    param: Optional[str] = None
 
 
 class BlockSchema(pydantic.BaseModel):
@@ -104,7 +106,8 @@ def program_to_dict(program) -> dict:
                 d.update(trainable=v.trainable, optimize_attr=_plain(v.optimize_attr))
             vars_.append(d)
         ops = [dict(type=op.type, inputs=op.inputs, outputs=op.outputs, attrs=_plain(op.attrs),
-                    role=op.role, place=None if op.place is None else str(op.place))
+                    role=op.role, place=None if op.place is None else str(op.place),
+                    edges=dict(op.edges), param=op.param)
                for op in b.ops]
         blocks.append(dict(idx=b.idx, parent_idx=b.parent_idx, vars=vars_, ops=ops))
     ex = program.executor
@@ -143,10 +146,13 @@ def program_from_dict(d: dict, *, validate: bool = False):
             b.vars[v.name] = v
         for od in bd["ops"]:
             try:
-                b.ops.append(Operator(b, od["type"], od["inputs"], od["outputs"], od.get("attrs"),
-                                      od.get("role"), od.get("place")))
+                op = Operator(b, od["type"], od["inputs"], od["outputs"], od.get("attrs"),
+                              od.get("role"), od.get("place"))
             except ProgramError as e:
                 raise SerializationError(f"prog.bin block {bd['idx']}: {e}") from None
+            op.edges = dict(od.get("edges") or {})
+            op.param = od.get("param")
+            b.ops.append(op)
         p.blocks.append(b)
     p.random_seed = d.get("random_seed", 0)
     p.provenance = list(d.get("provenance") or [])
