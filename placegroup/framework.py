@@ -351,6 +351,9 @@ class Program:
         self.current_block_idx = 0
         self.random_seed = 0
         self.executor = None
+        # set by the transpiler: {"trainers": N, "trainer_endpoints": [...], "pservers": [...],
+        # "sync_mode": bool, "staleness": k} (serialize.ClusterSchema)
+        self.cluster: dict | None = None
         self.provenance: list[str] = []
         self._version = 0
 

@@ -140,19 +140,28 @@ class ExecutorId(_Frozen):
     role: ExecutorRole
     endpoint: Annotated[Optional[str], AfterValidator(_endpoint)] = None
     places: Tuple[Place, ...] = ()
+    rank: Optional[int] = None  # the trainer id (trainers only)
 
     @classmethod
     def parse(cls, role: str, endpoint: Optional[str] = None,
-              places: Sequence[Place] = ()) -> ExecutorId:
+              places: Sequence[Place] = (), rank: Optional[int] = None) -> ExecutorId:
         """Builds an ExecutorId from the launcher's strings; ``role`` may be any case.
 
         Raises:
             ValueError: the role is unknown or the endpoint is not ``ip:port``.
         """
-        return cls(role=_role(role.lower()), endpoint=endpoint, places=tuple(places))
+        return cls(role=_role(role.lower()), endpoint=endpoint, places=tuple(places), rank=rank)
+
+    @property
+    def name(self) -> str:
+        """The name on the wire (docs/protocol.md): ``trainer:0`` or ``pserver@ip:port``."""
+        if self.role == ExecutorRole.TRAINER and self.rank is not None:
+            return f"trainer:{self.rank}"
+        return str(self)
 
     def __str__(self) -> str:
-        return str(self.role) if self.endpoint is None else f"{self.role}@{self.endpoint}"
+        base = str(self.role) if self.endpoint is None else f"{self.role}@{self.endpoint}"
+        return base if self.rank is None else f"{base}#{self.rank}"
 
 
 def _format_places(places: Tuple[Place, ...]) -> str:

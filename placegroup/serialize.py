@@ -71,6 +71,18 @@ class ExecutorSchema(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
     role: str
     endpoint: Optional[str] = None
+    rank: Optional[int] = None
+
+
+class ClusterSchema(pydantic.BaseModel):
+    """Who takes part: set by the transpiler, read by every executor."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+    trainers: int
+    trainer_endpoints: list[str] = []
+    pservers: list[str] = []
+    sync_mode: bool = True
+    staleness: int = 0
 
 
 class ProgramSchema(pydantic.BaseModel):
@@ -78,6 +90,7 @@ class ProgramSchema(pydantic.BaseModel):
     random_seed: int = 0
     blocks: list[BlockSchema]
     executor: Optional[ExecutorSchema] = None
+    cluster: Optional[ClusterSchema] = None
     provenance: list[str] = []
     extra: dict[str, Attr] = {}
 
@@ -112,7 +125,9 @@ def program_to_dict(program) -> dict:
         blocks.append(dict(idx=b.idx, parent_idx=b.parent_idx, vars=vars_, ops=ops))
     ex = program.executor
     return dict(random_seed=program.random_seed, blocks=blocks, provenance=list(program.provenance),
-                executor=None if ex is None else dict(role=ex.role.value, endpoint=ex.endpoint))
+                executor=None if ex is None else dict(role=ex.role.value, endpoint=ex.endpoint,
+                                                      rank=ex.rank),
+                cluster=None if program.cluster is None else dict(program.cluster))
 
 
 def program_from_dict(d: dict, *, validate: bool = False):
@@ -157,7 +172,9 @@ def program_from_dict(d: dict, *, validate: bool = False):
     p.random_seed = d.get("random_seed", 0)
     p.provenance = list(d.get("provenance") or [])
     ex = d.get("executor")
-    p.executor = None if ex is None else ExecutorId.parse(ex["role"], ex.get("endpoint"))
+    p.executor = None if ex is None else ExecutorId.parse(ex["role"], ex.get("endpoint"),
+                                                           rank=ex.get("rank"))
+    p.cluster = None if d.get("cluster") is None else dict(d["cluster"])
     return p
 
 

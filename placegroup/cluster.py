@@ -1,0 +1,87 @@
+"""The executors of a transpiled program, and which of them hold a var or run an op.
+
+``Cluster.from_program(program)`` lists every executor the program names: trainers
+``trainer:0..N-1`` (with their endpoints when trainers were given as a list) and one pserver
+per endpoint. A var with no PlaceGroup, or an op with none, belongs to everyone (a
+single-process program). These answers are what the placement check and the executor's
+edges are computed from (DESIGN.md §4).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable
+
+from placegroup.errors import PlacementError
+from placegroup.place_group import ExecutorId, PlaceGroup
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    executors: tuple  # ExecutorId, trainers first in id order, then pservers
+
+    @classmethod
+    def from_program(cls, program) -> "Cluster":
+        c = program.cluster or {"trainers": 1}
+        eps = list(c.get("trainer_endpoints") or [])
+        trainers = [ExecutorId.parse("trainer", eps[i] if i < len(eps) else None, rank=i)
+                    for i in range(int(c["trainers"]))]
+        pservers = [ExecutorId.parse("pserver", ep) for ep in c.get("pservers") or []]
+        return cls(tuple(trainers + pservers))
+
+    def matching(self, place: PlaceGroup | None) -> list:
+        if place is None:
+            return list(self.executors)
+        return [e for e in self.executors if place.matches(e)]
+
+    def find(self, executor: ExecutorId) -> ExecutorId:
+        """This cluster's entry for ``executor`` (matched by role and rank or endpoint)."""
+        for e in self.executors:
+            if e.role == executor.role and (
+                    (executor.rank is not None and e.rank == executor.rank) or
+                    (executor.endpoint is not None and e.endpoint == executor.endpoint)):
+                return e
+        raise PlacementError(f"executor {executor} is not part of the program's cluster "
+                             f"({', '.join(map(str, self.executors))})")
+
+
+@dataclasses.dataclass(frozen=True)
+class Edge:
+    """How executor ``reader`` gets input ``var`` of op #``op_index``."""
+
+    kind: str            # local | broadcast | gather | each
+    var: str
+    slot: str
+    sources: tuple       # the executors it waits for (empty when local)
+
+
+def classify(cluster: Cluster, op, slot: str, var, reader: ExecutorId, op_index: int) -> Edge:
+    """The edge of ``op``'s input ``var`` for ``reader``, or PlacementError naming both places."""
+    holders = cluster.matching(var.place)
+    if reader in holders:
+        return Edge("local", var.name, slot, ())
+    mode = op.edges.get(slot)
+    if mode in ("gather", "each"):
+        return Edge(mode, var.name, slot, tuple(holders))
+    if len(holders) == 1:
+        return Edge("broadcast", var.name, slot, tuple(holders))
+    raise PlacementError(
+        f"op #{op_index} `{op.type}` @{op.place} reads {var.name!r} @{var.place}, which "
+        f"{len(holders)} executors hold ({', '.join(map(str, holders)) or 'none'}); executor "
+        f"{reader} holds none of them, and the op declares no gather/each edge for {slot!r}")
+
+
+def check_placement(program) -> None:
+    """Every cross-placement read of every op is a valid edge (raises PlacementError)."""
+    cluster = Cluster.from_program(program)
+    for block in program.blocks:
+        for i, op in enumerate(block.ops):
+            runners = cluster.matching(op.place)
+            for slot, names in op.inputs.items():
+                for n in names:
+                    var = block.var(n)
+                    for r in runners:
+                        classify(cluster, op, slot, var, r, i)
+
+
+def names(executors: Iterable[ExecutorId]) -> list[str]:
+    return [e.name for e in executors]

@@ -1,0 +1,144 @@
+"""DistributeTranspiler: Fluid's user entry point, over small passes (seed 002 §3.6).
+
+``transpile`` runs the passes (merge, slice, placement; the model-parallel and sparse passes
+join with issues #4 and #5) on copies of the programs (the input is never mutated), and
+``get_program(endpoint, role)`` returns the one placed program with the executor it was made
+for recorded in it.
+
+Example (seed 002 §3.5)::
+
+    t = fluid.DistributeTranspiler()
+    t.transpile(trainer_id, pservers="127.0.0.1:6174,127.0.0.1:6175", trainers=2)
+    prog = t.get_program(current_endpoint, training_role)
+    startup = t.get_startup_program(current_endpoint, training_role)
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from placegroup.framework import Program, default_main_program, default_startup_program
+from placegroup.place_group import ExecutorId, ExecutorRole, Node
+from placegroup.transpiler.config import DistributeTranspilerConfig, RoundRobin
+from placegroup.transpiler.merge import merge_gradients
+from placegroup.transpiler.passes import Job, TranspileContext, run_passes
+from placegroup.transpiler.placement import place
+from placegroup.transpiler.slice import slice_params
+
+PASSES = (("merge", merge_gradients), ("slice", slice_params), ("placement", place))
+
+
+def _endpoints(spec: Any, default_port: str, what: str) -> list[str]:
+    """``"ip,ip:port,..."`` (or a list) -> ``["ip:port", ...]``; a bare ip takes the port."""
+    items = spec if isinstance(spec, (list, tuple)) else str(spec).split(",")
+    out = []
+    for item in (s.strip() for s in items):
+        if not item:
+            continue
+        ep = item if ":" in item else f"{item}:{default_port}"
+        try:
+            Node.parse(ep)
+        except ValueError as e:
+            raise ValueError(f"{what}: {ep!r} is not ip:port ({e})") from None
+        out.append(ep)
+    if not out:
+        raise ValueError(f"{what}: no endpoints in {spec!r}")
+    return out
+
+
+class DistributeTranspiler:
+    """Rewrites a single-process model into the one shared, placed program.
+
+    Args:
+        config: a ``DistributeTranspilerConfig``; keyword arguments of ``transpile`` win.
+    """
+
+    def __init__(self, config: DistributeTranspilerConfig | None = None) -> None:
+        self.config = config or DistributeTranspilerConfig()
+        self._job: Job | None = None
+
+    def transpile(self, trainer_id: int | None = None, program: Program | None = None,
+                  pservers: str = "127.0.0.1:6174", trainers: int | str = 1, sync_mode: bool | None = None,
+                  startup_program: Program | None = None, current_endpoint: str = "127.0.0.1:6174", *,
+                  slice_var_up: bool | None = None, split_method: Any = None,
+                  min_block_size: int | None = None, staleness: int | None = None) -> None:
+        """Run the passes over copies of ``program`` and ``startup_program``.
+
+        Args:
+            trainer_id: this process's trainer id (default: ``$PADDLE_TRAINER_ID`` or 0).
+            pservers: ``"ip:port,ip:port"`` (a bare ip takes ``$PADDLE_INIT_PORT``).
+            trainers: a count, or ``"ip:port,..."`` (needed for trainer-to-trainer edges).
+            sync_mode: merge the trainers' gradients each step (True) or apply each alone.
+
+        Raises:
+            ValueError: malformed endpoints. PassError: a pass failed (names the pass).
+        """
+        cfg = self.config
+        port = os.environ.get("PADDLE_INIT_PORT", "6174")
+        self.trainer_id = int(os.environ.get("PADDLE_TRAINER_ID", "0")) if trainer_id is None else int(trainer_id)
+        self.pserver_endpoints = _endpoints(pservers, port, "pservers")
+        if isinstance(trainers, int) or str(trainers).strip().isdigit():
+            n, trainer_eps = int(trainers), []
+        else:
+            trainer_eps = _endpoints(trainers, port, "trainers")
+            n = len(trainer_eps)
+        if n < 1 or not 0 <= self.trainer_id < n:
+            raise ValueError(f"trainer_id {self.trainer_id} is not in 0..{n - 1}")
+        self.trainer_num, self.trainer_endpoints = n, trainer_eps
+        self.current_endpoint = current_endpoint
+        ctx = TranspileContext(
+            trainers=n, trainer_endpoints=tuple(trainer_eps), pservers=tuple(self.pserver_endpoints),
+            sync_mode=cfg.sync_mode if sync_mode is None else sync_mode,
+            slice_var_up=cfg.slice_var_up if slice_var_up is None else slice_var_up,
+            min_block_size=cfg.min_block_size if min_block_size is None else min_block_size,
+            split_method=split_method or cfg.split_method or RoundRobin,
+            staleness=cfg.staleness if staleness is None else staleness)
+        self.sync_mode = ctx.sync_mode
+        main = program or default_main_program()
+        startup = startup_program or default_startup_program()
+        self._job = run_passes(Job(main, startup), PASSES, ctx)
+
+    # -- the programs ------------------------------------------------------------------------
+    def _need(self) -> Job:
+        if self._job is None:
+            raise RuntimeError("call transpile() before asking for a program")
+        return self._job
+
+    def _executor(self, endpoint: str | None, role: str | None) -> ExecutorId:
+        if role is None:
+            role = "pserver" if endpoint in self.pserver_endpoints else "trainer"
+        role = role.lower()
+        if role == ExecutorRole.PSERVER.value:
+            if endpoint not in self.pserver_endpoints:
+                raise ValueError(f"pserver endpoint {endpoint!r} is not one of {self.pserver_endpoints}")
+            return ExecutorId.parse(role, endpoint)
+        rank = self.trainer_id
+        if self.trainer_endpoints and endpoint in self.trainer_endpoints:
+            rank = self.trainer_endpoints.index(endpoint)
+        ep = self.trainer_endpoints[rank] if self.trainer_endpoints else None
+        return ExecutorId.parse(role, ep, rank=rank)
+
+    def get_program(self, endpoint: str | None, role: str | None = None) -> Program:
+        """The shared program, recording the executor (``endpoint``, ``role``) that runs it."""
+        prog = self._need().main.clone()
+        prog.executor = self._executor(endpoint, role)
+        return prog
+
+    def get_startup_program(self, endpoint: str | None = None, role: Any = None,
+                            pserver_program: Program | None = None) -> Program:
+        """The placed startup program for that executor (``pserver_program`` is accepted, as in
+        Fluid 1.x, and not needed; a Program passed as ``role`` is taken as it)."""
+        if isinstance(role, Program):
+            role = None
+        prog = self._need().startup.clone()
+        prog.executor = self._executor(endpoint, role)
+        return prog
+
+    def get_trainer_program(self, wait_port: bool = True) -> Program:
+        return self.get_program(self.current_endpoint if self.trainer_endpoints else None, "trainer")
+
+    def get_pserver_program(self, endpoint: str) -> Program:
+        return self.get_program(endpoint, "pserver")
+
+    def get_pserver_programs(self, endpoint: str) -> tuple[Program, Program]:
+        return self.get_pserver_program(endpoint), self.get_startup_program(endpoint, "pserver")

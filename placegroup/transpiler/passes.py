@@ -1,0 +1,63 @@
+"""The pass machinery: ``Job``, ``PassResult`` and ``run_passes`` (STYLE.md rule 5).
+
+A pass is a pure function ``f(job, ctx) -> PassResult``: it copies the main and startup
+programs it is given, changes the copies, and says whether anything changed. ``run_passes``
+verifies both programs after each pass and records the pass in their ``provenance``; on
+failure it raises ``PassError("pass 'slice' failed after ['merge']: ...")``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Callable, NamedTuple, Sequence
+
+from placegroup.errors import PassError, PlacegroupError
+
+
+class Job(NamedTuple):
+    """The pair of programs a transpilation rewrites together."""
+
+    main: object
+    startup: object
+
+    def copy(self) -> "Job":
+        return Job(self.main.clone(), self.startup.clone())
+
+
+class PassResult(NamedTuple):
+    job: Job
+    changed: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class TranspileContext:
+    """What every pass may read: the cluster and the transpiler's options."""
+
+    trainers: int
+    trainer_endpoints: tuple
+    pservers: tuple
+    sync_mode: bool
+    slice_var_up: bool
+    min_block_size: int
+    split_method: Callable
+    staleness: int = 0
+
+    def cluster(self) -> dict:
+        return dict(trainers=self.trainers, trainer_endpoints=list(self.trainer_endpoints),
+                    pservers=list(self.pservers), sync_mode=self.sync_mode, staleness=self.staleness)
+
+
+def run_passes(job: Job, passes: Sequence[tuple[str, Callable]], ctx: TranspileContext) -> Job:
+    done: list[str] = []
+    for name, fn in passes:
+        try:
+            job = fn(job, ctx).job
+            for p in job:
+                p.provenance.append(name)
+                p.verify()
+        except PlacegroupError as e:
+            raise PassError(f"pass {name!r} failed after {done}: {e}") from e
+        if int(os.environ.get("PLACEGROUP_DEBUG", "0")) >= 3:
+            print(f"=== main program after pass {name!r} ===\n{job.main}")
+        done.append(name)
+    return job

@@ -1,0 +1,89 @@
+"""The placement pass (seed 002 §3.6, the generic part): every op and var gets a PlaceGroup.
+
+Rules, in order:
+1. Each parameter (or parameter block) with an optimizer is dealt to a pserver by the
+   dispatcher (RoundRobin / HashName), in the order the optimizer ops appear. Its update ops
+   (``op.param``) run there, and the vars they write live there.
+2. Learning-rate ops (role ``lr_sched``) run on every pserver (``pserver``, replicated), and
+   the vars they write live on every pserver: each pserver keeps its own step counter.
+3. A persistable var that only pserver-side ops read and nothing in the main program writes
+   (a constant learning rate) lives with its readers: on the one pserver that reads it, or
+   replicated on all pservers.
+4. Everything else runs on, and lives on, every trainer (``trainer``, replicated).
+The startup program's vars take their main-program places and its ops run where their output
+lives. Then every edge is checked (``placegroup.cluster.check_placement``).
+"""
+from __future__ import annotations
+
+from placegroup.cluster import check_placement
+from placegroup.errors import PlacementError
+from placegroup.place_group import PlaceGroup
+from placegroup.transpiler.passes import Job, PassResult
+
+TRAINER = PlaceGroup.parse("trainer")
+PSERVERS = PlaceGroup.parse("pserver")
+
+
+def _place_ops(block, ctx) -> dict:
+    """Ops get their places; returns param block -> its pserver PlaceGroup."""
+    dispatcher = ctx.split_method(list(ctx.pservers))
+    homes: dict[str, PlaceGroup] = {}
+    for op in block.ops:
+        if op.param is not None and op.role == "optimize":
+            if op.param not in homes:
+                homes[op.param] = PlaceGroup.of("pserver", dispatcher.dispatch(op.param))
+            op.place = homes[op.param]
+        elif op.role == "lr_sched":
+            op.place = PSERVERS
+        else:
+            op.place = TRAINER
+    return homes
+
+
+def _place_vars(block) -> None:
+    writers: dict[str, set] = {}
+    readers: dict[str, set] = {}
+    for op in block.ops:
+        for n in op.output_arg_names:
+            writers.setdefault(n, set()).add(op.place)
+        for n in op.input_arg_names:
+            readers.setdefault(n, set()).add(op.place)
+    for name, var in block.vars.items():
+        w = writers.get(name, set())
+        r = readers.get(name, set())
+        if len(w) > 1:
+            raise PlacementError(f"var {name!r} is written on {sorted(map(str, w))}; a var lives in "
+                                 f"one place")
+        if w:
+            var.place = next(iter(w))
+        elif var.persistable and r and all(pg.roles == PSERVERS.roles for pg in r):
+            var.place = next(iter(r)) if len(r) == 1 else PSERVERS
+        else:
+            var.place = TRAINER
+
+
+def _place_startup(startup, main) -> None:
+    mb = main.global_block()
+    for name, var in startup.global_block().vars.items():
+        var.place = mb.var(name).place if mb.has_var(name) else TRAINER
+    for op in startup.global_block().ops:
+        outs = {startup.global_block().var(n).place for n in op.output_arg_names}
+        if len(outs) != 1:
+            raise PlacementError(f"startup op `{op.type}` writes vars in several places: "
+                                 f"{sorted(map(str, outs))}")
+        op.place = outs.pop()
+
+
+def place(job: Job, ctx) -> PassResult:
+    job = job.copy()
+    block = job.main.global_block()
+    if not ctx.pservers:
+        raise PlacementError("the placement pass needs at least one pserver endpoint")
+    _place_ops(block, ctx)
+    _place_vars(block)
+    _place_startup(job.startup, job.main)
+    for p in job:
+        p.cluster = ctx.cluster()
+        p._bump()
+        check_placement(p)
+    return PassResult(job, True)
