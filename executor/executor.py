@@ -41,10 +41,14 @@ class Step:
         self.attrs = dict(op.attrs)
         self.want = frozenset(slot for slot, _, _ in self.outs) if opdef.wants_outputs else None
 
-    def run(self, vals: dict) -> None:
+    def inputs(self, vals: dict) -> dict:
         ins = {}
         for slot, names, dup in self.ins:
             ins[slot] = [vals[n] for n in names] if dup else vals[names[0]]
+        return ins
+
+    def call(self, ins: dict, vals: dict) -> None:
+        """Run the kernel on ``ins`` and write its outputs into ``vals``."""
         if self.want is None:
             outs = self.kernel(self.xp, ins, self.attrs)
         else:
@@ -57,6 +61,9 @@ class Step:
                         vals[n] = v
             elif names[0] != EMPTY_VAR:
                 vals[names[0]] = value
+
+    def run(self, vals: dict) -> None:
+        self.call(self.inputs(vals), vals)
 
     def explain(self, vals: dict, err: BaseException) -> str:
         """Why ``run`` failed, in the user's terms."""
@@ -98,12 +105,14 @@ class Executor:
         loss, = exe.run(main, feed={"x": xs, "y": ys}, fetch_list=[avg_cost])
     """
 
-    def __init__(self, place: Any = None) -> None:
+    def __init__(self, place: Any = None, peer_timeout: float | None = None) -> None:
         from placegroup.places import CPUPlace
 
         self.place = place if place is not None else CPUPlace()
         self.xp = self.place.array_module()
         self._plans: dict[int, tuple[Any, int, Plan]] = {}
+        self._runtime = None  # the sockets of a distributed executor, made at its first run
+        self.peer_timeout = peer_timeout
 
     def _plan(self, program) -> Plan:
         key = id(program)
@@ -154,6 +163,8 @@ class Executor:
 
         program = program if program is not None else default_main_program()
         scope = scope if scope is not None else global_scope()
+        if program.executor is not None and program.cluster is not None:
+            return self._run_distributed(program, feed, fetch_list, scope, return_numpy)
         plan = self._plan(program)
         vals = scope.vars
         if feed:
@@ -163,15 +174,63 @@ class Executor:
                 step.run(vals)
             except Exception as e:  # wrapped with the op's context, original chained
                 raise OpError(step.explain(vals, e)) from e
-        out = []
-        for f in fetch_list or ():
-            name = _fetch_name(f)
-            if name not in vals:
-                raise ProgramError(f"fetch {name!r} has no value after the step; is it a var of "
-                                   f"this program?")
-            out.append(to_numpy(vals[name]) if return_numpy else vals[name])
-        return out
+        return [self._fetch(vals, f, return_numpy) for f in fetch_list or ()]
+
+    def _run_distributed(self, program, feed, fetch_list, scope: Scope, return_numpy: bool) -> list:
+        from placegroup.executor.distributed import Runtime
+        from placegroup.place_group import ExecutorRole
+
+        rt = self._runtime
+        if rt is None:
+            rt = self._runtime = Runtime(program, self.xp, self.peer_timeout)
+        elif rt.cluster.find(program.executor) != rt.me:
+            raise ProgramError(f"this executor is {rt.me}; the program was made for {program.executor}: "
+                               f"use one Executor per role")
+        plan = rt.plan(program)
+        vals = scope.vars
+        scope.set_guard = _set_guard(plan, rt.me)
+        try:
+            if feed:
+                self._feed(plan, vals, feed)
+            if plan.startup:
+                rt.run_step(plan, vals, -1)
+            elif rt.me.role == ExecutorRole.PSERVER:
+                rt.serve(plan, vals)
+                return []
+            else:
+                rt.run_step(plan, vals, rt.step)
+                rt.step += 1
+        except BaseException as e:
+            rt.fail(e)
+            raise
+        return [self._fetch(vals, f, return_numpy, plan) for f in fetch_list or ()]
+
+    @staticmethod
+    def _fetch(vals: dict, f: Any, return_numpy: bool, plan=None):
+        name = _fetch_name(f)
+        if name not in vals:
+            holders = getattr(plan, "holders", {}).get(name)
+            where = f" (held by {', '.join(map(str, holders))})" if holders else ""
+            raise ProgramError(f"fetch {name!r} has no value after the step{where}; is it a var of "
+                               f"this program?")
+        return to_numpy(vals[name]) if return_numpy else vals[name]
 
     def close(self) -> None:
-        """Release what the executor holds (its compiled plans)."""
+        """Release what the executor holds. A distributed trainer tells the pservers it is
+        done (they stop serving when every trainer has); its sockets close."""
         self._plans.clear()
+        if self._runtime is not None:
+            self._runtime.close()
+            self._runtime = None
+
+
+def _set_guard(plan, me):
+    """``Tensor.set`` on a var this executor does not hold raises PlacementError."""
+    from placegroup.errors import PlacementError
+
+    def guard(name: str) -> None:
+        holders = plan.holders.get(name)
+        if holders is not None and me not in holders:
+            raise PlacementError(f"{name!r} is held by {', '.join(map(str, holders))}, not by {me}: "
+                                 f"set it there")
+    return guard

@@ -83,6 +83,8 @@ class ClusterSchema(pydantic.BaseModel):
     pservers: list[str] = []
     sync_mode: bool = True
     staleness: int = 0
+    digest: str = ""        # of the whole transpiled job: every process must agree
+    startup: bool = False   # this is the job's startup program (its values have version -1)
 
 
 class ProgramSchema(pydantic.BaseModel):

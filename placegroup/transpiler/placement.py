@@ -15,6 +15,8 @@ lives. Then every edge is checked (``placegroup.cluster.check_placement``).
 """
 from __future__ import annotations
 
+import hashlib
+
 from placegroup.cluster import check_placement
 from placegroup.errors import PlacementError
 from placegroup.place_group import PlaceGroup
@@ -82,8 +84,9 @@ def place(job: Job, ctx) -> PassResult:
     _place_ops(block, ctx)
     _place_vars(block)
     _place_startup(job.startup, job.main)
-    for p in job:
-        p.cluster = ctx.cluster()
+    digest = hashlib.blake2b((str(job.main) + str(job.startup)).encode(), digest_size=16).hexdigest()
+    for p, startup in ((job.main, False), (job.startup, True)):
+        p.cluster = {**ctx.cluster(), "digest": digest, "startup": startup}
         p._bump()
         check_placement(p)
     return PassResult(job, True)

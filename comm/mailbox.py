@@ -1,0 +1,136 @@
+"""The mailbox: values that arrived, by ``(var, version, source)``, and the ops that wait.
+
+It sits on a ``Transport`` (docs/protocol.md): ``post`` batches outgoing values per peer until
+``flush`` (a step's messages to one peer travel together, DESIGN.md §8); ``wait`` drains the
+sockets until the values an op needs are there, handling ``hello``/``done``/``error`` on the
+way. Malformed messages are dropped with a log line and never stop the executor.
+
+Thread-safety: one mailbox per executor thread.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from typing import Any, Sequence
+
+import numpy as np
+import zmq
+
+from placegroup.comm.framing import FrameError, pack, unpack
+from placegroup.comm.transport import Transport
+from placegroup.errors import CommTimeout, RemoteError
+
+log = logging.getLogger("placegroup.comm")
+DEBUG = int(os.environ.get("PLACEGROUP_DEBUG", "0"))  # >= 2: log every message
+
+
+class PeersDone(Exception):
+    """Every source a wait depends on has said ``done``: a pserver stops serving."""
+
+
+class Mailbox:
+    def __init__(self, transport: Transport, step_of=lambda: 0) -> None:
+        self.t = transport
+        self.values: dict[tuple, Any] = {}
+        self.done: dict[str, int] = {}   # peer -> its last step
+        self.outbox: dict[str, list] = {}
+        self.step_of = step_of          # the executor's current step, for headers
+
+    # -- sending -------------------------------------------------------------------------------
+    def post(self, peer: str, var: str, version: int, value: Any) -> None:
+        self.outbox.setdefault(peer, []).append((var, version, value))
+
+    def flush(self) -> None:
+        if not self.outbox:
+            return
+        step = self.step_of()
+        for peer, vals in self.outbox.items():
+            if DEBUG >= 2:
+                print(f"[{self.t.me}] -> {peer}: {[(v[0], v[1]) for v in vals]}", file=sys.stderr)
+            self._send(peer, pack("values", self.t.me, step, vals))
+        self.outbox.clear()
+
+    def _send(self, peer: str, frames) -> None:
+        try:
+            self.t.send(peer, frames)
+        except zmq.ZMQError as e:  # a peer that left (ROUTER_MANDATORY): nothing to deliver to
+            log.warning("%s: could not send to %s: %s", self.t.me, peer, e)
+            self.t.gone.add(peer)
+
+    def broadcast(self, peers: Sequence[str], kind: str, msg: str = "") -> None:
+        """A control message (``done``, ``error``) to each peer, at once."""
+        self.flush()
+        for peer in peers:
+            self._send(peer, pack(kind, self.t.me, self.step_of(), msg=msg))
+
+    # -- receiving -----------------------------------------------------------------------------
+    def _file(self, peer: str, frames) -> None:
+        try:
+            m = unpack(frames)
+        except FrameError as e:
+            log.warning("%s: dropped a message from %s: %s", self.t.me, peer, e)
+            return
+        if DEBUG >= 2:
+            print(f"[{self.t.me}] <- {peer}: {m.kind} {[(v[0], v[1]) for v in m.vals]}", file=sys.stderr)
+        if m.src != peer:
+            log.warning("%s: dropped a message from %s claiming to be %s", self.t.me, peer, m.src)
+            return
+        if m.kind == "values":
+            for var, version, value in m.vals:
+                self.values[(var, version, peer)] = value
+        elif m.kind == "hello":
+            if m.digest != self.t.digest:
+                log.warning("%s: %s runs another program (digest %s, ours %s)", self.t.me, peer,
+                            m.digest, self.t.digest)
+                self._send(peer, pack("error", self.t.me, -1, msg=(
+                    f"{self.t.me} runs another program than {peer}: transpile the same model with "
+                    f"the same arguments in every process")))
+            if self.t.router is not None:
+                self.t.hello_from(peer)
+        elif m.kind == "done":
+            self.done[peer] = m.step
+            self.t.gone.add(peer)
+        elif m.kind == "error":
+            raise RemoteError(f"{peer} failed: {m.msg}")
+
+    def pump(self, timeout_ms: int) -> None:
+        for peer, frames in self.t.poll(timeout_ms):
+            self._file(peer, frames)
+
+    def wait(self, keys: Sequence[tuple], timeout: float, describe) -> list:
+        """The values for ``keys`` (``(var, version, source)``), draining sockets until all are
+        there. A source that said ``done`` before that version is skipped (its slot is None);
+        if every key's source is done, ``PeersDone``. After ``timeout`` seconds without them,
+        ``CommTimeout(describe(missing))``."""
+        self.flush()
+        values = self.values
+        deadline = None
+        while True:
+            missing = [k for k in keys if k not in values and not self._gone_before(k)]
+            if not missing:
+                out = [values.pop(k, None) for k in keys]
+                if all(v is None for v in out) and keys:
+                    raise PeersDone()
+                return out
+            if deadline is None:
+                deadline = time.monotonic() + timeout
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CommTimeout(describe(missing))
+            self.pump(int(min(left, 1.0) * 1000) + 1)
+
+    def _gone_before(self, key: tuple) -> bool:
+        last = self.done.get(key[2])
+        return last is not None and key[1] > last
+
+    def close(self) -> None:
+        self.t.close()
+
+
+def as_host(value: Any) -> Any:
+    """A numpy array for the wire (cupy arrays are copied to the host)."""
+    if isinstance(value, np.ndarray) or not hasattr(value, "get"):
+        return value
+    return value.get()

@@ -1,0 +1,110 @@
+"""The ZeroMQ transport: one ROUTER to be reached on, one DEALER per peer we reach.
+
+It moves frame lists between named executors (docs/protocol.md, "Sockets" and "Names") and
+knows nothing of vars or versions. ``send(peer, frames)`` never blocks on the network
+(libzmq's own IO thread writes); ``poll(timeout)`` returns what arrived.
+
+NOTE(no-io-thread): there is no Python IO thread. The op that waits for a value drains the
+sockets itself (``Mailbox.wait`` -> ``poll``), so a message costs one wake-up on its way to
+the op (libzmq's IO thread -> the waiting thread), not two (DESIGN.md §8 counts them; the
+issue's "background IO thread" was the other option DESIGN.md allows). Heartbeats, which need
+a thread that runs while the executor computes, come with issue #7.
+
+Thread-safety: a Transport belongs to the executor thread that made it.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+import zmq
+
+from placegroup.comm.framing import pack
+
+log = logging.getLogger("placegroup.comm")
+
+LINGER_MS = 2000  # a closed socket gives its last messages this long, then drops them
+
+
+class Transport:
+    """Sockets of one executor.
+
+    Args:
+        me: this executor's name on the wire (``trainer:0``, ``pserver@ip:port``).
+        bind: the ``ip:port`` to bind a ROUTER on, or None (a trainer that only connects).
+        connect: peer name -> ``ip:port`` for each peer this executor connects to.
+        digest: the program digest sent in ``hello`` (every executor runs one program).
+        max_message: the largest message a socket accepts, in bytes (ZMQ_MAXMSGSIZE).
+    """
+
+    def __init__(self, me: str, bind: str | None, connect: dict[str, str], digest: str,
+                 max_message: int = -1) -> None:
+        self.me = me
+        self.digest = digest
+        self.ctx = zmq.Context(io_threads=1)
+        self.poller = zmq.Poller()
+        self.router = None
+        self.dealers: dict[str, zmq.Socket] = {}
+        self.socket_peer: dict[zmq.Socket, str] = {}
+        self.known: set[str] = set()      # ROUTER peers that said hello
+        self.pending: dict[str, list] = {}  # frames for ROUTER peers not yet known
+        self.gone: set[str] = set()       # peers that said done: nothing more is sent to them
+        if bind is not None:
+            self.router = self._socket(zmq.ROUTER, max_message)
+            self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+            self.router.bind(f"tcp://{bind}")
+            self.poller.register(self.router, zmq.POLLIN)
+        for peer, ep in connect.items():
+            s = self._socket(zmq.DEALER, max_message)
+            s.setsockopt(zmq.IDENTITY, me.encode())
+            s.connect(f"tcp://{ep}")
+            self.dealers[peer] = s
+            self.socket_peer[s] = peer
+            self.poller.register(s, zmq.POLLIN)
+            s.send_multipart(pack("hello", me, -1, digest=digest), copy=False)
+
+    def _socket(self, kind: int, max_message: int) -> zmq.Socket:
+        s = self.ctx.socket(kind)
+        s.setsockopt(zmq.LINGER, LINGER_MS)
+        if max_message > 0:
+            s.setsockopt(zmq.MAXMSGSIZE, max_message)
+        return s
+
+    def send(self, peer: str, frames: Sequence) -> None:
+        """Queue ``frames`` for ``peer`` (held back until a ROUTER peer has said hello)."""
+        if peer in self.gone:
+            return
+        s = self.dealers.get(peer)
+        if s is not None:
+            s.send_multipart(frames, copy=False)
+        elif peer in self.known:
+            self.router.send_multipart([peer.encode(), *frames], copy=False)
+        else:
+            self.pending.setdefault(peer, []).append(frames)
+
+    def hello_from(self, peer: str) -> None:
+        """``peer`` connected to our ROUTER: it can be addressed now."""
+        self.known.add(peer)
+        for frames in self.pending.pop(peer, []):
+            self.router.send_multipart([peer.encode(), *frames], copy=False)
+
+    def poll(self, timeout_ms: int) -> list[tuple[str, list]]:
+        """Messages that arrived within ``timeout_ms``: ``[(peer, frames)]`` (may be empty)."""
+        out = []
+        for s, _ in self.poller.poll(timeout_ms):
+            while True:
+                try:
+                    frames = s.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                if s is self.router:
+                    peer = frames[0].bytes.decode("utf-8", "replace")
+                    out.append((peer, frames[1:]))
+                else:
+                    out.append((self.socket_peer[s], frames))
+        return out
+
+    def close(self) -> None:
+        for s in list(self.dealers.values()) + ([self.router] if self.router is not None else []):
+            s.close()
+        self.ctx.term()

@@ -1,0 +1,254 @@
+"""Running one shared, placed program as one executor of many (DESIGN.md §4).
+
+``DistPlan`` is computed once per program and executor: which ops run here, in program order;
+for each of their inputs held elsewhere, the edge (broadcast / gather), the sources and which
+version to wait for; after each op, which remote executors its outputs go to. ``Runtime``
+owns the executor's sockets and mailbox and runs plans step by step.
+
+NOTE(versions): op #i reading V at step s waits for V's value of step s when V's last writer
+in program order comes before i, else of step s-1 (loop-carried: a parameter the optimizer
+writes later), where step -1 is the startup program. A var the program never writes (a
+constant made by the startup program) is waited for once, at version -1, and kept. Every wait
+points to something earlier in (step, program order), so sync training cannot deadlock.
+
+NOTE(end-of-step): a trainer's ``exe.run`` returns only after it has taken the loop-carried
+values it reads remotely at their version of this step (the fresh parameters), so its scope
+holds each parameter after update s (DESIGN.md §4, "What a trainer's scope holds"), and the
+next step finds them there without waiting.
+"""
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import os
+import weakref
+
+import numpy as np
+
+from placegroup.cluster import Cluster, classify
+from placegroup.comm.mailbox import Mailbox, PeersDone, as_host
+from placegroup.comm.transport import Transport
+from placegroup.errors import CommTimeout, OpError, PlacementError
+from placegroup.executor.executor import Step
+from placegroup.place_group import ExecutorRole
+
+CARRIED, SAME, CONSTANT = "carried", "same", "constant"
+
+
+@dataclasses.dataclass
+class RemoteIn:
+    slot: str
+    var: str
+    kind: str        # broadcast | gather
+    sources: tuple   # wire names, trainer-id order
+    when: str        # same | carried | constant
+
+
+class DistStep:
+    """A local op with its remote inputs and the pushes of its outputs."""
+
+    __slots__ = ("step", "remote", "gather_slots", "pushes")
+
+    def __init__(self, step: Step, remote: list, pushes: list) -> None:
+        self.step = step
+        self.remote = remote
+        self.gather_slots = {r.slot for r in remote if r.kind == "gather"}
+        self.pushes = pushes  # [(var, [peer names])]
+
+
+def _last_writers(block) -> dict[str, int]:
+    last = {}
+    for i, op in enumerate(block.ops):
+        for n in op.output_arg_names:
+            last[n] = i
+    return last
+
+
+class DistPlan:
+    def __init__(self, program, me, cluster: Cluster, xp) -> None:
+        block = program.global_block()
+        self.me = me
+        self.startup = bool(program.cluster.get("startup"))
+        last = _last_writers(block)
+        runners = [cluster.matching(op.place) for op in block.ops]
+        # consumers[v] = executors that read v but do not hold it (computed once, DESIGN.md §4)
+        consumers: dict[str, set] = {}
+        for i, op in enumerate(block.ops):
+            for slot, names in op.inputs.items():
+                for n in names:
+                    for r in runners[i]:
+                        edge = classify(cluster, op, slot, block.var(n), r, i)
+                        if edge.kind != "local" and me in edge.sources:
+                            consumers.setdefault(n, set()).add(r.name)
+        self.steps: list[DistStep] = []
+        self.initial: list[tuple[str, list]] = []
+        taken: set[str] = set()  # a value waited for once per step serves every later reader
+        for i, op in enumerate(block.ops):
+            if me not in runners[i]:
+                continue
+            remote = []
+            for slot, names in op.inputs.items():
+                for n in names:
+                    edge = classify(cluster, op, slot, block.var(n), me, i)
+                    if edge.kind == "local":
+                        continue
+                    if any(s.role == ExecutorRole.PSERVER for s in edge.sources) and me.role == ExecutorRole.PSERVER:
+                        raise PlacementError(f"op #{i} `{op.type}` on {me} reads {n!r} from another pserver; "
+                                             f"pserver-to-pserver edges are not supported yet")
+                    when = SAME if last.get(n, i) < i else (CARRIED if n in last else CONSTANT)
+                    if edge.kind == "broadcast":
+                        if n in taken:
+                            continue
+                        taken.add(n)
+                    remote.append(RemoteIn(slot, n, edge.kind, tuple(s.name for s in edge.sources), when))
+            pushes = [(n, sorted(consumers[n])) for n in op.output_arg_names
+                      if last.get(n) == i and n in consumers]
+            self.steps.append(DistStep(Step(i, op, xp), remote, pushes))
+        # values held here that others read before this program writes them: sent at start
+        held = {n for n, v in block.vars.items() if me in cluster.matching(v.place)}
+        for n in sorted(held & set(consumers)):
+            first_read = min(i for i, op in enumerate(block.ops) if n in op.input_arg_names)
+            if n not in last or last[n] >= first_read:
+                self.initial.append((n, sorted(consumers[n])))
+        self.carried = [r for s in self.steps for r in s.remote if r.when == CARRIED]
+        self.feed_meta = {name: (v, np.dtype(v.dtype), v.shape) for name, v in block.vars.items()}
+        self.holders = {n: cluster.matching(v.place) for n, v in block.vars.items()}
+
+
+def _timeout(name: str, default: float) -> float:
+    return float(os.environ.get(name, default))
+
+
+class Runtime:
+    """The sockets, mailbox and step counters of one executor of a cluster."""
+
+    def __init__(self, program, xp, peer_timeout: float | None = None) -> None:
+        self.cluster = Cluster.from_program(program)
+        self.me = self.cluster.find(program.executor)
+        self.digest = program.cluster.get("digest", "")
+        self.xp = xp
+        self.peer_timeout = peer_timeout or _timeout("PLACEGROUP_PEER_TIMEOUT", 60.0)
+        self.start_timeout = _timeout("PLACEGROUP_START_TIMEOUT", 120.0)
+        pservers = [e for e in self.cluster.executors if e.role == ExecutorRole.PSERVER]
+        connect = {} if self.me.role == ExecutorRole.PSERVER else {e.name: e.endpoint for e in pservers}
+        bind = self.me.endpoint if self.me.role == ExecutorRole.PSERVER else None
+        self.step = 0
+        self.transport = Transport(self.me.name, bind, connect, self.digest)
+        self.mailbox = Mailbox(self.transport, lambda: self.step)
+        self.peers = [e.name for e in self.cluster.executors if e != self.me]
+        self.plans: dict[int, tuple] = {}
+        self.started = False
+        self.closed = False
+        _live.add(self)
+
+    def plan(self, program) -> DistPlan:
+        hit = self.plans.get(id(program))
+        if hit is not None and hit[0]() is program and hit[1] == program._version:
+            return hit[2]
+        plan = DistPlan(program, self.me, self.cluster, self.xp)
+        self.plans[id(program)] = (weakref.ref(program), program._version, plan)
+        return plan
+
+    # -- one step ----------------------------------------------------------------------------
+    def _describe(self, ds: DistStep | None, version: int):
+        def describe(missing) -> str:
+            var, ver, src = missing[0]
+            where = f"op #{ds.step.index} `{ds.step.op.type}`" if ds is not None else "the end of the step"
+            return (f"executor {self.me} waited {self.peer_timeout:.0f}s in {where} at step {self.step} "
+                    f"for {var!r} version {ver} from {src}; nothing came (is {src} running? "
+                    f"PLACEGROUP_PEER_TIMEOUT sets the limit)")
+        return describe
+
+    def _take(self, vals, ds: DistStep | None, remote: list, step: int, gathered: dict) -> None:
+        keys, spans = [], []
+        for r in remote:
+            if r.when == CONSTANT and r.var in vals:
+                continue  # a constant from the startup program: taken once, kept
+            if r.when == CARRIED and step > 0 and ds is not None:
+                continue  # taken at the end of the previous step (NOTE(end-of-step))
+            version = step if r.when == SAME else (-1 if r.when == CONSTANT or step == 0 else step - 1)
+            if ds is None:
+                version = step
+            spans.append((r, len(keys), len(r.sources)))
+            keys += [(r.var, version, src) for src in r.sources]
+        if not keys:
+            return
+        timeout = self.peer_timeout if self.started else max(self.peer_timeout, self.start_timeout)
+        got = self.mailbox.wait(keys, timeout, self._describe(ds, step))
+        xp = self.xp
+        for r, at, n in spans:
+            values = got[at:at + n]
+            if xp is not np:
+                values = [None if v is None else xp.asarray(v) for v in values]
+            if r.kind == "gather":
+                gathered[r.slot] = [v for v in values if v is not None]
+            else:
+                vals[r.var] = values[0]
+
+    def run_step(self, plan: DistPlan, vals: dict, step: int) -> None:
+        mailbox = self.mailbox
+        if step <= 0:
+            for n, peers in plan.initial:
+                for p in peers:
+                    mailbox.post(p, n, -1, as_host(vals[n]))
+        for ds in plan.steps:
+            gathered: dict = {}
+            if ds.remote:
+                self._take(vals, ds, ds.remote, step, gathered)
+            st = ds.step
+            try:
+                ins = st.inputs(vals) if not gathered else {
+                    **{s: ([vals[n] for n in names] if dup else vals[names[0]])
+                       for s, names, dup in st.ins if s not in gathered}, **gathered}
+                st.call(ins, vals)
+            except Exception as e:  # wrapped with the op's context, original chained
+                raise OpError(f"[{self.me}, step {step}] " + st.explain(vals, e)) from e
+            for n, peers in ds.pushes:
+                v = as_host(vals[n])
+                for p in peers:
+                    mailbox.post(p, n, step, v)
+        mailbox.flush()
+        if plan.carried and not plan.startup:
+            self._take(vals, None, plan.carried, step, {})
+        self.started = True
+
+    def serve(self, plan: DistPlan, vals: dict) -> None:
+        """A pserver's ``exe.run``: steps until every trainer has said done."""
+        while True:
+            try:
+                self.run_step(plan, vals, self.step)
+            except PeersDone:
+                return
+            self.step += 1
+
+    # -- shutting down -------------------------------------------------------------------------
+    def fail(self, err: BaseException) -> None:
+        """Tell every peer this executor failed, so nobody waits for it until a timeout."""
+        try:
+            self.mailbox.broadcast(self.peers, "error", f"{type(err).__name__}: {err}")
+        except Exception:  # noqa: BLE001 - already failing; the original error is what matters
+            pass
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.me.role == ExecutorRole.TRAINER:
+            self.mailbox.step_of = lambda: self.step - 1  # the last step this trainer ran
+            self.mailbox.broadcast([e.name for e in self.cluster.executors
+                                    if e.role == ExecutorRole.PSERVER], "done")
+        self.mailbox.close()
+        _live.discard(self)
+
+
+_live: "weakref.WeakSet[Runtime]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """A trainer that exits without ``exe.close()`` still says done (DESIGN.md §4)."""
+    for rt in list(_live):
+        rt.close()
+
+
+__all__ = ["DistPlan", "Runtime", "CommTimeout", "PeersDone"]
