@@ -24,11 +24,13 @@ from placegroup.framework import (Block, Operator, Parameter, Program, Variable,
 from placegroup.param_attr import ParamAttr  # noqa: E402
 from placegroup.place_group import ExecutorId, ExecutorRole, PlaceGroup  # noqa: E402
 from placegroup.places import CPUPlace, CUDAPinnedPlace, CUDAPlace, is_compiled_with_cuda  # noqa: E402
+from placegroup.transpiler import (DistributeTranspiler, DistributeTranspilerConfig,  # noqa: E402
+                                   HashName, RoundRobin)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Block", "CPUPlace", "CUDAPinnedPlace", "CUDAPlace", "CommTimeout", "Executor", "ExecutorId",
+    "Block", "CPUPlace", "DistributeTranspiler", "DistributeTranspilerConfig", "HashName", "RoundRobin", "CUDAPinnedPlace", "CUDAPlace", "CommTimeout", "Executor", "ExecutorId",
     "ExecutorRole", "OpError", "Operator", "ParamAttr", "Parameter", "PassError", "PlaceGroup",
     "PlacementError", "PlacegroupError", "Program", "ProgramError", "RemoteError", "Scope",
     "SerializationError", "Variable", "append_backward", "default_main_program",

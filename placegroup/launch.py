@@ -1,0 +1,141 @@
+"""``placegroup launch``: a local cluster of trainers and pservers on 127.0.0.1.
+
+Each process gets the environment the seeds read (DESIGN.md §6): ``TRAINING_ROLE``,
+``PADDLE_INIT_PSERVERS`` (``ip:port,...``), ``PADDLE_INIT_TRAINERS`` (the count),
+``PADDLE_INIT_PORT`` and ``POD_IP`` (its own endpoint), ``PADDLE_TRAINER_ID``, and the Fleet
+names ``PADDLE_PSERVERS_IP_PORT_LIST``, ``PADDLE_TRAINERS_NUM``, ``PADDLE_CURRENT_ENDPOINT``,
+``PADDLE_TRAINER_ENDPOINTS``. Every line a process prints is prefixed with its role
+(``[trainer.0]``). The first process that fails stops the others; ``launch`` exits with its
+code. When every trainer has finished, the pservers, told by the trainers, return by
+themselves; any still running after ``--grace`` seconds are stopped.
+
+Example::
+
+    placegroup launch --trainers 2 --pservers 2 examples/fit_a_line.py --passes 5
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Sequence
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports that were free a moment ago (bound to port 0, then released)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in socks]
+
+
+@dataclasses.dataclass
+class Proc:
+    tag: str
+    role: str
+    popen: subprocess.Popen
+    thread: threading.Thread | None = None
+
+
+def cluster_envs(trainers: int, pservers: int, host: str = "127.0.0.1") -> list[tuple[str, str, dict]]:
+    """``[(tag, role, env)]`` for a local cluster: pservers first, then trainers."""
+    ports = free_ports(pservers + trainers, host)
+    ps_eps = [f"{host}:{p}" for p in ports[:pservers]]
+    tr_eps = [f"{host}:{p}" for p in ports[pservers:]]
+    common = {
+        "PADDLE_INIT_PSERVERS": ",".join(ps_eps), "PADDLE_INIT_TRAINERS": str(trainers),
+        "PADDLE_PSERVERS_IP_PORT_LIST": ",".join(ps_eps), "PADDLE_TRAINERS_NUM": str(trainers),
+        "PADDLE_TRAINER_ENDPOINTS": ",".join(tr_eps), "POD_IP": host, "PYTHONUNBUFFERED": "1",
+    }
+    out = []
+    for i, ep in enumerate(ps_eps):
+        out.append((f"pserver.{i}", "PSERVER", {**common, "TRAINING_ROLE": "PSERVER", "PADDLE_INIT_PORT": ep.split(":")[1],
+                                                "PADDLE_CURRENT_ENDPOINT": ep, "PADDLE_PSERVER_ID": str(i)}))
+    for i, ep in enumerate(tr_eps):
+        out.append((f"trainer.{i}", "TRAINER", {**common, "TRAINING_ROLE": "TRAINER", "PADDLE_INIT_PORT": ep.split(":")[1],
+                                                "PADDLE_CURRENT_ENDPOINT": ep, "PADDLE_TRAINER_ID": str(i)}))
+    return out
+
+
+def _pump(proc: Proc, out, lock: threading.Lock) -> None:
+    for line in iter(proc.popen.stdout.readline, b""):
+        with lock:
+            out.write(f"[{proc.tag}] {line.decode(errors='replace')}")
+            out.flush()
+
+
+def _stop(procs: Sequence[Proc], grace: float) -> None:
+    for p in procs:
+        if p.popen.poll() is None:
+            p.popen.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.popen.wait(max(0.0, deadline - time.monotonic()))
+        if p.popen.poll() is None:
+            p.popen.kill()
+            p.popen.wait()
+
+
+def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace: float = 30.0,
+           out=None, python: str = sys.executable, extra_env: dict | None = None) -> int:
+    """Run ``script`` as a local cluster; return the exit code (the first failure's, or 0).
+
+    Args:
+        script: the training script, run as ``python script args...`` in every process.
+        trainers, pservers: how many of each.
+        grace: seconds the pservers get to finish after the last trainer, and processes get
+            after SIGTERM before SIGKILL.
+        out: where the prefixed output goes (default ``sys.stdout``).
+    """
+    if trainers < 1 or pservers < 0:
+        raise ValueError(f"need at least one trainer and no negative pservers, got {trainers}, {pservers}")
+    out = out or sys.stdout
+    lock = threading.Lock()
+    procs: list[Proc] = []
+    for tag, role, env in cluster_envs(trainers, pservers):
+        popen = subprocess.Popen([python, script, *args], env={**os.environ, **(extra_env or {}), **env},
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        p = Proc(tag, role, popen)
+        p.thread = threading.Thread(target=_pump, args=(p, out, lock), daemon=True)
+        p.thread.start()
+        procs.append(p)
+    code = 0
+    try:
+        trainers_left = [p for p in procs if p.role == "TRAINER"]
+        trainers_done_at = None
+        while True:
+            failed = [p for p in procs if p.popen.poll() not in (None, 0)]
+            if failed:
+                first = failed[0]
+                code = first.popen.returncode
+                with lock:
+                    out.write(f"[launch] {first.tag} failed with exit code {code}; stopping the others\n")
+                break
+            running = [p for p in procs if p.popen.poll() is None]
+            if not running:
+                break
+            if all(p.popen.poll() is not None for p in trainers_left):
+                trainers_done_at = trainers_done_at or time.monotonic()
+                if time.monotonic() - trainers_done_at > grace:
+                    with lock:
+                        out.write(f"[launch] {', '.join(p.tag for p in running)} still running {grace:.0f}s "
+                                  f"after the trainers finished; stopping them\n")
+                    code = 1
+                    break
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        _stop(procs, grace=min(grace, 10.0))
+        for p in procs:
+            if p.thread is not None:
+                p.thread.join(timeout=5)
+    return code

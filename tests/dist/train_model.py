@@ -1,0 +1,96 @@
+"""A model trained the seed 002 §3.5 way, single-process or as one process of a cluster.
+
+Run with no TRAINING_ROLE: one process on the whole batch. With the seeds' variables (as
+``placegroup launch`` sets them): trainer t is fed the t-th contiguous 1/N of every batch.
+Writes ``<out>/<role><id>.npz`` with the per-step losses and, for trainers, every parameter.
+
+    python train_model.py --model linear --optimizer sgd --steps 10 --out DIR
+"""
+import argparse
+import os
+
+import numpy as np
+
+import placegroup as fluid
+
+
+def build(model: str, optimizer: str):
+    fluid.default_startup_program().random_seed = 7
+    if model == "linear":
+        x = fluid.layers.data(name="x", shape=[13])
+        y = fluid.layers.data(name="y", shape=[1])
+        pred = fluid.layers.fc(input=x, size=1)
+        cost = fluid.layers.mean(fluid.layers.square_error_cost(input=pred, label=y))
+    elif model == "wide":  # seed 000's example: w1 is 10 x 1000 over 3 pservers -> 2 blocks
+        x = fluid.layers.data(name="x", shape=[10])
+        y = fluid.layers.data(name="y", shape=[1])
+        h = fluid.layers.fc(input=x, size=1000, act="relu")
+        pred = fluid.layers.fc(input=h, size=1)
+        cost = fluid.layers.mean(fluid.layers.square_error_cost(input=pred, label=y))
+    else:
+        raise SystemExit(f"unknown model {model}")
+    if optimizer == "sgd":
+        opt = fluid.optimizer.SGD(learning_rate=0.01)
+    elif optimizer == "momentum":
+        lr = fluid.layers.piecewise_decay(boundaries=[3, 6, 9], values=[0.01, 0.02, 0.005, 0.001])
+        opt = fluid.optimizer.Momentum(learning_rate=lr, momentum=0.9)
+    elif optimizer == "adam":
+        opt = fluid.optimizer.Adam(learning_rate=0.01)
+    else:
+        raise SystemExit(f"unknown optimizer {optimizer}")
+    opt.minimize(cost)
+    return [x, y], cost
+
+
+def data(model: str, steps: int, batch: int):
+    rng = np.random.default_rng(3)
+    dim = 13 if model == "linear" else 10
+    xs = rng.normal(size=(steps * batch, dim)).astype(np.float32)
+    ys = (np.sin(xs.sum(1, keepdims=True)) + 0.1 * xs[:, :1]).astype(np.float32)
+    return [(xs[i * batch:(i + 1) * batch], ys[i * batch:(i + 1) * batch]) for i in range(steps)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="linear")
+    ap.add_argument("--optimizer", default="sgd")
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--batch", type=int, default=20)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--stop-early", type=int, default=-1, help="trainer 1 stops after this many steps")
+    a = ap.parse_args()
+    feeds, cost = build(a.model, a.optimizer)
+    exe = fluid.Executor(fluid.CPUPlace())
+    role = os.environ.get("TRAINING_ROLE")
+    batches = data(a.model, a.steps, a.batch)
+    params = [p.name for p in fluid.default_main_program().all_parameters()]
+    if role is None:
+        tag, prog, n, tid = "local0", fluid.default_main_program(), 1, 0
+        exe.run(fluid.default_startup_program())
+    else:
+        port = os.getenv("PADDLE_INIT_PORT", "6174")
+        endpoint = os.getenv("POD_IP") + ":" + port
+        t = fluid.DistributeTranspiler()
+        t.transpile(pservers=os.getenv("PADDLE_INIT_PSERVERS"), trainers=os.getenv("PADDLE_INIT_TRAINERS"))
+        prog = t.get_program(endpoint, role)
+        exe.run(t.get_startup_program(endpoint, role))
+        if role == "PSERVER":
+            exe.run(prog)
+            exe.close()
+            return
+        n, tid = t.trainer_num, t.trainer_id
+        tag = f"trainer{tid}"
+    losses = []
+    steps = a.steps if not (tid == 1 and a.stop_early >= 0) else a.stop_early
+    for xb, yb in batches[:steps]:
+        lo, hi = tid * len(xb) // n, (tid + 1) * len(xb) // n
+        loss, = exe.run(prog, feed={"x": xb[lo:hi], "y": yb[lo:hi]}, fetch_list=[cost])
+        losses.append(float(loss[0]))
+    scope = fluid.global_scope()
+    values = {p: np.array(scope.find_var(p).get_tensor()) for p in params}
+    exe.close()
+    np.savez(os.path.join(a.out, tag + ".npz"), losses=np.array(losses), **values)
+
+
+if __name__ == "__main__":
+    main()
