@@ -16,7 +16,6 @@ import time
 from typing import Any, Sequence
 
 import numpy as np
-import zmq
 
 from placegroup.comm.framing import FrameError, pack, unpack
 from placegroup.comm.transport import Transport
@@ -53,11 +52,7 @@ class Mailbox:
         self.outbox.clear()
 
     def _send(self, peer: str, frames) -> None:
-        try:
-            self.t.send(peer, frames)
-        except zmq.ZMQError as e:  # a peer that left (ROUTER_MANDATORY): nothing to deliver to
-            log.warning("%s: could not send to %s: %s", self.t.me, peer, e)
-            self.t.gone.add(peer)
+        self.t.send(peer, frames)
 
     def broadcast(self, peers: Sequence[str], kind: str, msg: str = "") -> None:
         """A control message (``done``, ``error``) to each peer, at once."""

@@ -78,7 +78,11 @@ class Transport:
         if s is not None:
             s.send_multipart(frames, copy=False)
         elif peer in self.known:
-            self.router.send_multipart([peer.encode(), *frames], copy=False)
+            try:
+                self.router.send_multipart([peer.encode(), *frames], copy=False)
+            except zmq.ZMQError as e:  # EHOSTUNREACH (ROUTER_MANDATORY): the peer left
+                log.warning("%s: %s is gone (%s); dropping what was sent to it", self.me, peer, e)
+                self.gone.add(peer)
         else:
             self.pending.setdefault(peer, []).append(frames)
 
@@ -86,7 +90,7 @@ class Transport:
         """``peer`` connected to our ROUTER: it can be addressed now."""
         self.known.add(peer)
         for frames in self.pending.pop(peer, []):
-            self.router.send_multipart([peer.encode(), *frames], copy=False)
+            self.send(peer, frames)
 
     def poll(self, timeout_ms: int) -> list[tuple[str, list]]:
         """Messages that arrived within ``timeout_ms``: ``[(peer, frames)]`` (may be empty)."""
