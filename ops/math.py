@@ -1,9 +1,9 @@
-"""Matrix products and reductions: mul, mean."""
+"""Matrix products, scaling and reductions: mul, matmul, scale, mean, sum, reduce_sum, reduce_mean."""
 from __future__ import annotations
 
 import math
 
-from placegroup.ops.registry import Meta, Slot, check, grad_of, register
+from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, grad_of, register
 
 
 def _flat2d(shape, k: int) -> tuple:
@@ -81,3 +81,169 @@ def sum_(xp, ins, a):
     for x in xs[1:]:
         out += x
     return {"Out": out}
+
+
+# -- matmul ---------------------------------------------------------------------------------
+# NOTE(matmul-rank): X and Y of rank >= 2 multiply as numpy.matmul does (the last two dims are
+# the matrix, the leading dims broadcast; Fluid 1.x asks for equal batch dims, which is the
+# common case of this). A 1-D X is a row [1, K] and a 1-D Y a column [K, 1]; the added dim is
+# dropped from Out, and an Out that would have no dims is [1] (Fluid 1.x). Transposing a 1-D
+# operand is rejected: Fluid 1.x gives it an outer-product meaning that numpy does not.
+
+_MATMUL_ATTRS = {"transpose_X": False, "transpose_Y": False, "alpha": 1.0}
+
+
+def _mat_shape(shape: tuple, trans: bool, is_x: bool) -> tuple:
+    if len(shape) == 1:
+        return (1, shape[0]) if is_x else (shape[0], 1)
+    return tuple(shape[:-2]) + ((shape[-1], shape[-2]) if trans else (shape[-2], shape[-1]))
+
+
+def _matmul_infer(ins, a):
+    x, y = tuple(ins["X"].shape), tuple(ins["Y"].shape)
+    tx, ty = a["transpose_X"], a["transpose_Y"]
+    check(len(x) >= 1 and len(y) >= 1, f"matmul: X{list(x)} and Y{list(y)} must have rank >= 1")
+    check(not (len(x) == 1 and tx) and not (len(y) == 1 and ty),
+          f"matmul: transpose_X/transpose_Y on a 1-D operand (X{list(x)}, Y{list(y)}) is not "
+          f"supported; reshape it to 2-D first")
+    mx, my = _mat_shape(x, tx, True), _mat_shape(y, ty, False)
+    check(mx[-1] == my[-2] or -1 in (mx[-1], my[-2]),
+          f"matmul: X{list(x)} (transpose_X={tx}) has {mx[-1]} columns but Y{list(y)} "
+          f"(transpose_Y={ty}) has {my[-2]} rows")
+    bx, by = mx[:-2], my[:-2]
+    n = max(len(bx), len(by))
+    bx, by = (1,) * (n - len(bx)) + bx, (1,) * (n - len(by)) + by
+    batch = []
+    for p, q in zip(bx, by):
+        check(p == q or 1 in (p, q) or -1 in (p, q),
+              f"matmul: batch dims of X{list(x)} and Y{list(y)} do not broadcast")
+        batch.append(q if p == 1 else p if q == 1 else max(p, q) if -1 not in (p, q) else -1)
+    out = batch + ([mx[-2]] if len(x) > 1 else []) + ([my[-1]] if len(y) > 1 else [])
+    return {"Out": Meta(tuple(out) or (1,), ins["X"].dtype)}
+
+
+def _as_mat(xp, v, trans: bool, is_x: bool):
+    if v.ndim == 1:
+        return v.reshape((1, -1) if is_x else (-1, 1))
+    return xp.swapaxes(v, -1, -2) if trans else v
+
+
+@register("matmul", ins=("X", "Y"), outs=("Out",), attrs=_MATMUL_ATTRS, infer=_matmul_infer,
+          grad=grad_of(("X", "Y")))
+def matmul(xp, ins, a):
+    """Out = alpha · op(X) @ op(Y), op = transpose of the last two dims when asked
+    (NOTE(matmul-rank))."""
+    x, y = ins["X"], ins["Y"]
+    out = _as_mat(xp, x, a["transpose_X"], True) @ _as_mat(xp, y, a["transpose_Y"], False)
+    if a["alpha"] != 1.0:
+        out = out * xp.asarray(a["alpha"], dtype=out.dtype)
+    shape = out.shape[:-2] + out.shape[-2:-1] * (x.ndim > 1) + out.shape[-1:] * (y.ndim > 1)
+    return {"Out": out.reshape(shape or (1,))}
+
+
+def _sum_to(xp, g, shape: tuple):
+    """Sum the leading (broadcast) batch dims of ``g`` down to ``shape``."""
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape[:-2])
+                                      if d == 1 and g.shape[lead + i] != 1)
+    return g.sum(axis=axes).reshape(shape) if axes else g
+
+
+@register("matmul_grad", ins=("X", "Y", "Out@GRAD"),
+          outs=(Slot("X@GRAD", dispensable=True), Slot("Y@GRAD", dispensable=True)),
+          attrs=_MATMUL_ATTRS, role="backward", wants_outputs=True)
+def matmul_grad(xp, ins, a, want):
+    # With A = op(X), B = op(Y) and Out = alpha·A@B: dA = alpha·G@Bᵀ, dB = alpha·Aᵀ@G; dX is
+    # dA (or dAᵀ when X was transposed), summed over the batch dims X was broadcast along.
+    x, y, g = ins["X"], ins["Y"], ins["Out@GRAD"]
+    tx, ty = a["transpose_X"], a["transpose_Y"]
+    am, bm = _as_mat(xp, x, tx, True), _as_mat(xp, y, ty, False)
+    n = max(am.ndim, bm.ndim) - 2
+    ba, bb = (1,) * (n - am.ndim + 2) + am.shape[:-2], (1,) * (n - bm.ndim + 2) + bm.shape[:-2]
+    g = g.reshape(tuple(max(p, q) for p, q in zip(ba, bb)) + (am.shape[-2], bm.shape[-1]))
+    if a["alpha"] != 1.0:
+        g = g * xp.asarray(a["alpha"], dtype=g.dtype)
+    res = {}
+    if "X@GRAD" in want:
+        da = g @ xp.swapaxes(bm, -1, -2)
+        da = xp.swapaxes(da, -1, -2) if tx else da
+        res["X@GRAD"] = _sum_to(xp, da, _mat_shape(x.shape, False, True)).reshape(x.shape)
+    if "Y@GRAD" in want:
+        db = xp.swapaxes(am, -1, -2) @ g
+        db = xp.swapaxes(db, -1, -2) if ty else db
+        res["Y@GRAD"] = _sum_to(xp, db, _mat_shape(y.shape, False, False)).reshape(y.shape)
+    return res
+
+
+# -- scale ----------------------------------------------------------------------------------
+
+
+def _scale_grad(op):
+    # d(scale·X + bias)/dX = scale either way round, so the gradient is a scale op too.
+    x = op.inputs["X"][0]
+    if x not in op.need:
+        return []
+    return [OpSpec("scale", {"X": [grad_name(op.outputs["Out"][0])]}, {"Out": [op.grad_of(x)]},
+                   {"scale": op.attrs["scale"], "bias": 0.0, "bias_after_scale": True})]
+
+
+@register("scale", ins=("X",), outs=("Out",),
+          attrs={"scale": 1.0, "bias": 0.0, "bias_after_scale": True},
+          infer=lambda ins, a: {"Out": ins["X"]}, grad=_scale_grad)
+def scale(xp, ins, a):
+    """Out = scale·X + bias, or scale·(X + bias) when ``bias_after_scale`` is False."""
+    x = ins["X"]
+    s, b = a["scale"], a["bias"]
+    out = s * x + b if a["bias_after_scale"] else s * (x + b)
+    return {"Out": out.astype(x.dtype, copy=False)}
+
+
+# -- reduce_sum, reduce_mean ----------------------------------------------------------------
+# Fluid's attrs: ``dim`` (a list; negative counts from the end), ``keep_dim``, ``reduce_all``.
+# A reduction that would leave no dims gives [1], as in Fluid 1.x.
+
+_REDUCE_ATTRS = {"dim": [0], "keep_dim": False, "reduce_all": False}
+
+
+def _reduce_axes(ndim: int, a) -> tuple:
+    if a["reduce_all"]:
+        return tuple(range(ndim))
+    dims = a["dim"] if isinstance(a["dim"], (list, tuple)) else [a["dim"]]
+    return tuple(sorted({d + ndim if d < 0 else d for d in dims}))
+
+
+def _reduce_infer(ins, a):
+    x = ins["X"].shape
+    dims = a["dim"] if isinstance(a["dim"], (list, tuple)) else [a["dim"]]
+    for d in dims if not a["reduce_all"] else ():
+        check(-len(x) <= d < len(x), f"reduce: dim {d} is out of range for X{list(x)}")
+    axes = _reduce_axes(len(x), a)
+    out = [1 if i in axes else d for i, d in enumerate(x)] if a["keep_dim"] else \
+        [d for i, d in enumerate(x) if i not in axes]
+    return {"Out": Meta(tuple(out) or (1,), ins["X"].dtype)}
+
+
+def _reduce(name: str, mean_: bool) -> None:
+    @register(name, ins=("X",), outs=("Out",), attrs=_REDUCE_ATTRS, infer=_reduce_infer,
+              grad=grad_of(("X",)))
+    def forward(xp, ins, a):
+        x = ins["X"]
+        axes = _reduce_axes(x.ndim, a)
+        out = x.mean(axis=axes, keepdims=a["keep_dim"]) if mean_ else x.sum(axis=axes, keepdims=a["keep_dim"])
+        return {"Out": out.astype(x.dtype, copy=False).reshape(out.shape or (1,))}
+
+    @register(name + "_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs=_REDUCE_ATTRS,
+              role="backward")
+    def backward(xp, ins, a):
+        x, g = ins["X"], ins["Out@GRAD"]
+        axes = _reduce_axes(x.ndim, a)
+        g = g.reshape([1 if i in axes else d for i, d in enumerate(x.shape)])
+        if mean_:
+            g = g / xp.asarray(math.prod(x.shape[i] for i in axes), dtype=x.dtype)
+        return {"X@GRAD": xp.broadcast_to(g, x.shape).astype(x.dtype)}
+
+    forward.__doc__ = f"Out = the {'mean' if mean_ else 'sum'} of X over ``dim`` (all dims with ``reduce_all``)."
+
+
+_reduce("reduce_sum", False)
+_reduce("reduce_mean", True)

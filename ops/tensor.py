@@ -1,7 +1,12 @@
-"""Tensor creation and shape ops: fill_constant, increment."""
+"""Tensor creation and shape ops: fill_constant, increment, fill_zeros_like, assign,
+assign_value, concat, split, reshape, cast."""
 from __future__ import annotations
 
-from placegroup.ops.registry import Meta, OpSpec, Slot, register
+import math
+
+import numpy as np
+
+from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, grad_of, register
 
 
 @register("fill_constant", ins=(), outs=("Out",), attrs={"shape": [1], "value": 0.0, "dtype": "float32"},
@@ -39,3 +44,154 @@ def assign(xp, ins, a):
 def assign_value(xp, ins, a):
     """Out = the constant ``values`` (flat list) reshaped to ``shape``."""
     return {"Out": xp.asarray(a["values"], dtype=a["dtype"]).reshape(tuple(a["shape"]))}
+
+
+# -- concat, split --------------------------------------------------------------------------
+
+
+def _axis(axis: int, rank: int, op: str, shape) -> int:
+    check(-rank <= axis < rank, f"{op}: axis {axis} is out of range for X{list(shape)}")
+    return axis % rank
+
+
+def _concat_infer(ins, a):
+    xs = ins["X"]
+    first = list(xs[0].shape)
+    axis = _axis(a["axis"], len(first), "concat", first)
+    out = list(first)
+    for i, m in enumerate(xs[1:], 1):
+        shape = list(m.shape)
+        check(len(shape) == len(first) and m.dtype == xs[0].dtype,
+              f"concat: X[{i}] {m.dtype}{shape} and X[0] {xs[0].dtype}{first} differ in rank or dtype")
+        for d, (p, q) in enumerate(zip(out, shape)):
+            if d != axis:
+                check(p == q or -1 in (p, q), f"concat: X[{i}]{shape} and X[0]{first} differ in dim {d} "
+                                              f"(only the concat axis {axis} may differ)")
+                out[d] = q if p == -1 else p
+    sizes = [m.shape[axis] for m in xs]
+    out[axis] = -1 if -1 in sizes else sum(sizes)
+    return {"Out": Meta(tuple(out), xs[0].dtype)}
+
+
+@register("concat", ins=(Slot("X", duplicable=True),), outs=("Out",), attrs={"axis": 0},
+          infer=_concat_infer, grad=grad_of(("X",)))
+def concat(xp, ins, a):
+    """Out = X[0], X[1], ... joined along ``axis`` (negative counts from the end)."""
+    return {"Out": xp.concatenate(ins["X"], axis=a["axis"])}
+
+
+@register("concat_grad", ins=(Slot("X", duplicable=True), "Out@GRAD"),
+          outs=(Slot("X@GRAD", duplicable=True, dispensable=True),), attrs={"axis": 0}, role="backward")
+def concat_grad(xp, ins, a):
+    xs, g = ins["X"], ins["Out@GRAD"]
+    axis = a["axis"] % g.ndim
+    bounds = [0]
+    for x in xs:
+        bounds.append(bounds[-1] + x.shape[axis])
+    return {"X@GRAD": xp.split(g, bounds[1:-1], axis=axis)}
+
+
+def _split_sizes(dim: int, a, shape) -> list:
+    """The size of each output along the split axis (-1 where ``dim`` is unknown)."""
+    num, sections = a["num"], list(a["sections"])
+    check((num > 0) != bool(sections), f"split: give exactly one of num (got {num}) and sections "
+                                       f"(got {sections})")
+    if num > 0:
+        check(dim == -1 or dim % num == 0, f"split: dim {dim} of X{list(shape)} does not divide into "
+                                           f"num={num} equal parts")
+        return [dim // num if dim != -1 else -1] * num
+    check(sections.count(-1) <= 1 and all(s >= 0 or s == -1 for s in sections),
+          f"split: sections {sections} may hold one -1 (inferred) and sizes >= 0")
+    known = sum(s for s in sections if s != -1)
+    if dim != -1:
+        check(known == dim if -1 not in sections else known <= dim,
+              f"split: sections {sections} do not add up to dim {dim} of X{list(shape)}")
+        return [dim - known if s == -1 else s for s in sections]
+    return sections
+
+
+def _split_infer(ins, a):
+    x = ins["X"]
+    axis = _axis(a["axis"], len(x.shape), "split", x.shape)
+    sizes = _split_sizes(x.shape[axis], a, x.shape)
+    return {"Out": [Meta(tuple(x.shape[:axis]) + (n,) + tuple(x.shape[axis + 1:]), x.dtype) for n in sizes]}
+
+
+def _split_grad(op):
+    # X@GRAD is the concatenation of the outputs' gradients; append_backward has already given
+    # every output that nobody differentiated a zero gradient.
+    x = op.inputs["X"][0]
+    if x not in op.need:
+        return []
+    return [OpSpec("concat", {"X": [grad_name(n) for n in op.outputs["Out"]]}, {"Out": [op.grad_of(x)]},
+                   {"axis": op.attrs["axis"]})]
+
+
+@register("split", ins=("X",), outs=(Slot("Out", duplicable=True),),
+          attrs={"num": 0, "sections": [], "axis": 0}, infer=_split_infer, grad=_split_grad)
+def split(xp, ins, a):
+    """Out = X cut along ``axis`` into ``num`` equal parts or parts of ``sections`` sizes
+    (one of them may be -1: the rest)."""
+    x = ins["X"]
+    axis = a["axis"] % x.ndim
+    sizes = _split_sizes(x.shape[axis], a, x.shape)
+    bounds = [sum(sizes[:i]) for i in range(1, len(sizes))]
+    return {"Out": xp.split(x, bounds, axis=axis)}
+
+
+# -- reshape, cast --------------------------------------------------------------------------
+
+
+def _reshape_target(xshape, shape) -> list:
+    """Attr ``shape`` with 0s copied from X and the one -1 resolved when X's size is known."""
+    shape = [int(d) for d in shape]
+    check(bool(shape) and shape.count(-1) <= 1 and all(d >= -1 for d in shape),
+          f"reshape: shape {shape} must be non-empty with at most one -1 and no other negatives")
+    out = []
+    for i, d in enumerate(shape):
+        check(d != 0 or i < len(xshape), f"reshape: shape {shape} copies dim {i} (a 0) but X{list(xshape)} "
+                                         f"has only {len(xshape)} dims")
+        out.append(xshape[i] if d == 0 else d)
+    # An unknown (-1) dim of X that a 0 copies cancels out: [-1, 3, 4] -> [0, -1] is [-1, 12].
+    copied = {j for j, d in enumerate(shape) if d == 0 and xshape[j] == -1}
+    size = math.prod(d for d in xshape if d != -1)
+    if -1 in shape:
+        i = shape.index(-1)
+        rest = math.prod(d for j, d in enumerate(out) if j != i and j not in copied)
+        if list(xshape).count(-1) == len(copied) and rest > 0:
+            check(size % rest == 0, f"reshape: X{list(xshape)} ({size} elements) cannot take shape {shape}")
+            out[i] = size // rest
+    elif -1 not in xshape:
+        check(size == math.prod(out), f"reshape: X{list(xshape)} ({size} elements) cannot take shape "
+                                      f"{shape} ({math.prod(out)} elements)")
+    return out
+
+
+@register("reshape", ins=("X",), outs=("Out",), attrs={"shape": []},
+          infer=lambda ins, a: {"Out": Meta(tuple(_reshape_target(ins["X"].shape, a["shape"])), ins["X"].dtype)},
+          grad=grad_of(("X",)))
+def reshape(xp, ins, a):
+    """Out = X with shape ``shape``: a 0 copies X's dim at that index, one -1 is inferred
+    (Fluid's reshape2 semantics)."""
+    x = ins["X"]
+    return {"Out": x.reshape(_reshape_target(x.shape, a["shape"]))}
+
+
+@register("reshape_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs={"shape": []}, role="backward")
+def reshape_grad(xp, ins, a):
+    return {"X@GRAD": ins["Out@GRAD"].reshape(ins["X"].shape)}
+
+
+@register("cast", ins=("X",), outs=("Out",), attrs={"out_dtype": "float32"},
+          infer=lambda ins, a: {"Out": Meta(ins["X"].shape, np.dtype(a["out_dtype"]).name)},
+          grad=grad_of(("X",)))
+def cast(xp, ins, a):
+    """Out = X converted to ``out_dtype`` (a numpy dtype name)."""
+    return {"Out": ins["X"].astype(a["out_dtype"], copy=False)}
+
+
+@register("cast_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs={"out_dtype": "float32"},
+          role="backward")
+def cast_grad(xp, ins, a):
+    # Only X's dtype is read: the gradient goes back to it.
+    return {"X@GRAD": ins["Out@GRAD"].astype(ins["X"].dtype, copy=False)}

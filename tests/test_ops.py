@@ -1,0 +1,234 @@
+"""Every forward op against the table in op_cases.py (STYLE.md rule 12).
+
+For each ``OpCase``: ``test_output`` runs the cpu kernel on float32 inputs and compares every
+output with the numpy reference (rtol 1e-5, atol 1e-6), checks output dtypes, and checks that
+``Block.append_op`` (validation + ``infer``) gives the kernel's output shapes, also with the
+batch dim unknown (-1). ``test_grad`` builds the grad ops through the op's grad maker from a
+``GradOpView`` with made-up var names, runs their kernels on a dict scope in float64, and
+compares ``<dX, u>`` with the central difference of ``<Out, V>`` along a random direction
+``u`` for a random cotangent ``V``; only the slot under test is asked for, and no other
+gradient may be written (OpTest's ``no_grad_set``). ``test_error`` runs the error cases.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from placegroup.errors import ProgramError
+from placegroup.framework import Program
+from placegroup.ops.registry import EMPTY_VAR, GradOpView, get_op_def, registered_ops
+from tests.op_cases import CASES, OpCase, by_id, sample
+
+RTOL, ATOL = 1e-5, 1e-6
+GRAD_RTOL = 1e-5
+IDS = list(by_id())
+
+
+def _attrs(case: OpCase, extra=None) -> dict:
+    return {**get_op_def(case.op).attrs, **case.attrs, **(extra or {})}
+
+
+def run_kernel(op: str, ins: dict, attrs: dict, xp=np, device: str = "cpu") -> dict:
+    """Run ``op``'s kernel as the executor does (``want`` = every output slot)."""
+    opdef = get_op_def(op)
+    kernel = opdef.kernels[device]
+    if opdef.wants_outputs:
+        return kernel(xp, ins, attrs, frozenset(s.name for s in opdef.outputs))
+    return kernel(xp, ins, attrs)
+
+
+def _names(slot: str, value) -> list[str]:
+    return [f"{slot}{i}" for i in range(len(value))] if isinstance(value, list) else [slot]
+
+
+def _listed(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _build(op: str, ins: dict, attrs: dict, n_outs: dict, batch=()) -> dict:
+    """Append ``op`` to a fresh program (vars shaped like ``ins``, dim 0 of the ``batch``
+    slots unknown); return slot -> [output shapes] as inferred."""
+    block = Program().global_block()
+    inputs = {}
+    for slot, value in ins.items():
+        inputs[slot] = _names(slot, value)
+        for name, arr in zip(inputs[slot], _listed(value)):
+            shape = list(arr.shape)
+            if slot in batch and shape:
+                shape[0] = -1
+            block.create_var(name, shape=shape, dtype=arr.dtype)
+    outputs = {slot: [f"out.{slot}{i}" for i in range(n)] for slot, n in n_outs.items()}
+    block.append_op(op, inputs, outputs, attrs)
+    return {slot: [block.var(n).meta for n in names] for slot, names in outputs.items()}
+
+
+def _default_batch(case: OpCase, ins: dict) -> tuple:
+    if case.batch is not None:
+        return case.batch
+    first = next(iter(ins.items()), None)
+    return (first[0],) if first and _listed(first[1])[0].ndim >= 2 else ()
+
+
+@pytest.mark.parametrize("cid", IDS)
+def test_output(cid):
+    case = by_id()[cid]
+    attrs = _attrs(case)
+    if case.ref is None:
+        case.check(lambda ins, a: run_kernel(case.op, ins, _attrs(case, a)), attrs)
+        return
+    ins = sample(case, 0, np.float32)
+    got = run_kernel(case.op, ins, attrs)
+    want = case.ref(ins, attrs)
+    assert set(got) == {s.name for s in get_op_def(case.op).outputs}, f"{cid}: kernel outputs {sorted(got)}"
+    for slot, ref in want.items():
+        for g, r in zip(_listed(got[slot]), _listed(ref), strict=True):
+            np.testing.assert_allclose(g, r, rtol=RTOL, atol=ATOL, err_msg=f"{cid}: output {slot}")
+    for batch in ((), _default_batch(case, ins)):
+        metas = _build(case.op, ins, attrs, {s: len(_listed(v)) for s, v in got.items()}, batch)
+        for slot, value in got.items():
+            for meta, arr in zip(metas[slot], _listed(value), strict=True):
+                assert meta.dtype == arr.dtype.name, f"{cid}: {slot} is {arr.dtype}, infer says {meta.dtype}"
+                ok = len(meta.shape) == arr.ndim and all(d in (-1, a) for d, a in zip(meta.shape, arr.shape))
+                assert ok and (batch or -1 not in meta.shape), \
+                    f"{cid}: {slot} has shape {arr.shape}, infer says {meta.shape} (batch slots {batch})"
+
+
+def _run_grad_ops(specs, scope: dict) -> dict:
+    """Validate each grad op against its OpDef, run it, and sum what is written twice."""
+    block = Program().global_block()
+    grads: dict = {}
+    for spec in specs:
+        op = block.append_op(spec.type, spec.inputs, spec.outputs, spec.attrs, role="backward", infer=False)
+        opdef = get_op_def(spec.type)
+        ins = {s.name: ([scope[n] for n in op.input(s.name)] if s.duplicable else scope[op.input(s.name)[0]])
+               for s in opdef.inputs if op.input(s.name)}
+        want = frozenset(s for s in op.outputs)
+        outs = opdef.kernels["cpu"](np, ins, op.attrs, want) if opdef.wants_outputs else \
+            opdef.kernels["cpu"](np, ins, op.attrs)
+        for slot, names in op.outputs.items():
+            for name, value in zip(names, _listed(outs[slot]), strict=True):
+                if name != EMPTY_VAR:
+                    grads[name] = grads[name] + value if name in grads else value
+                    scope[name] = grads[name]
+    return grads
+
+
+GRAD_CASES = [c.id for c in CASES if c.grad]
+
+
+@pytest.mark.parametrize("cid", GRAD_CASES)
+def test_grad(cid):
+    case = by_id()[cid]
+    opdef = get_op_def(case.op)
+    attrs = _attrs(case)
+    rng = np.random.default_rng(1)
+    ins = sample(case, 1, np.float64)
+    outs = run_kernel(case.op, ins, attrs)
+    in_names = {s: _names(s, v) for s, v in ins.items()}
+    out_names = {s: _names(s, v) for s, v in outs.items()}
+    assert not {n for v in in_names.values() for n in v} & {n for v in out_names.values() for n in v}
+    cot_slots = case.grad_outs or [s for s, v in outs.items() if _listed(v)[0].dtype.kind == "f"]
+    scope, cot = {}, {}
+    for slot, names in list(in_names.items()) + list(out_names.items()):
+        scope.update(zip(names, _listed(ins[slot] if slot in ins else outs[slot])))
+    for slot, names in out_names.items():
+        for name, arr in zip(names, _listed(outs[slot])):
+            cot[name] = rng.standard_normal(arr.shape) if slot in cot_slots else np.zeros(arr.shape)
+            scope[name + "@GRAD"] = cot[name]
+
+    def objective(values: dict) -> float:
+        out = run_kernel(case.op, values, attrs)
+        return sum(float(np.vdot(a, cot[n])) for s in cot_slots for n, a in zip(out_names[s], _listed(out[s])))
+
+    for slot in case.grad:
+        need = frozenset(in_names[slot])
+        view = GradOpView(case.op, in_names, out_names, attrs, need, lambda n: n + "@GRAD")
+        grads = _run_grad_ops(opdef.grad(view), dict(scope))
+        others = {n + "@GRAD" for s, names in in_names.items() if s != slot for n in names}
+        assert not others & set(grads), f"{cid}: wrote gradients nobody asked for: {sorted(others & set(grads))}"
+        u = [rng.standard_normal(a.shape) for a in _listed(ins[slot])]
+        analytic = sum(float(np.vdot(grads[n + "@GRAD"], d)) for n, d in zip(in_names[slot], u))
+        h = 1e-6
+
+        def moved(t):
+            vals = _listed(ins[slot])
+            new = [v + t * d for v, d in zip(vals, u)]
+            return {**ins, slot: new if isinstance(ins[slot], list) else new[0]}
+
+        numeric = (objective(moved(h)) - objective(moved(-h))) / (2 * h)
+        assert abs(analytic - numeric) <= GRAD_RTOL * max(abs(analytic), abs(numeric)) + 1e-8, \
+            f"{cid}: d/d{slot}: grad ops give {analytic!r}, finite differences {numeric!r}"
+
+
+ERROR_CASES = [(c.id, k) for c in CASES for k in range(len(c.errors))]
+
+
+@pytest.mark.parametrize("cid,k", ERROR_CASES)
+def test_error(cid, k):
+    case = by_id()[cid]
+    ins, extra, exc, pattern = case.errors[k]
+    attrs = {**get_op_def(case.op).attrs, **extra}  # an error case gives all its own attrs
+    if exc is ProgramError:
+        n_outs = {s.name: 2 if s.duplicable else 1 for s in get_op_def(case.op).outputs}
+        with pytest.raises(ProgramError, match=pattern):
+            _build(case.op, ins, attrs, n_outs)
+    else:
+        with pytest.raises(exc, match=pattern):
+            run_kernel(case.op, ins, attrs)
+
+
+# Forward or init ops that others own and test, each with where: optimizer and lr-schedule
+# ops have roles of their own ("optimize", "lr_sched") and need no line here.
+OWNED_ELSEWHERE: dict[str, str] = {}
+
+
+def test_every_forward_op_with_a_gradient_has_a_case():
+    covered = {c.op for c in CASES} | set(OWNED_ELSEWHERE)
+    missing = [t for t in registered_ops()
+               if get_op_def(t).role == "forward" and get_op_def(t).grad is not None and t not in covered]
+    assert not missing, f"forward ops with a grad maker but no OpCase in tests/op_cases.py: {missing}"
+
+
+def test_every_init_and_metric_op_has_a_case():
+    covered = {c.op for c in CASES} | set(OWNED_ELSEWHERE)
+    missing = [t for t in registered_ops() if get_op_def(t).role in ("forward", "init") and t not in covered]
+    assert not missing, f"forward/init ops without an OpCase: {missing}"
+
+
+# -- the same kernels on a CUDA device ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cupy():
+    cp = pytest.importorskip("cupy", reason="cupy is not installed (pip install 'placegroup[gpu]')")
+    try:
+        count = cp.cuda.runtime.getDeviceCount()
+    except Exception as e:  # noqa: BLE001 - a driver error means no usable device
+        pytest.skip(f"no CUDA device: {e}")
+    if count == 0:
+        pytest.skip("no CUDA device")
+    return cp
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cid", IDS)
+def test_output_gpu(cid, cupy):
+    case = by_id()[cid]
+    attrs = _attrs(case)
+
+    def on_gpu(ins, a):
+        dev = {k: [cupy.asarray(x) for x in v] if isinstance(v, list) else cupy.asarray(v) for k, v in ins.items()}
+        out = run_kernel(case.op, dev, a, xp=cupy, device="gpu")
+        return {k: [cupy.asnumpy(x) for x in v] if isinstance(v, list) else cupy.asnumpy(v) for k, v in out.items()}
+
+    if case.ref is None:  # the counter-based generators must give the cpu's values
+        for a in ({"shape": [6, 5], "seed": 7}, {"shape": [2, 3], "whole_shape": [6, 5], "offsets": [3, 1]}):
+            np.testing.assert_allclose(on_gpu({}, _attrs(case, a))["Out"],
+                                       run_kernel(case.op, {}, _attrs(case, a))["Out"], rtol=RTOL, atol=ATOL)
+        return
+    ins = sample(case, 0, np.float32)
+    got, want = on_gpu(ins, attrs), case.ref(ins, attrs)
+    for slot, ref in want.items():
+        for g, r in zip(_listed(got[slot]), _listed(ref), strict=True):
+            np.testing.assert_allclose(g, r, rtol=RTOL, atol=ATOL, err_msg=f"{cid}: output {slot} on gpu")
+            assert g.dtype == _listed(run_kernel(case.op, ins, attrs)[slot])[0].dtype

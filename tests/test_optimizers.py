@@ -1,0 +1,346 @@
+"""Optimizer ops, lr schedules, regularizers and optimizer classes against plain numpy.
+
+* every optimizer op (``ops/optimizer.py``) against a numpy reference of DESIGN.md §9's maths
+  over several float32 steps, with its state fed back; output shapes and dtypes (float32 and
+  float64); inputs never mutated or aliased; slot roles and ``inplace`` pairs; ``infer`` errors;
+* every schedule's value over steps 0..12 against its formula, the one decay counter that
+  runs first, and argument errors;
+* one training run per optimizer (with a schedule, regularizers and a per-parameter lr) on a
+  tiny linear model, whose per-step losses and final state must equal a numpy re-implementation
+  of the same model and optimizer (rtol 1e-5).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable
+
+import numpy as np
+import pytest
+
+import placegroup as fluid
+from placegroup.errors import ProgramError
+from placegroup.framework import Program
+from placegroup.layers.learning_rate_scheduler import LR_DECAY_COUNTER
+from placegroup.ops.registry import get_op_def
+from placegroup.regularizer import L1Decay, L2Decay, append_regularization_ops
+
+# -- numpy references: one update, (param, grad, lr, state, attrs) -> (param, state) ---------
+
+
+def ref_sgd(p, g, lr, s, a):
+    return p - lr * g, {}
+
+
+def ref_momentum(p, g, lr, s, a):
+    v = a["mu"] * s["Velocity"] + g
+    return p - lr * (g + a["mu"] * v if a["use_nesterov"] else v), {"Velocity": v}
+
+
+def ref_adam(p, g, lr, s, a):
+    b1, b2, eps = a["beta1"], a["beta2"], a["epsilon"]
+    m1 = b1 * s["Moment1"] + (1 - b1) * g
+    m2 = b2 * s["Moment2"] + (1 - b2) * g * g
+    b1p, b2p = s["Beta1Pow"], s["Beta2Pow"]
+    lr_t = lr * np.sqrt(1 - b2p) / (1 - b1p)
+    p = p - lr_t * m1 / (np.sqrt(m2) + eps * np.sqrt(1 - b2p))
+    return p, {"Moment1": m1, "Moment2": m2, "Beta1Pow": b1p * b1, "Beta2Pow": b2p * b2}
+
+
+def ref_adagrad(p, g, lr, s, a):
+    m = s["Moment"] + g * g
+    return p - lr * g / (np.sqrt(m) + a["epsilon"]), {"Moment": m}
+
+
+@dataclasses.dataclass(frozen=True)
+class OptCase:
+    """An optimizer op: its attrs, its state slots (slot -> fill value, None = like the
+    param with random values), the numpy reference and the optimizer class building it."""
+
+    op: str
+    attrs: dict
+    state: dict
+    ref: Callable
+    make: Callable  # (lr, **kw) -> Optimizer
+    name: str = ""
+
+    @property
+    def id(self):
+        return self.name or self.op
+
+
+OPT_CASES = [
+    OptCase("sgd", {}, {}, ref_sgd, lambda lr, **kw: fluid.optimizer.SGD(lr, **kw)),
+    OptCase("momentum", {"mu": 0.9, "use_nesterov": False}, {"Velocity": None}, ref_momentum,
+            lambda lr, **kw: fluid.optimizer.Momentum(lr, momentum=0.9, **kw)),
+    OptCase("momentum", {"mu": 0.8, "use_nesterov": True}, {"Velocity": None}, ref_momentum,
+            lambda lr, **kw: fluid.optimizer.Momentum(lr, momentum=0.8, use_nesterov=True, **kw), "nesterov"),
+    OptCase("adam", {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "lazy_mode": False},
+            {"Moment1": None, "Moment2": 0.5, "Beta1Pow": 0.9, "Beta2Pow": 0.999}, ref_adam,
+            lambda lr, **kw: fluid.optimizer.Adam(lr, **kw)),
+    OptCase("adagrad", {"epsilon": 1e-6}, {"Moment": 0.25}, ref_adagrad,
+            lambda lr, **kw: fluid.optimizer.Adagrad(lr, **kw)),
+]
+OPT_IDS = [c.id for c in OPT_CASES]
+
+
+def _inputs(case: OptCase, rng, dtype, shape=(3, 4)) -> dict:
+    ins = {"Param": rng.normal(size=shape), "Grad": rng.normal(size=shape), "LearningRate": np.array([0.05])}
+    for slot, fill in case.state.items():
+        scalar = slot.endswith("Pow")
+        ins[slot] = (np.full((1,) if scalar else shape, fill) if fill is not None
+                     else rng.normal(size=shape))
+    return {k: v.astype(dtype) for k, v in ins.items()}
+
+
+def _run(op, ins, attrs):
+    return get_op_def(op).kernels["cpu"](np, ins, {**get_op_def(op).attrs, **attrs})
+
+
+@pytest.mark.parametrize("case", OPT_CASES, ids=OPT_IDS)
+def test_op_matches_reference_over_steps(case):
+    rng = np.random.default_rng(0)
+    ins = _inputs(case, rng, np.float32)
+    opdef = get_op_def(case.op)
+    ref_p = ins["Param"].astype(np.float64)
+    ref_s = {k: ins[k].astype(np.float64) for k in case.state}
+    for _ in range(5):
+        out = _run(case.op, ins, case.attrs)
+        ref_p, ref_s = case.ref(ref_p, ins["Grad"].astype(np.float64), 0.05, ref_s, case.attrs)
+        np.testing.assert_allclose(out["ParamOut"], ref_p, rtol=1e-5, atol=1e-6)
+        for slot, want in ref_s.items():
+            np.testing.assert_allclose(out[slot + "Out"], want, rtol=1e-5, atol=1e-6, err_msg=slot)
+        ins = {**ins, **{opdef.inplace[o]: v for o, v in out.items()}}  # state fed back
+        ins["Grad"] = rng.normal(size=(3, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", OPT_CASES, ids=OPT_IDS)
+def test_op_outputs_are_new_arrays_of_the_state_shapes(case, dtype):
+    ins = _inputs(case, np.random.default_rng(1), dtype)
+    before = {k: v.copy() for k, v in ins.items()}
+    out = _run(case.op, ins, case.attrs)
+    opdef = get_op_def(case.op)
+    assert set(out) == {s.name for s in opdef.outputs}
+    for slot, value in out.items():
+        src = ins[opdef.inplace[slot]]
+        assert (value.shape, value.dtype) == (src.shape, src.dtype), slot
+        assert not any(np.shares_memory(value, x) for x in ins.values()), f"{slot} aliases an input"
+    for k in ins:
+        np.testing.assert_array_equal(ins[k], before[k], err_msg=f"input {k} was mutated")
+
+
+@pytest.mark.parametrize("op", ["sgd", "momentum", "adam", "adagrad"])
+def test_op_slot_roles_and_inplace_pairs(op):
+    d = get_op_def(op)
+    assert d.role == "optimize"
+    for role in ("Param", "Grad", "LearningRate"):
+        assert len(d.input_slots(role)) == 1, role
+    assert d.output_slots("ParamOut") == ["ParamOut"]
+    assert set(d.inplace) == {s.name for s in d.outputs}  # every output updates an input
+    for out, inp in d.inplace.items():
+        assert d.slot(out).role == d.slot(inp).role + "Out", (out, inp)
+    state = d.input_slots("Moment") + d.input_slots("ScalarState")
+    others = [s.name for s in d.inputs if s.role not in ("Param", "Grad", "LearningRate")]
+    assert sorted(state) == sorted(others)
+
+
+def _append(op, shapes, attrs=None):
+    block = Program().global_block()
+    d = get_op_def(op)
+    for name, shape in shapes.items():
+        block.create_var(name, shape=shape, dtype="float32")
+    return block.append_op(op, {s: [s] for s in shapes},
+                           {o.name: [d.inplace[o.name]] for o in d.outputs}, attrs)
+
+
+def test_infer_checks_grad_state_and_lr_shapes():
+    good = {"Param": [3, 4], "Grad": [3, 4], "LearningRate": [1], "Moment1": [3, 4], "Moment2": [3, 4],
+            "Beta1Pow": [1], "Beta2Pow": [1]}
+    _append("adam", good)
+    for slot, bad in [("Grad", [4, 3]), ("Moment2", [3]), ("LearningRate", [2]), ("Beta1Pow", [3, 4])]:
+        with pytest.raises(ProgramError, match=rf"adam: {slot}.*{bad}"):
+            _append("adam", {**good, slot: bad})
+
+
+# -- schedules --------------------------------------------------------------------------------
+
+SCHEDULES = {  # name -> (layer call, formula of the step)
+    "piecewise": (lambda L: L.piecewise_decay([3, 6, 9], [0.1, 0.2, 0.3, 0.4]),
+                  lambda s: [0.1, 0.2, 0.3, 0.4][sum(s >= b for b in (3, 6, 9))]),
+    "exponential": (lambda L: L.exponential_decay(0.1, 4, 0.5), lambda s: 0.1 * 0.5 ** (s / 4)),
+    "exponential_staircase": (lambda L: L.exponential_decay(0.1, 4, 0.5, staircase=True),
+                              lambda s: 0.1 * 0.5 ** (s // 4)),
+    "natural_exp": (lambda L: L.natural_exp_decay(0.1, 3, 0.5), lambda s: 0.1 * math.exp(-0.5 * s / 3)),
+    "natural_exp_staircase": (lambda L: L.natural_exp_decay(0.1, 3, 0.5, True),
+                              lambda s: 0.1 * math.exp(-0.5 * (s // 3))),
+    "inverse_time": (lambda L: L.inverse_time_decay(0.1, 2, 0.5), lambda s: 0.1 / (1 + 0.5 * s / 2)),
+    "inverse_time_staircase": (lambda L: L.inverse_time_decay(0.1, 2, 0.5, True),
+                               lambda s: 0.1 / (1 + 0.5 * (s // 2))),
+    "polynomial": (lambda L: L.polynomial_decay(0.1, 8, 0.01, power=2.0),
+                   lambda s: 0.09 * (1 - min(s, 8) / 8) ** 2 + 0.01),
+    "polynomial_cycle": (lambda L: L.polynomial_decay(0.1, 5, 0.01, power=1.0, cycle=True),
+                         lambda s: 0.09 * (1 - s / (5 * max(math.ceil(s / 5), 1))) + 0.01),
+    "cosine": (lambda L: L.cosine_decay(0.1, 2, 6),
+               lambda s: 0.1 * (math.cos((s // 2) * math.pi / 6) + 1) / 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_schedule_values_over_steps(name, fresh_programs):
+    main, startup = fresh_programs
+    layer, formula = SCHEDULES[name]
+    lr = layer(fluid.layers)
+    exe = fluid.Executor()
+    exe.run(startup)
+    got = [exe.run(main, fetch_list=[lr])[0] for _ in range(13)]
+    assert all(v.shape == (1,) and v.dtype == np.float32 for v in got)
+    np.testing.assert_allclose(np.concatenate(got), [formula(s) for s in range(13)], rtol=1e-6)
+
+
+def test_one_decay_counter_runs_first(fresh_programs):
+    main, startup = fresh_programs
+    x = fluid.layers.data(name="x", shape=[2])
+    fluid.layers.mean(x)
+    lr1 = fluid.layers.piecewise_decay([2], [1.0, 2.0])
+    lr2 = fluid.layers.exponential_decay(1.0, 1, 0.5)
+    incs = [op for op in main.global_block().ops if op.type == "increment"]
+    assert len(incs) == 1 and main.global_block().ops[0] is incs[0] and incs[0].role == "lr_sched"
+    counter = main.global_block().var(LR_DECAY_COUNTER)
+    assert counter.persistable and counter.dtype == "int64"
+    assert [op.role for op in main.global_block().ops if op.type.endswith("_decay")] == ["lr_sched"] * 2
+    exe = fluid.Executor()
+    exe.run(startup)
+    assert np.asarray(fluid.global_scope().find_var(LR_DECAY_COUNTER).get_tensor()).tolist() == [-1]
+    for step in range(3):
+        a, b = exe.run(main, feed={"x": np.ones((1, 2), "float32")}, fetch_list=[lr1, lr2])
+        assert (a[0], b[0]) == (1.0 if step < 2 else 2.0, 0.5 ** step)
+    assert np.asarray(fluid.global_scope().find_var(LR_DECAY_COUNTER).get_tensor()).tolist() == [2]
+    assert not any(op.role == "lr_sched" for op in main.clone(for_test=True).global_block().ops)
+
+
+@pytest.mark.parametrize("call, exc, msg", [
+    (lambda L: L.piecewise_decay([3, 6], [0.1, 0.2]), ValueError, r"values needs .* 3 entries, got 2"),
+    (lambda L: L.piecewise_decay([6, 3], [0.1, 0.2, 0.3]), ValueError, r"boundaries must increase"),
+    (lambda L: L.exponential_decay(0.1, 0, 0.5), ValueError, r"exponential_decay: decay_steps must be"),
+    (lambda L: L.cosine_decay(0.1, 10, 0), ValueError, r"cosine_decay: epochs must be"),
+    (lambda L: L.inverse_time_decay(L.data(name="lr", shape=[1]), 2, 0.5), TypeError,
+     r"learning_rate must be a number"),
+])
+def test_schedule_argument_errors(call, exc, msg):
+    with pytest.raises(exc, match=msg):
+        call(fluid.layers)
+
+
+# -- end to end: training runs against a numpy re-implementation ------------------------------
+
+STEPS, BATCH = 10, 8
+_r = np.random.default_rng(7)
+DATA_X = _r.normal(size=(STEPS * BATCH, 4)).astype(np.float32)
+DATA_Y = (DATA_X @ _r.normal(size=(4, 1)) + 0.5).astype(np.float32)
+W0, B0 = _r.uniform(-0.8, 0.8, size=(4, 1)).astype(np.float32), np.array([0.2], np.float32)
+CASE = {c.id: c for c in OPT_CASES}
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """A training run: optimizer case, lr (float, or (layer call, formula of the step)),
+    the optimizer's regularizer, ``w``'s own regularizer and lr multiplier."""
+
+    name: str
+    opt: str
+    lr: object
+    reg: tuple | None = None  # ("l1" | "l2", coeff)
+    w_reg: tuple | None = None
+    w_lr: float = 1.0
+
+
+RUNS = [
+    Run("sgd", "sgd", 0.05),
+    Run("sgd_l2_w_lr_half", "sgd", 0.05, reg=("l2", 0.1), w_lr=0.5),
+    Run("sgd_w_l1_over_l2", "sgd", 0.05, reg=("l2", 0.1), w_reg=("l1", 0.2)),
+    Run("momentum_piecewise", "momentum", (lambda L: L.piecewise_decay([3, 6], [0.02, 0.01, 0.005]),
+                                           lambda s: [0.02, 0.01, 0.005][(s >= 3) + (s >= 6)])),
+    Run("nesterov_l1", "nesterov", 0.02, reg=("l1", 0.05)),
+    Run("adam", "adam", 0.05),
+    Run("adam_exponential", "adam", (lambda L: L.exponential_decay(0.05, 2, 0.7),
+                                     lambda s: 0.05 * 0.7 ** (s / 2))),
+    Run("adagrad_l2", "adagrad", 0.2, reg=("l2", 0.01)),
+]
+_REG = {"l1": L1Decay, "l2": L2Decay}
+
+
+def _numpy_run(run: Run):
+    """The same model and optimizer in float64 numpy: per-step losses and final state."""
+    case = CASE[run.opt]
+    params = {"w": W0.astype(np.float64), "b": B0.astype(np.float64)}
+    pow0 = {"Beta1Pow": case.attrs.get("beta1"), "Beta2Pow": case.attrs.get("beta2")}
+    state = {n: {slot: np.full((1,), pow0[slot]) if slot in pow0 else np.zeros_like(p) for slot in case.state}
+             for n, p in params.items()}
+    losses = []
+    for s in range(STEPS):
+        x, y = DATA_X[s * BATCH:(s + 1) * BATCH], DATA_Y[s * BATCH:(s + 1) * BATCH]
+        diff = x @ params["w"] + params["b"] - y
+        losses.append(np.mean(diff ** 2))
+        dpred = 2 * diff / len(x)
+        grads = {"w": x.T @ dpred, "b": dpred.sum(0)}
+        lr = run.lr if isinstance(run.lr, float) else run.lr[1](s)
+        for n, p in params.items():
+            reg = (run.w_reg if n == "w" else None) or run.reg
+            g = grads[n]
+            if reg is not None:
+                g = g + reg[1] * (p if reg[0] == "l2" else np.sign(p))
+            mult = run.w_lr if n == "w" else 1.0
+            params[n], state[n] = case.ref(p, g, lr * mult, state[n], case.attrs)
+    return np.array(losses), params, state
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[r.name for r in RUNS])
+def test_training_matches_numpy(run, fresh_programs):
+    main, startup = fresh_programs
+    L = fluid.layers
+    x, y = L.data(name="x", shape=[4]), L.data(name="y", shape=[1])
+    w_attr = fluid.ParamAttr(name="w", learning_rate=run.w_lr,
+                             regularizer=_REG[run.w_reg[0]](run.w_reg[1]) if run.w_reg else None)
+    loss = L.mean(L.square_error_cost(L.fc(x, 1, param_attr=w_attr, bias_attr=fluid.ParamAttr(name="b")), y))
+    lr = run.lr if isinstance(run.lr, float) else run.lr[0](L)
+    CASE[run.opt].make(lr, regularization=_REG[run.reg[0]](run.reg[1]) if run.reg else None).minimize(loss)
+    exe = fluid.Executor()
+    exe.run(startup)
+    scope = fluid.global_scope()
+    scope.find_var("w").get_tensor().set(W0)
+    scope.find_var("b").get_tensor().set(B0)
+    rows = [slice(s * BATCH, (s + 1) * BATCH) for s in range(STEPS)]
+    losses = [exe.run(main, feed={"x": DATA_X[r], "y": DATA_Y[r]}, fetch_list=[loss])[0] for r in rows]
+    want_losses, want_params, want_state = _numpy_run(run)
+    np.testing.assert_allclose(np.concatenate(losses), want_losses, rtol=1e-5)
+    for op in main.global_block().ops:  # the final state, found through the ops' slots
+        if op.role == "optimize" and op.type == CASE[run.opt].op:
+            name = op.input("Param")[0]
+            np.testing.assert_allclose(np.asarray(scope.find_var(name).get_tensor()), want_params[name],
+                                       rtol=1e-5, atol=1e-7)
+            for slot, want in want_state[name].items():
+                got = np.asarray(scope.find_var(op.input(slot)[0]).get_tensor())
+                assert got.dtype == np.float32 and got.shape == want.shape
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7, err_msg=f"{name} {slot}")
+
+
+def test_regularizer_ops_finish_the_gradient_on_the_trainer_side(fresh_programs):
+    main, _ = fresh_programs
+    x = fluid.layers.data(name="x", shape=[3])
+    w_attr = fluid.ParamAttr(name="w", regularizer=L1Decay(0.1))
+    loss = fluid.layers.mean(fluid.layers.fc(x, 1, param_attr=w_attr, bias_attr=fluid.ParamAttr(name="b")))
+    _, params_grads = fluid.optimizer.SGD(0.1, regularization=L2Decay(0.2)).minimize(loss)
+    ops = main.global_block().ops
+    sgd = {op.input("Param")[0]: op for op in ops if op.type == "sgd"}
+    for p, g in params_grads:  # the update reads the regularized gradient, made by one add
+        assert sgd[p.name].input("Grad") == [g.name] and g.name != p.name + "@GRAD"
+        writer = [op for op in ops if g.name in op.output_arg_names]
+        assert [op.type for op in writer] == ["elementwise_add"]
+    kinds = ("l1_decay_sign", "scale", "elementwise_add")
+    reg_ops = [op for op in ops if op.type in kinds and op.role != "forward"]
+    assert [op.type for op in reg_ops] == list(kinds) + ["scale", "elementwise_add"]  # w: L1, b: L2
+    assert all(op.role == "backward" and op.param is None for op in reg_ops)  # NOTE(reg-placement)
+    b_grad = dict((p.name, g) for p, g in params_grads)["b"]
+    with pytest.raises(TypeError, match="regularizer of parameter 'b' must be L1Decay or L2Decay"):
+        append_regularization_ops([(main.global_block().var("b"), b_grad)], regularization="l2")
