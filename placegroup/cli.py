@@ -1,0 +1,104 @@
+"""The ``placegroup`` command (console script ``placegroup = placegroup.cli:main``).
+
+Subcommands::
+
+    placegroup dump prog.bin [--format text|json|dot] [--role R --endpoint EP]
+    placegroup --version
+
+``dump`` shows who runs what (the rendering is in ``placegroup/dump.py``, the formats in
+``docs/ir.md``). ``placegroup launch`` joins this group in its own module. A file that is
+missing or not a valid prog.bin gives one line on stderr and exit status 2, never a traceback.
+
+Example::
+
+    $ placegroup dump prog.bin --role pserver --endpoint 127.0.0.1:7164 --format dot | dot -Tsvg
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from placegroup import __version__
+from placegroup.dump import FORMATS, render
+from placegroup.errors import PlacegroupError, SerializationError
+
+USAGE_ERROR = 2  # what click uses for a bad command line, and we for a bad input file
+
+
+class DumpError(click.ClickException):
+    """One line on stderr, exit status 2."""
+
+    exit_code = USAGE_ERROR
+
+    def __init__(self, message: str) -> None:
+        # One line, whatever the cause's message looks like.
+        super().__init__("; ".join(s.strip() for s in str(message).splitlines() if s.strip()))
+
+    def show(self, file=None) -> None:
+        click.echo(f"placegroup: error: {self.format_message()}", err=True)
+
+
+def _reason(e: ValueError) -> str:
+    """A ValueError's message; for pydantic's, the first error's own words."""
+    errors = getattr(e, "errors", None)
+    if callable(errors) and errors():
+        first = errors()[0]
+        return str(first.get("ctx", {}).get("error", first["msg"]))
+    return str(e)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="placegroup",
+                      message="%(prog)s %(version)s")
+def main() -> None:
+    """placegroup: one PlaceGroup-annotated program, run by every process."""
+
+
+@main.command(short_help="Show who runs what in a prog.bin.")
+@click.argument("path", metavar="PROG_BIN")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+              help="text: the IR under per-placement counts; json: a stable document; "
+                   "dot: graphviz.")
+@click.option("--role", default=None,
+              help="Show only what an executor of this role runs and holds.")
+@click.option("--endpoint", default=None, help="That executor's ip:port (with --role).")
+def dump(path: str, fmt: str, role: str | None, endpoint: str | None) -> None:
+    """Print the program in PROG_BIN (written by placegroup.io.save_program)."""
+    from placegroup.io import load_program
+    from placegroup.place_group import ExecutorId, Node
+
+    executor = None
+    if endpoint is not None and role is None:
+        raise DumpError("--endpoint needs --role (e.g. --role pserver --endpoint 127.0.0.1:7164)")
+    if role is not None:
+        try:
+            if endpoint is not None:
+                Node.parse(endpoint)  # its ValueError says what is wrong in one line
+            executor = ExecutorId.parse(role, endpoint)
+        except ValueError as e:
+            given = f"--role {role!r}" + (f" --endpoint {endpoint!r}" if endpoint else "")
+            raise DumpError(f"bad executor {given}: {_reason(e)}") from None
+    try:
+        program = load_program(path)
+    except OSError as e:
+        raise DumpError(f"cannot read {path!r}: {e.strerror or e}") from None
+    except SerializationError as e:
+        raise DumpError(str(e)) from None
+    except (PlacegroupError, ValueError) as e:  # a payload that fits the schema, not the IR
+        raise DumpError(f"{path}: not a valid prog.bin: {e}") from None
+    try:
+        click.echo(render(program, fmt, executor), nl=False)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `placegroup dump p.bin | head`: the reader left, that is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+
+
+# NOTE(subcommands): each further subcommand (``placegroup launch``, placegroup/launch.py)
+# lives in its own module as a click command and joins the group here with
+# ``main.add_command(...)``; it imports what it needs inside its function, so that
+# ``placegroup --help`` and ``dump`` stay quick.
+
+if __name__ == "__main__":
+    main()

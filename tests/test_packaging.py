@@ -1,0 +1,90 @@
+"""Packaging (DESIGN.md §2): every package directory is in pyproject's ``packages``, and a plain
+``pip install .`` gives one import name that works from any directory, the root included."""
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# top-level directory -> the import name it installs as
+TOP = {"placegroup": "placegroup", "executor": "placegroup.executor", "ops": "placegroup.ops",
+       "comm": "placegroup.comm"}
+
+
+def _pyproject():
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)
+
+
+def _package_dirs():
+    """Import name of every directory holding an ``__init__.py`` under the four top dirs."""
+    found = []
+    for top, name in TOP.items():
+        for here, dirs, files in os.walk(os.path.join(ROOT, top)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+            if "__init__.py" in files:
+                rel = os.path.relpath(here, os.path.join(ROOT, top))
+                found.append(name if rel == "." else name + "." + rel.replace(os.sep, "."))
+    return found
+
+
+def test_packages_list_every_package_directory():
+    setup = _pyproject()["tool"]["setuptools"]
+    listed = setup["packages"]
+    assert len(listed) == len(set(listed)), f"pyproject lists a package twice: {listed}"
+    assert sorted(listed) == sorted(_package_dirs())
+    assert setup["package-dir"] == {v: k for k, v in TOP.items() if k != "placegroup"}
+
+
+def test_console_script_points_at_the_cli():
+    assert _pyproject()["project"]["scripts"] == {"placegroup": "placegroup.cli:main"}
+
+
+def _run(cmd, cwd, env):
+    out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"{cmd} failed:\n{out.stdout}\n{out.stderr}"
+    return out.stdout
+
+
+def _build_flags():
+    """Build with what is installed when it can (no download); else let pip fetch pyproject's
+    build requirements into an isolated environment, as ``.ci/run``'s install does."""
+    try:
+        import setuptools
+        import wheel  # noqa: F401 - setuptools < 70.1 needs it for bdist_wheel
+    except ImportError:
+        return []
+    need = _pyproject()["build-system"]["requires"][0].partition(">=")[2] or "0"
+    have = tuple(int(p) for p in setuptools.__version__.split(".")[:2] if p.isdigit())
+    return ["--no-build-isolation"] if have >= tuple(int(p) for p in need.split(".")) else []
+
+
+@pytest.mark.slow
+def test_pip_install_works_from_root_and_elsewhere(tmp_path):
+    # The install runs from a copy of the repository so that its build/ and *.egg-info do not
+    # land in the working tree; the copy's root is the "repository root" below.
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT, repo, ignore=shutil.ignore_patterns(
+        ".git", "build", "dist", "*.egg-info", "__pycache__", ".venv", ".hypothesis",
+        ".pytest_cache", ".benchmarks"))
+    venv = tmp_path / "venv"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], tmp_path, env)
+    py, script = venv / "bin" / "python", venv / "bin" / "placegroup"
+    _run([str(py), "-m", "pip", "install", "-q", "--no-deps", *_build_flags(), "."], repo, env)
+    probe = ("import placegroup, placegroup.ops, placegroup.executor, placegroup.comm, "
+             "placegroup.io, placegroup.cli\n"
+             "print(placegroup.__file__); print(placegroup.ops.__file__)\n"
+             "print(placegroup.Executor is placegroup.executor.Executor)")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    top, ops, same = _run([str(py), "-c", probe], elsewhere, env).split()
+    # from elsewhere, the installed copy, not the checkout (nor its editable install)
+    assert top.startswith(str(venv)) and ops.startswith(str(venv)) and same == "True"
+    top, ops, same = _run([str(py), "-c", probe], repo, env).split()
+    assert top == str(repo / "placegroup" / "__init__.py") and same == "True"
+    assert _run([str(script), "--version"], elsewhere, env).strip() == "placegroup 0.1.0"
+    assert _run([str(py), "-m", "placegroup.cli", "--version"], repo, env).strip() == "placegroup 0.1.0"
