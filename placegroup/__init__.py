@@ -14,7 +14,7 @@ if not _os.path.isdir(_os.path.join(_here, "ops")):
     if _os.path.isfile(_os.path.join(_root, "ops", "registry.py")):
         __path__.append(_root)
 
-from placegroup import initializer, layers, optimizer, unique_name  # noqa: E402
+from placegroup import initializer, io, layers, optimizer, regularizer, unique_name  # noqa: E402
 from placegroup.backward import append_backward  # noqa: E402
 from placegroup.errors import (CommTimeout, OpError, PassError, PlacementError,  # noqa: E402
                                PlacegroupError, ProgramError, RemoteError, SerializationError)
@@ -34,6 +34,6 @@ __all__ = [
     "ExecutorRole", "OpError", "Operator", "ParamAttr", "Parameter", "PassError", "PlaceGroup",
     "PlacementError", "PlacegroupError", "Program", "ProgramError", "RemoteError", "Scope",
     "SerializationError", "Variable", "append_backward", "default_main_program",
-    "default_startup_program", "global_scope", "initializer", "is_compiled_with_cuda", "layers",
+    "default_startup_program", "global_scope", "initializer", "io", "is_compiled_with_cuda", "layers", "regularizer",
     "optimizer", "program_guard", "scope_guard", "unique_name",
 ]

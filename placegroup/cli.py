@@ -3,10 +3,11 @@
 Subcommands::
 
     placegroup dump prog.bin [--format text|json|dot] [--role R --endpoint EP]
+    placegroup launch --trainers 2 --pservers 2 script.py [args]
     placegroup --version
 
 ``dump`` shows who runs what (the rendering is in ``placegroup/dump.py``, the formats in
-``docs/ir.md``). ``placegroup launch`` joins this group in its own module. A file that is
+``docs/ir.md``); ``launch`` starts a local cluster (``placegroup/launch.py``). A file that is
 missing or not a valid prog.bin gives one line on stderr and exit status 2, never a traceback.
 
 Example::
@@ -93,6 +94,26 @@ def dump(path: str, fmt: str, role: str | None, endpoint: str | None) -> None:
         sys.stdout.flush()
     except BrokenPipeError:  # `placegroup dump p.bin | head`: the reader left, that is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+
+
+@main.command(short_help="Run a script as a local cluster of trainers and pservers.",
+              context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--trainers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--pservers", type=click.IntRange(min=0), default=2, show_default=True)
+@click.option("--grace", type=float, default=30.0, show_default=True,
+              help="Seconds pservers get to finish after the last trainer.")
+@click.argument("script", type=click.Path(exists=True, dir_okay=False))
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def launch(trainers: int, pservers: int, grace: float, script: str, args: tuple) -> None:
+    """Run SCRIPT [ARGS] in every process of a local cluster on 127.0.0.1.
+
+    Each process gets the seeds' environment (TRAINING_ROLE, PADDLE_INIT_PSERVERS, ...);
+    output lines are prefixed with the role; the first failure stops the rest and is the
+    exit code.
+    """
+    from placegroup.launch import launch as run_cluster
+
+    sys.exit(run_cluster(script, list(args), trainers, pservers, grace=grace))
 
 
 # NOTE(subcommands): each further subcommand (``placegroup launch``, placegroup/launch.py)

@@ -10,6 +10,8 @@ Example:
 """
 from __future__ import annotations
 
+import numpy as np
+
 import json
 import math
 from typing import Any
@@ -93,6 +95,33 @@ def placements(program) -> list[PlaceGroup | None]:
 
 
 # -- text -----------------------------------------------------------------------------------
+def load_report(program) -> list[str]:
+    """Per pserver: bytes of parameters and of optimizer state it holds, and a warning when
+    the heaviest holds more than 1.5x the lightest (issue #3: uneven load makes every sync
+    step wait for the slowest pserver)."""
+    from placegroup.cluster import Cluster
+
+    pservers = (program.cluster or {}).get("pservers") or []
+    if not pservers:
+        return []
+    cluster = Cluster.from_program(program)
+    load = {ep: [0, 0] for ep in pservers}
+    for v in program.global_block().vars.values():
+        if not v.persistable or v.shape is None or any(d < 0 for d in v.shape):
+            continue
+        nbytes = v.numel * np.dtype(v.dtype).itemsize
+        for e in cluster.matching(v.place):
+            if e.endpoint in load:
+                load[e.endpoint][0 if v.is_parameter else 1] += nbytes
+    lines = [f"// {'pserver':<22} {'param bytes':>12} {'state bytes':>12}"]
+    lines += [f"// {ep:<22} {p:>12,} {st:>12,}" for ep, (p, st) in load.items()]
+    totals = [p + st for p, st in load.values()]
+    if len(totals) > 1 and min(totals) * 1.5 < max(totals):
+        lines.append(f"// WARNING: uneven load: the heaviest pserver holds {max(totals):,} bytes, the "
+                     f"lightest {min(totals):,}; consider slice_var_up=True or a smaller min_block_size")
+    return lines
+
+
 def render_text(program, executor: ExecutorId | None = None) -> str:
     """``//`` comment lines (executor, view, per-placement counts), then the IR text."""
     view = View(program, executor)
@@ -113,6 +142,7 @@ def render_text(program, executor: ExecutorId | None = None) -> str:
     width = max([len("placement")] + [len(p) for p, _, _ in rows])
     lines.append(f"// {'placement'.ljust(width)}  {'ops':>5}  {'vars':>5}")
     lines += [f"// {p.ljust(width)}  {o:>5}  {v:>5}" for p, o, v in rows]
+    lines += load_report(program)
     if executor is None:
         return "\n".join(lines) + "\n" + str(program)
     # The lines str(program) prints, minus what the executor does not see; ops keep their

@@ -310,6 +310,9 @@ class Block:
             if got is None:
                 continue
             got_list = got if isinstance(got, list) else [got]
+            if len(got_list) != len(names):
+                raise ProgramError(f"op {op.type!r}: output slot {slot!r} names {len(names)} vars "
+                                   f"({names}) but the op makes {len(got_list)}")
             for name, meta in zip(names, got_list):
                 if name == EMPTY_VAR:
                     continue

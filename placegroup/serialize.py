@@ -133,17 +133,28 @@ def program_to_dict(program) -> dict:
 
 
 def program_from_dict(d: dict, *, validate: bool = False):
-    from placegroup.framework import Block, Operator, Parameter, Program, Variable
+    """A Program from its dict form; with ``validate``, anything wrong is a SerializationError
+    naming the field (the schema) or the value (a place, a dtype, an op's slots)."""
+    if not validate:
+        return _build(d, False)
+    try:
+        d = ProgramSchema.model_validate(d).model_dump()
+    except pydantic.ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise SerializationError(f"prog.bin does not fit schema {SCHEMA_VERSION}: field "
+                                 f"{where!r}: {err['msg']} ({e.error_count()} error(s))") from None
+    try:
+        return _build(d, True)
+    except (ValueError, ProgramError) as e:
+        raise SerializationError(f"prog.bin holds a value the IR rejects: {e}") from None
+
+
+def _build(d: dict, validate: bool):
+    from placegroup.framework import Block, Operator, Parameter, Program, Variable, _validate_op
+    from placegroup.ops.registry import ROLES
     from placegroup.place_group import ExecutorId
 
-    if validate:
-        try:
-            d = ProgramSchema.model_validate(d).model_dump()
-        except pydantic.ValidationError as e:
-            err = e.errors()[0]
-            where = ".".join(str(x) for x in err["loc"])
-            raise SerializationError(f"prog.bin does not fit schema {SCHEMA_VERSION}: field "
-                                     f"{where!r}: {err['msg']} ({e.error_count()} error(s))") from None
     p = Program()
     p.blocks = []
     for bd in d["blocks"]:
@@ -165,6 +176,10 @@ def program_from_dict(d: dict, *, validate: bool = False):
             try:
                 op = Operator(b, od["type"], od["inputs"], od["outputs"], od.get("attrs"),
                               od.get("role"), od.get("place"))
+                if validate:
+                    _validate_op(op.opdef, op.inputs, op.outputs, op.attrs)
+                    if op.role not in ROLES:
+                        raise ProgramError(f"op {op.type!r} has unknown role {op.role!r}")
             except ProgramError as e:
                 raise SerializationError(f"prog.bin block {bd['idx']}: {e}") from None
             op.edges = dict(od.get("edges") or {})

@@ -281,7 +281,6 @@ def test_a_failed_write_leaves_the_old_file(fresh_programs, tmp_path, monkeypatc
     assert str(pio.load_program(str(prog))) == str(main)
 
 
-@pytest.mark.xfail(reason="placegroup/__init__.py does not import placegroup.io yet", strict=False)
 def test_exposed_as_fluid_io():
     # In a fresh interpreter: this module's own import would make the attribute exist.
     code = ("import placegroup as fluid; "

@@ -165,8 +165,6 @@ INVALID_VALUES = [
 ]
 
 
-@pytest.mark.xfail(reason="serialize.program_from_dict does not wrap ValueError/ProgramError "
-                          "from places, dtypes and the executor in SerializationError")
 @pytest.mark.parametrize("name,path,value,message", INVALID_VALUES, ids=[t[0] for t in INVALID_VALUES])
 def test_values_the_ir_rejects_are_serialization_errors(fresh_programs, name, path, value, message):
     fit_a_line()

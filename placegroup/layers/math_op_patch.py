@@ -9,7 +9,7 @@ def _as_var(helper, value, like):
         return value
     c = helper.create_variable_for_type_inference(like.dtype, stop_gradient=True)
     helper.append_op("fill_constant", outputs={"Out": [c]},
-                     attrs={"shape": [1], "value": float(value), "dtype": like.dtype})
+                     attrs={"shape": [1], "value": float(value), "dtype": like.dtype}, role="forward")
     return c
 
 
