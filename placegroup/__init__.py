@@ -14,7 +14,9 @@ if not _os.path.isdir(_os.path.join(_here, "ops")):
     if _os.path.isfile(_os.path.join(_root, "ops", "registry.py")):
         __path__.append(_root)
 
-from placegroup import initializer, io, layers, optimizer, regularizer, unique_name  # noqa: E402
+from placegroup import dataset, initializer, io, layers, optimizer, reader, regularizer, unique_name  # noqa: E402,E501
+from placegroup.data_feeder import DataFeeder  # noqa: E402
+from placegroup.reader import batch  # noqa: E402
 from placegroup.backward import append_backward  # noqa: E402
 from placegroup.errors import (CommTimeout, OpError, PassError, PlacementError,  # noqa: E402
                                PlacegroupError, ProgramError, RemoteError, SerializationError)
@@ -30,10 +32,12 @@ from placegroup.transpiler import (DistributeTranspiler, DistributeTranspilerCon
 __version__ = "0.1.0"
 
 __all__ = [
-    "Block", "CPUPlace", "DistributeTranspiler", "DistributeTranspilerConfig", "HashName", "RoundRobin", "CUDAPinnedPlace", "CUDAPlace", "CommTimeout", "Executor", "ExecutorId",
-    "ExecutorRole", "OpError", "Operator", "ParamAttr", "Parameter", "PassError", "PlaceGroup",
-    "PlacementError", "PlacegroupError", "Program", "ProgramError", "RemoteError", "Scope",
-    "SerializationError", "Variable", "append_backward", "default_main_program",
-    "default_startup_program", "global_scope", "initializer", "io", "is_compiled_with_cuda", "layers", "regularizer",
-    "optimizer", "program_guard", "scope_guard", "unique_name",
+    "Block", "CPUPlace", "CUDAPinnedPlace", "CUDAPlace", "CommTimeout", "DataFeeder",
+    "DistributeTranspiler", "DistributeTranspilerConfig", "Executor", "ExecutorId", "ExecutorRole",
+    "HashName", "OpError", "Operator", "ParamAttr", "Parameter", "PassError", "PlaceGroup",
+    "PlacementError", "PlacegroupError", "Program", "ProgramError", "RemoteError", "RoundRobin",
+    "Scope", "SerializationError", "Variable", "append_backward", "batch", "dataset",
+    "default_main_program", "default_startup_program", "global_scope", "initializer", "io",
+    "is_compiled_with_cuda", "layers", "optimizer", "program_guard", "reader", "regularizer",
+    "scope_guard", "unique_name",
 ]

@@ -1,0 +1,73 @@
+"""One process of the sync-training benchmark (run by bench_sync.py under placegroup.launch).
+
+Builds fit_a_line (13 -> 1, batch 20, SGD) or a wide MLP with a few million parameters,
+transpiles it for the cluster in the environment, and times ``exe.run`` per step on
+trainers. The data are random numbers of the right shapes: this measures speed only.
+"""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+import placegroup as fluid
+
+
+def build(model: str):
+    if model == "fit_a_line":
+        x = fluid.layers.data(name="x", shape=[13])
+        pred = fluid.layers.fc(input=x, size=1)
+    else:  # "wide": 1024 -> 2048 -> 512 -> 1, about 3.1M parameters
+        x = fluid.layers.data(name="x", shape=[1024])
+        h = fluid.layers.fc(input=x, size=2048, act="relu")
+        h = fluid.layers.fc(input=h, size=512, act="relu")
+        pred = fluid.layers.fc(input=h, size=1)
+    y = fluid.layers.data(name="y", shape=[1])
+    cost = fluid.layers.mean(fluid.layers.square_error_cost(input=pred, label=y))
+    fluid.optimizer.SGD(learning_rate=0.001).minimize(cost)
+    return x, cost
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="fit_a_line")
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--batch", type=int, default=20)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    x, cost = build(a.model)
+    exe = fluid.Executor(fluid.CPUPlace())
+    role = os.environ.get("TRAINING_ROLE")
+    n, tid, prog = 1, 0, fluid.default_main_program()
+    if role is None:
+        exe.run(fluid.default_startup_program())
+    else:
+        endpoint = os.environ["POD_IP"] + ":" + os.environ["PADDLE_INIT_PORT"]
+        t = fluid.DistributeTranspiler()
+        t.transpile(pservers=os.environ["PADDLE_INIT_PSERVERS"], trainers=os.environ["PADDLE_INIT_TRAINERS"])
+        prog = t.get_program(endpoint, role)
+        exe.run(t.get_startup_program(endpoint, role))
+        if role == "PSERVER":
+            exe.run(prog)
+            exe.close()
+            return
+        n, tid = t.trainer_num, t.trainer_id
+    rng = np.random.default_rng(tid)
+    per = a.batch // n
+    feed = {"x": rng.normal(size=(per, x.shape[1])).astype(np.float32),
+            "y": rng.normal(size=(per, 1)).astype(np.float32)}
+    times = []
+    for i in range(a.steps):
+        t0 = time.perf_counter()
+        exe.run(prog, feed=feed, fetch_list=[cost])
+        if i >= a.warmup:
+            times.append(time.perf_counter() - t0)
+    exe.close()
+    with open(os.path.join(a.out, f"{role or 'local'}{tid}.json"), "w") as f:
+        json.dump({"median_s": float(np.median(times)), "mean_s": float(np.mean(times))}, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""DataFeeder: minibatches of sample tuples -> feed dicts, and the errors for bad samples."""
+import numpy as np
+import pytest
+
+import placegroup as fluid
+from placegroup.data_feeder import DataFeeder
+from placegroup.errors import ProgramError
+
+
+@pytest.fixture
+def prog():
+    """A program with x: float32 [-1, 3], label: int64 [-1, 1], img: float32 [-1, 2, 3]."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        fluid.layers.data(name="x", shape=[3])
+        fluid.layers.data(name="label", shape=[1], dtype="int64")
+        fluid.layers.data(name="img", shape=[2, 3])
+        fluid.layers.data(name="words", shape=[1], dtype="int64", lod_level=1)
+    return main
+
+
+def test_feed_stacks_each_var_in_its_dtype_and_shape(prog):
+    feeder = DataFeeder(["x", "label"], fluid.CPUPlace(), program=prog)
+    out = feeder.feed([(np.arange(3.0), 1), ([1, 2, 3], [0]), ((4, 5, 6), np.int64(2))])
+    assert set(out) == {"x", "label"}
+    assert out["x"].dtype == np.float32 and out["x"].shape == (3, 3)
+    np.testing.assert_array_equal(out["x"][1], [1, 2, 3])
+    assert out["label"].dtype == np.int64 and out["label"].shape == (3, 1)
+    np.testing.assert_array_equal(out["label"][:, 0], [1, 0, 2])
+
+
+def test_feed_reshapes_flat_samples_to_the_vars_inner_shape(prog):
+    out = DataFeeder(["img"], None, program=prog).feed([(np.arange(6),), ([[0] * 3] * 2,)])
+    assert out["img"].shape == (2, 2, 3) and out["img"].dtype == np.float32
+    np.testing.assert_array_equal(out["img"][0], [[0, 1, 2], [3, 4, 5]])
+
+
+def test_feed_list_of_variables_and_the_default_main_program():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[2])
+        by_var = DataFeeder(feed_list=[x], place=fluid.CPUPlace())
+        by_name = DataFeeder(feed_list=["x"], place=fluid.CPUPlace())  # resolved in main
+    for feeder in (by_var, by_name):
+        assert feeder.feed([([1, 2],)])["x"].shape == (1, 2)
+
+
+def test_lod_vars_concatenate_their_samples(prog):
+    out = DataFeeder(["words"], None, program=prog).feed([([1, 2, 3],), ([4],), ([5, 6],)])
+    assert out["words"].shape == (6, 1) and out["words"].dtype == np.int64
+    np.testing.assert_array_equal(out["words"][:, 0], [1, 2, 3, 4, 5, 6])
+
+
+def test_decorate_reader_feeds_each_minibatch(prog):
+    feeder = DataFeeder(["x", "label"], None, program=prog)
+    batches = lambda: iter([[([0, 0, 0], 1)], [([1, 1, 1], 0), ([2, 2, 2], 1)]])  # noqa: E731
+    sizes = [d["x"].shape[0] for d in feeder.decorate_reader(batches)()]
+    assert sizes == [1, 2]
+    with pytest.raises(NotImplementedError, match="multi_devices"):
+        feeder.decorate_reader(batches, multi_devices=True)
+
+
+# Bad minibatches: (feed_list, minibatch, error regex). Each error names the sample and var.
+BAD = [
+    (["x", "label"], [([1, 2, 3], 0), ([1, 2, 3],)],
+     r"sample 1 has 1 elements, but feed_list has 2 vars \['x', 'label'\]"),
+    (["x", "label"], [([1, 2, 3], 0, 7)], r"sample 0 has 3 elements, but feed_list has 2 vars"),
+    (["x"], [np.zeros(3)], r"sample 0 has a ndarray, not a tuple"),
+    (["x", "label"], [([1, 2, 3], 0), ([1, 2, 3], 1), ([1, 2], 0)],
+     r"sample 2: the element for var 'x' \(shape \[-1, 3\], float32\) has 2 values "
+     r"\(shape \[2\]\), expected 3"),
+    (["x", "label"], [([1, 2, 3], [0, 1])],
+     r"sample 0: the element for var 'label' \(shape \[-1, 1\], int64\) has 2 values"),
+    (["x"], [(["a", "b", "c"],)], r"sample 0: the element for var 'x' .* is not float32 data"),
+    (["x"], [], r"the minibatch for \['x'\] is empty"),
+    (["words"], [([1, 2],), ([[1, 2], [3, 4]],)], None),  # lod rows of 1: 4 values is fine
+]
+
+
+@pytest.mark.parametrize("feed_list, minibatch, match", BAD)
+def test_bad_minibatches_name_the_sample_and_the_var(prog, feed_list, minibatch, match):
+    feeder = DataFeeder(feed_list, None, program=prog)
+    if match is None:
+        feeder.feed(minibatch)
+        return
+    with pytest.raises(ProgramError, match=match):
+        feeder.feed(minibatch)
+
+
+def test_unknown_names_and_bad_entries_are_rejected(prog):
+    with pytest.raises(ProgramError, match=r"'nope', which is not a var .* data vars are "
+                                           r"\['img', 'label', 'words', 'x'\]"):
+        DataFeeder(["x", "nope"], None, program=prog)
+    with pytest.raises(TypeError, match="expected Variables or var names"):
+        DataFeeder([3], None, program=prog)
+
+
+def test_feed_runs_fit_a_line_in_the_executor():
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 5
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data(name="x", shape=[13])
+        y = fluid.layers.data(name="y", shape=[1])
+        avg = fluid.layers.mean(fluid.layers.square_error_cost(
+            input=fluid.layers.fc(input=x, size=1), label=y))
+        fluid.optimizer.SGD(learning_rate=0.01).minimize(avg)
+    rng = np.random.default_rng(0)
+    batch = [(rng.standard_normal(13), [float(i)]) for i in range(20)]
+    feeder = DataFeeder(feed_list=[x, y], place=fluid.CPUPlace())
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        loss, = exe.run(main, feed=feeder.feed(batch), fetch_list=[avg])
+    assert loss.shape == (1,) and np.isfinite(loss[0])
