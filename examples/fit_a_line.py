@@ -8,11 +8,18 @@ printing which one and why. It prints the mean training loss of every pass, the 
 and, for scale, the lowest training loss any linear model can reach (least squares, solved
 with numpy): a converged run ends close to it.
 
+The same script trains distributed, unchanged, when the seeds' environment variables say so
+(``TRAINING_ROLE``, ``PADDLE_INIT_PSERVERS``, ``PADDLE_INIT_TRAINERS``, ``POD_IP``,
+``PADDLE_INIT_PORT``, ``PADDLE_TRAINER_ID``; seed 002 §3.5): every process builds the model,
+transpiles it, and runs its part; trainer t is fed the t-th contiguous 1/N of every batch, and
+pservers serve until the trainers are done.
+
 Run::
 
     python examples/fit_a_line.py                       # SGD, defaults below
     python examples/fit_a_line.py --optimizer momentum  # Momentum + piecewise_decay
     python examples/fit_a_line.py --passes 5 --save-dir /tmp/fit_a_line
+    placegroup launch --trainers 2 --pservers 2 examples/fit_a_line.py   # a local cluster
 
 ``train(...)`` is the same run as a function (tests call it in-process) and returns the losses.
 """
@@ -90,6 +97,29 @@ def build(n_features: int, optimizer: str, lr: float, total_steps: int):
     return x, y, avg_cost, test_program
 
 
+def distribute(exe, main, startup):
+    """Seed 002 §3.5: transpile for the cluster the environment names, if it names one.
+
+    Returns ``(main_program, role, trainer_id, trainer_num)``; ``role`` is None in one process.
+    A pserver serves here until every trainer is done.
+    """
+    role = os.getenv("TRAINING_ROLE")
+    if role is None or os.getenv("PADDLE_INIT_PSERVERS") is None:
+        exe.run(startup)
+        return main, None, 0, 1
+    port = os.getenv("PADDLE_INIT_PORT", "6174")
+    current_endpoint = os.getenv("POD_IP", "127.0.0.1") + ":" + port
+    t = fluid.DistributeTranspiler()
+    t.transpile(pservers=os.getenv("PADDLE_INIT_PSERVERS"), trainers=os.getenv("PADDLE_INIT_TRAINERS", "1"),
+                program=main, startup_program=startup)
+    prog = t.get_program(current_endpoint, role)
+    exe.run(t.get_startup_program(current_endpoint, role))
+    if role.upper() == "PSERVER":
+        exe.run(prog)  # serves until every trainer has said it is done
+        exe.close()
+    return prog, role.upper(), t.trainer_id, t.trainer_num
+
+
 def evaluate(exe, program, feeder, batches, avg_cost) -> float:
     """The mean loss over every sample of ``batches`` (each batch weighted by its size)."""
     total, count = 0.0, 0
@@ -102,7 +132,8 @@ def evaluate(exe, program, feeder, batches, avg_cost) -> float:
 
 def train(passes: int = DEFAULT_PASSES, batch_size: int = 20, lr: float | None = None,
           optimizer: str = "sgd", use_cuda: bool = False, save_dir: str | None = None,
-          data: str = "auto", seed: int = 1, progress: bool | None = None, log=print) -> dict:
+          data: str = "auto", seed: int = 1, progress: bool | None = None, log=print,
+          drop_last: bool = False) -> dict:
     """Train fit_a_line and return what happened.
 
     Args:
@@ -115,6 +146,8 @@ def train(passes: int = DEFAULT_PASSES, batch_size: int = 20, lr: float | None =
         data: ``"auto"``, ``"uci_housing"`` or ``"diabetes"``.
         seed: the programs' random seed (initial weights) and the shuffle seed.
         progress: show a tqdm bar (None: only on a terminal).
+        drop_last: skip each pass's last, short batch. Distributed sync training equals the
+            one-process run exactly when every batch splits evenly over the trainers.
         log: called with each line of the report.
 
     Returns:
@@ -129,7 +162,7 @@ def train(passes: int = DEFAULT_PASSES, batch_size: int = 20, lr: float | None =
     lr = DEFAULT_LR[name] if lr is None else lr
     n_features = len(next(module.train()())[0])
     n_train = sum(1 for _ in module.train()())
-    steps_per_pass = -(-n_train // batch_size)
+    steps_per_pass = n_train // batch_size if drop_last else -(-n_train // batch_size)
 
     main, startup = fluid.Program(), fluid.Program()
     main.random_seed = startup.random_seed = seed
@@ -140,9 +173,14 @@ def train(passes: int = DEFAULT_PASSES, batch_size: int = 20, lr: float | None =
         exe = fluid.Executor(place)
         feeder = DataFeeder(place=place, feed_list=[x, y])
         train_reader = reader.batch(reader.shuffle(module.train(), buf_size=500, seed=seed),
-                                    batch_size=batch_size)
+                                    batch_size=batch_size, drop_last=drop_last)
         test_reader = reader.batch(module.test(), batch_size=batch_size)
-        exe.run(startup)
+        main_run, role, tid, n = distribute(exe, main, startup)
+        if role == "PSERVER":
+            log("pserver: every trainer is done")
+            return {"dataset": name, "role": role}
+        if role is not None:
+            log(f"trainer {tid} of {n}: fed the {tid}-th contiguous 1/{n} of every batch")
 
         pass_losses, first_batch_loss, running = [], None, None
         t0 = time.perf_counter()
@@ -153,7 +191,8 @@ def train(passes: int = DEFAULT_PASSES, batch_size: int = 20, lr: float | None =
             for pass_id in range(passes):
                 total, count = 0.0, 0
                 for data_batch in train_reader():
-                    loss, = exe.run(main, feed=feeder.feed(data_batch), fetch_list=[avg_cost])
+                    data_batch = data_batch[tid * len(data_batch) // n:(tid + 1) * len(data_batch) // n]
+                    loss, = exe.run(main_run, feed=feeder.feed(data_batch), fetch_list=[avg_cost])
                     value = float(loss[0])
                     if first_batch_loss is None:
                         first_batch_loss = value
@@ -171,13 +210,15 @@ def train(passes: int = DEFAULT_PASSES, batch_size: int = 20, lr: float | None =
         lstsq = least_squares_loss(module.train())
         log(f"train loss: first batch {first_batch_loss:.4f}, pass 0 mean {pass_losses[0]:.4f}, "
             f"last pass mean {pass_losses[-1]:.4f}")
-        log(f"train loss of the trained model {train_loss:.4f}; the least-squares optimum is "
+        log(f"train loss of the trained model {train_loss:.6f}; the least-squares optimum is "
             f"{lstsq:.4f} ({100 * (train_loss / lstsq - 1):.1f}% above it)")
         log(f"test loss {test_loss:.4f}  ({passes} passes, {passes * steps_per_pass} steps in "
             f"{seconds:.2f} s)")
 
+        if role is not None:
+            exe.close()  # tells the pservers this trainer is done
         saved = []
-        if save_dir:
+        if save_dir and tid == 0:
             try:  # placegroup.io is newer than this example; say so if it is missing
                 from placegroup import io
             except ImportError:
@@ -194,7 +235,7 @@ def train(passes: int = DEFAULT_PASSES, batch_size: int = 20, lr: float | None =
                     saved += [os.path.join(save_dir, n) for n in names]
                 log(f"saved the trained program to {path}" +
                     (" and its persistables beside it" if len(saved) > 1 else ""))
-    return {"dataset": name, "pass_losses": pass_losses, "first_batch_loss": first_batch_loss,
+    return {"dataset": name, "role": role, "pass_losses": pass_losses, "first_batch_loss": first_batch_loss,
             "train_loss": train_loss, "test_loss": test_loss, "lstsq_loss": lstsq,
             "seconds": seconds, "saved": saved}
 
@@ -212,10 +253,11 @@ def main(argv=None) -> int:
     p.add_argument("--data", choices=("auto", "uci_housing", "diabetes"), default="auto",
                    help="auto: uci_housing when its file is present, else diabetes")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--drop-last", action="store_true", help="skip each pass's last, short batch")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
     train(passes=a.passes, batch_size=a.batch_size, lr=a.lr, optimizer=a.optimizer,
-          use_cuda=a.use_cuda, save_dir=a.save_dir, data=a.data, seed=a.seed,
+          use_cuda=a.use_cuda, save_dir=a.save_dir, data=a.data, seed=a.seed, drop_last=a.drop_last,
           progress=False if a.no_progress else None)
     return 0
 

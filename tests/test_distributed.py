@@ -96,3 +96,23 @@ def test_a_peer_that_never_comes_is_named_after_the_timeout(tmp_path):
                                                          "PLACEGROUP_TEST_NO_TRAINER": "1"})
     assert code != 0
     assert "waited 3s in op #" in log and "for 'fc_0.w_0@GRAD' version 0 from trainer:0" in log
+
+
+def test_fit_a_line_example_runs_unchanged_under_launch(tmp_path):
+    """examples/fit_a_line.py: the same script, one process and a 2 + 2 cluster, same model."""
+    import re
+
+    example = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "fit_a_line.py")
+    args = ["--passes", "3", "--data", "diabetes", "--no-progress", "--drop-last"]
+    env = {k: v for k, v in os.environ.items() if k != "TRAINING_ROLE"}
+    local = subprocess.run([sys.executable, example, *args], capture_output=True, text=True, env=env,
+                           timeout=120 * TIME_FACTOR, check=True).stdout
+    out = io.StringIO()
+    code = launch(example, args, 2, 2, grace=20 * TIME_FACTOR, out=out)
+    text = out.getvalue()
+    assert code == 0, text
+    pattern = r"train loss of the trained model ([0-9.]+)"
+    want = float(re.search(pattern, local).group(1))
+    got = [float(m) for m in re.findall(r"\[trainer\.\d\] " + pattern, text)]
+    assert len(got) == 2 and all(abs(g - want) <= 1e-5 * want for g in got), (want, got)
+    assert text.count("pserver: every trainer is done") == 2
