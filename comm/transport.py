@@ -14,6 +14,7 @@ Thread-safety: a Transport belongs to the executor thread that made it.
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 from typing import Sequence
 
@@ -24,6 +25,17 @@ from placegroup.comm.framing import pack
 log = logging.getLogger("placegroup.comm")
 
 LINGER_MS = 2000  # a closed socket gives its last messages this long, then drops them
+
+
+def bind_address(endpoint: str) -> str:
+    """Where to bind for ``endpoint``: its IP, or every interface when it is a host name
+    (a Kubernetes service name, a Slurm node name), which ZeroMQ cannot bind by name."""
+    host, port = endpoint.rsplit(":", 1)
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return "127.0.0.1:" + port if host == "localhost" else "*:" + port
+    return endpoint
 
 
 class Transport:
@@ -52,7 +64,7 @@ class Transport:
         if bind is not None:
             self.router = self._socket(zmq.ROUTER, max_message)
             self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
-            self.router.bind(f"tcp://{bind}")
+            self.router.bind(f"tcp://{bind_address(bind)}")
             self.poller.register(self.router, zmq.POLLIN)
         for peer, ep in connect.items():
             s = self._socket(zmq.DEALER, max_message)
