@@ -60,13 +60,20 @@ def main() -> None:
             "y": rng.normal(size=(per, 1)).astype(np.float32)}
     times = []
     for i in range(a.steps):
+        if i == a.warmup:
+            rt = getattr(exe, "_runtime", None)
+            sent0, recv0 = (rt.transport.bytes_sent, rt.transport.bytes_received) if rt else (0, 0)
         t0 = time.perf_counter()
         exe.run(prog, feed=feed, fetch_list=[cost])
         if i >= a.warmup:
             times.append(time.perf_counter() - t0)
+    rt = getattr(exe, "_runtime", None)
+    n_timed = a.steps - a.warmup
+    moved = ((rt.transport.bytes_sent - sent0 + rt.transport.bytes_received - recv0) / n_timed) if rt else 0
     exe.close()
     with open(os.path.join(a.out, f"{role or 'local'}{tid}.json"), "w") as f:
-        json.dump({"median_s": float(np.median(times)), "mean_s": float(np.mean(times))}, f)
+        json.dump({"median_s": float(np.median(times)), "mean_s": float(np.mean(times)),
+                   "bytes_per_step": moved}, f)
 
 
 if __name__ == "__main__":

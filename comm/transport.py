@@ -61,6 +61,8 @@ class Transport:
         self.known: set[str] = set()      # ROUTER peers that said hello
         self.pending: dict[str, list] = {}  # frames for ROUTER peers not yet known
         self.gone: set[str] = set()       # peers that said done: nothing more is sent to them
+        self.bytes_sent = 0               # payload bytes handed to sockets (bench/ reads them)
+        self.bytes_received = 0
         if bind is not None:
             self.router = self._socket(zmq.ROUTER, max_message)
             self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
@@ -86,6 +88,7 @@ class Transport:
         """Queue ``frames`` for ``peer`` (held back until a ROUTER peer has said hello)."""
         if peer in self.gone:
             return
+        self.bytes_sent += sum(memoryview(f).nbytes for f in frames)
         s = self.dealers.get(peer)
         if s is not None:
             s.send_multipart(frames, copy=False)
@@ -115,9 +118,11 @@ class Transport:
                     break
                 if s is self.router:
                     peer = frames[0].bytes.decode("utf-8", "replace")
-                    out.append((peer, frames[1:]))
+                    frames = frames[1:]
                 else:
-                    out.append((self.socket_peer[s], frames))
+                    peer = self.socket_peer[s]
+                self.bytes_received += sum(len(f.buffer) for f in frames)
+                out.append((peer, frames))
         return out
 
     def close(self) -> None:

@@ -1,0 +1,84 @@
+"""Sync training speed: placegroup against the floors of DESIGN.md §8, measured in one run.
+
+Prints, for fit_a_line (batch 20, SGD, 2 trainers + 2 pservers, one process each) the step
+time in units of the floor round trip (one gradient push + parameter pull of 14 floats over
+raw pyzmq; the target is at most 19, PaddlePaddle's classic pserver mode spends about 97), and
+for a model of about 3 million parameters the step time in one process and on 2 + 2, with the
+bytes each trainer moves per step next to raw pyzmq's bandwidth for messages of that size.
+
+    python bench/bench_sync.py [--steps 2000] [--wide-steps 30]
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from floors import bandwidth, round_trip  # noqa: E402
+
+from placegroup.launch import launch  # noqa: E402
+
+WORKER = os.path.join(HERE, "sync_worker.py")
+
+
+def _cluster(model: str, steps: int, warmup: int, batch: int, trainers=2, pservers=2) -> list[dict]:
+    with tempfile.TemporaryDirectory() as out:
+        log = io.StringIO()
+        args = ["--model", model, "--steps", str(steps), "--warmup", str(warmup), "--batch", str(batch),
+                "--out", out]
+        code = launch(WORKER, args, trainers, pservers, out=log)
+        if code:
+            raise SystemExit(f"{model} cluster failed ({code}):\n{log.getvalue()}")
+        return [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, "TRAINER*.json")))]
+
+
+def _local(model: str, steps: int, warmup: int, batch: int) -> dict:
+    with tempfile.TemporaryDirectory() as out:
+        env = {k: v for k, v in os.environ.items() if k != "TRAINING_ROLE"}
+        subprocess.run([sys.executable, WORKER, "--model", model, "--steps", str(steps), "--warmup",
+                        str(warmup), "--batch", str(batch), "--out", out], check=True, env=env)
+        return json.load(open(os.path.join(out, "local0.json")))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--wide-steps", type=int, default=30)
+    a = ap.parse_args()
+    load = os.getloadavg()[0]
+    rt = round_trip()
+    floor_us = 1e6 / rt
+    fit = _cluster("fit_a_line", a.steps, a.steps // 10, 20)
+    fit_local = _local("fit_a_line", a.steps, a.steps // 10, 20)
+    step_us = 1e6 * sum(r["median_s"] for r in fit) / len(fit)
+    print(f"floor: one push + pull round trip of 14 floats over raw pyzmq: {floor_us:.1f} us "
+          f"({rt:,.0f}/s)")
+    print(f"fit_a_line, batch 20, SGD, sync, 2 trainers + 2 pservers:")
+    print(f"  step {step_us:.1f} us ({1e6 / step_us:,.0f} steps/s per trainer) = "
+          f"{step_us / floor_us:.1f} floor round trips  [target <= 19; Paddle ~97; ambition < 3]")
+    print(f"  one process, whole batch: {1e6 * fit_local['median_s']:.1f} us per step")
+    print(f"  bytes per trainer step: {fit[0]['bytes_per_step']:,.0f}")
+    wide = _cluster("wide", a.wide_steps, 5, 64)
+    wide_local = _local("wide", a.wide_steps, 5, 64)
+    moved = sum(r["bytes_per_step"] for r in wide) / len(wide)
+    bw = bandwidth(int(moved / 2))
+    w_ms = 1e3 * sum(r["median_s"] for r in wide) / len(wide)
+    print(f"wide MLP 1024-2048-512-1 (3.15M parameters), batch 64, SGD:")
+    print(f"  one process: {1e3 * wide_local['median_s']:.1f} ms per step; 2 trainers + 2 pservers: "
+          f"{w_ms:.1f} ms per step")
+    print(f"  each trainer moves {moved / 1e6:.1f} MB per step; at raw pyzmq's {bw / 1e9:.2f} GB/s for "
+          f"{moved / 2e6:.1f} MB messages that alone takes {1e3 * moved / bw:.1f} ms "
+          f"= {100 * (moved / bw) / (w_ms / 1e3):.0f}% of the step")
+    print(f"(load average {load:.1f} on {os.cpu_count()} cores when started; 4 processes share them)")
+
+
+if __name__ == "__main__":
+    main()
