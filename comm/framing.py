@@ -71,6 +71,13 @@ def pack(kind: str, src: str, step: int, vals: Sequence[tuple] = (), msg: str = 
     return [msgpack.packb(head, use_bin_type=True)] + frames
 
 
+def pack_fetch(src: str, step: int, wanted: Sequence[tuple]) -> list:
+    """A ``fetch`` message asking for ``[(var, version)]``."""
+    head = {"v": PROTOCOL_VERSION, "kind": "fetch", "src": src, "step": int(step),
+            "vals": [[var, int(version)] for var, version in wanted]}
+    return [msgpack.packb(head, use_bin_type=True)]
+
+
 def _view(frame, dtype: np.dtype, shape: tuple) -> np.ndarray:
     """A numpy view of a zmq.Frame (or of any buffer, for in-process use), checked for size."""
     buf = memoryview(frame.buffer if hasattr(frame, "buffer") else frame).cast("B")

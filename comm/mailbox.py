@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from placegroup.comm.framing import FrameError, pack, unpack
+from placegroup.comm.framing import FrameError, pack, pack_fetch, unpack
 from placegroup.comm.transport import Transport
 from placegroup.errors import CommTimeout, RemoteError
 
@@ -36,6 +36,8 @@ class Mailbox:
         self.done: dict[str, int] = {}   # peer -> its last step
         self.outbox: dict[str, list] = {}
         self.step_of = step_of          # the executor's current step, for headers
+        # called with (peer, [(var, version)]) when a peer asks for values (kind "fetch")
+        self.on_fetch = None
 
     # -- sending -------------------------------------------------------------------------------
     def post(self, peer: str, var: str, version: int, value: Any) -> None:
@@ -53,6 +55,10 @@ class Mailbox:
 
     def _send(self, peer: str, frames) -> None:
         self.t.send(peer, frames)
+
+    def request(self, peer: str, wanted: Sequence[tuple]) -> None:
+        """Ask ``peer`` for ``[(var, version)]`` (a ``fetch``); the answer comes as values."""
+        self._send(peer, pack_fetch(self.t.me, self.step_of(), wanted))
 
     def broadcast(self, peers: Sequence[str], kind: str, msg: str = "") -> None:
         """A control message (``done``, ``error``) to each peer, at once."""
@@ -84,6 +90,11 @@ class Mailbox:
                     f"the same arguments in every process")))
             if self.t.router is not None:
                 self.t.hello_from(peer)
+        elif m.kind == "fetch":
+            if self.on_fetch is None:
+                log.warning("%s: dropped a fetch from %s: nothing here serves fetches", self.t.me, peer)
+            else:
+                self.on_fetch(peer, [(var, version) for var, version, _ in m.vals])
         elif m.kind == "done":
             self.done[peer] = m.step
             self.t.gone.add(peer)

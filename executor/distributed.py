@@ -137,6 +137,10 @@ class Runtime:
         self.mailbox = Mailbox(self.transport, lambda: self.step)
         self.peers = [e.name for e in self.cluster.executors if e != self.me]
         self.plans: dict[int, tuple] = {}
+        self.completed = -2          # the last step this executor finished (-1: startup)
+        self.fetches: list = []      # (peer, var, version) asked for before that step was done
+        self.vals: dict | None = None
+        self.mailbox.on_fetch = self._on_fetch
         self.started = False
         self.closed = False
         _live.add(self)
@@ -185,7 +189,37 @@ class Runtime:
             else:
                 vals[r.var] = values[0]
 
+    # -- fetches: a peer asks for a var this executor holds ------------------------------------
+    def _on_fetch(self, peer: str, wanted) -> None:
+        self.fetches += [(peer, var, version) for var, version in wanted]
+        self._answer_fetches()
+
+    def _answer_fetches(self) -> None:
+        """Answer the fetches whose step is done. In sync mode the asker cannot let this
+        executor finish a later step before the answer, so the value is that step's."""
+        later = []
+        for peer, var, version in self.fetches:
+            if version > self.completed or self.vals is None:
+                later.append((peer, var, version))
+            elif var in self.vals:
+                self.mailbox.post(peer, var, version, as_host(self.vals[var]))
+            else:
+                self.mailbox.broadcast([peer], "error", f"{self.me} holds no value of {var!r}")
+        self.fetches = later
+        self.mailbox.flush()
+
+    def fetch_remote(self, plan: DistPlan, names: list, step: int) -> dict:
+        """The values of ``names`` (held elsewhere) at ``step``, asked of one holder each."""
+        keys = []
+        for n in names:
+            holder = plan.holders[n][0].name
+            self.mailbox.request(holder, [(n, step)])
+            keys.append((n, step, holder))
+        got = self.mailbox.wait(keys, self.peer_timeout, self._describe(None, step))
+        return dict(zip(names, got))
+
     def run_step(self, plan: DistPlan, vals: dict, step: int) -> None:
+        self.vals = vals
         mailbox = self.mailbox
         if step <= 0:
             for n, peers in plan.initial:
@@ -208,6 +242,9 @@ class Runtime:
                 for p in peers:
                     mailbox.post(p, n, step, v)
         mailbox.flush()
+        self.completed = step
+        if self.fetches:
+            self._answer_fetches()
         if plan.carried and not plan.startup:
             self._take(vals, None, plan.carried, step, {})
         self.started = True

@@ -200,10 +200,16 @@ class Executor:
             else:
                 rt.run_step(plan, vals, rt.step)
                 rt.step += 1
+            names = [_fetch_name(f) for f in fetch_list or ()]
+            remote = [n for n in names if n not in vals and plan.holders.get(n) and rt.me not in plan.holders[n]]
+            if remote:  # a var held elsewhere: its holder's value of this step (DESIGN.md §4)
+                got = rt.fetch_remote(plan, remote, rt.step - 1)
+                return [(to_numpy(got[n]) if return_numpy else got[n]) if n in got
+                        else self._fetch(vals, n, return_numpy, plan) for n in names]
         except BaseException as e:
             rt.fail(e)
             raise
-        return [self._fetch(vals, f, return_numpy, plan) for f in fetch_list or ()]
+        return [self._fetch(vals, n, return_numpy, plan) for n in names]
 
     @staticmethod
     def _fetch(vals: dict, f: Any, return_numpy: bool, plan=None):

@@ -66,6 +66,11 @@ def test_sync_optimizers_equal_one_process(tmp_path, optimizer):
     _check_equivalent(tmp_path, 2, 2, "--model", "wide", "--optimizer", optimizer, "--steps", "12")
 
 
+def test_trainer_fetches_a_pserver_held_var_of_its_step(tmp_path):
+    """fetch_list may name a var a pserver holds: the merged gradient equals the one-process one."""
+    _check_equivalent(tmp_path, 2, 2, "--model", "linear", "--steps", "5", "--fetch-merged")
+
+
 def test_trainer_that_runs_out_of_data_does_not_block_the_others(tmp_path):
     code, log = _run(tmp_path, 2, 2, "--steps", "8", "--stop-early", "3")
     assert code == 0, log

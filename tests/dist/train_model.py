@@ -58,6 +58,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=20)
     ap.add_argument("--out", required=True)
     ap.add_argument("--stop-early", type=int, default=-1, help="trainer 1 stops after this many steps")
+    ap.add_argument("--fetch-merged", action="store_true",
+                    help="also fetch the bias gradient (on trainers: the pserver-held merged one)")
     a = ap.parse_args()
     feeds, cost = build(a.model, a.optimizer)
     exe = fluid.Executor(fluid.CPUPlace())
@@ -82,15 +84,21 @@ def main() -> None:
             return
         n, tid = t.trainer_num, t.trainer_id
         tag = f"trainer{tid}"
-    losses = []
+    losses, grads = [], []
+    extra = []
+    if a.fetch_merged:
+        extra = ["fc_0.b_0@GRAD" if role is None else "fc_0.b_0@GRAD@MERGED"]
     steps = a.steps if not (tid == 1 and a.stop_early >= 0) else a.stop_early
     for xb, yb in batches[:steps]:
         lo, hi = tid * len(xb) // n, (tid + 1) * len(xb) // n
-        loss, = exe.run(prog, feed={"x": xb[lo:hi], "y": yb[lo:hi]}, fetch_list=[cost])
+        loss, *g = exe.run(prog, feed={"x": xb[lo:hi], "y": yb[lo:hi]}, fetch_list=[cost] + extra)
         losses.append(float(loss[0]))
+        grads += g
     scope = fluid.global_scope()
     values = {p: np.array(scope.find_var(p).get_tensor()) for p in params}
     exe.close()
+    if grads:
+        values["grads"] = np.array(grads)
     np.savez(os.path.join(a.out, tag + ".npz"), losses=np.array(losses), **values)
 
 
