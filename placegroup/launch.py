@@ -4,7 +4,8 @@ Each process gets the environment the seeds read (DESIGN.md §6): ``TRAINING_ROL
 ``PADDLE_INIT_PSERVERS`` (``ip:port,...``), ``PADDLE_INIT_TRAINERS`` (the count),
 ``PADDLE_INIT_PORT`` and ``POD_IP`` (its own endpoint), ``PADDLE_TRAINER_ID``, and the Fleet
 names ``PADDLE_PSERVERS_IP_PORT_LIST``, ``PADDLE_TRAINERS_NUM``, ``PADDLE_CURRENT_ENDPOINT``,
-``PADDLE_TRAINER_ENDPOINTS``. Every line a process prints is prefixed with its role
+``PADDLE_TRAINER_ENDPOINTS``, and its share of the cores for BLAS (``OMP_NUM_THREADS`` and
+friends, unless already set). Every line a process prints is prefixed with its role
 (``[trainer.0]``). The first process that fails stops the others; ``launch`` exits with its
 code. When every trainer has finished, the pservers, told by the trainers, return by
 themselves; any still running after ``--grace`` seconds are stopped.
@@ -49,7 +50,13 @@ def cluster_envs(trainers: int, pservers: int, host: str = "127.0.0.1") -> list[
     ports = free_ports(pservers + trainers, host)
     ps_eps = [f"{host}:{p}" for p in ports[:pservers]]
     tr_eps = [f"{host}:{p}" for p in ports[pservers:]]
+    # NOTE(blas-threads): BLAS pools spin while they wait; with several processes per core
+    # they fight each other (a 15 ms matmul instead of 2 ms on 2 cores and 4 processes). Each
+    # process gets its share of the cores unless the user chose.
+    share = str(max(1, (os.cpu_count() or 1) // (pservers + trainers)))
+    threads = {k: os.environ.get(k, share) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
     common = {
+        **threads,
         "PADDLE_INIT_PSERVERS": ",".join(ps_eps), "PADDLE_INIT_TRAINERS": str(trainers),
         "PADDLE_PSERVERS_IP_PORT_LIST": ",".join(ps_eps), "PADDLE_TRAINERS_NUM": str(trainers),
         "PADDLE_TRAINER_ENDPOINTS": ",".join(tr_eps), "POD_IP": host, "PYTHONUNBUFFERED": "1",
