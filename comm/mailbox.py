@@ -23,6 +23,7 @@ from placegroup.errors import CommTimeout, RemoteError
 
 log = logging.getLogger("placegroup.comm")
 DEBUG = int(os.environ.get("PLACEGROUP_DEBUG", "0"))  # >= 2: log every message
+EAGER_BYTES = 256 * 1024  # NOTE(eager-flush)
 
 
 class PeersDone(Exception):
@@ -35,6 +36,7 @@ class Mailbox:
         self.values: dict[tuple, Any] = {}
         self.done: dict[str, int] = {}   # peer -> its last step
         self.outbox: dict[str, list] = {}
+        self.pending_bytes = 0
         self.step_of = step_of          # the executor's current step, for headers
         # called with (peer, [(var, version)]) when a peer asks for values (kind "fetch")
         self.on_fetch = None
@@ -42,6 +44,12 @@ class Mailbox:
     # -- sending -------------------------------------------------------------------------------
     def post(self, peer: str, var: str, version: int, value: Any) -> None:
         self.outbox.setdefault(peer, []).append((var, version, value))
+        # NOTE(eager-flush): small values wait for the next flush so that a step's messages
+        # to one peer travel together; a big one leaves now, so that libzmq's IO thread
+        # sends it while this thread computes the next op (a gradient while backward goes on).
+        self.pending_bytes += getattr(value, "nbytes", 0)
+        if self.pending_bytes >= EAGER_BYTES:
+            self.flush()
 
     def flush(self) -> None:
         if not self.outbox:
@@ -52,6 +60,7 @@ class Mailbox:
                 print(f"[{self.t.me}] -> {peer}: {[(v[0], v[1]) for v in vals]}", file=sys.stderr)
             self._send(peer, pack("values", self.t.me, step, vals))
         self.outbox.clear()
+        self.pending_bytes = 0
 
     def _send(self, peer: str, frames) -> None:
         self.t.send(peer, frames)
