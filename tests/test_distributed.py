@@ -50,7 +50,10 @@ def _check_equivalent(tmp_path, trainers, pservers, *args):
 
 
 def test_sync_sgd_2_trainers_2_pservers_equals_one_process(tmp_path):
-    _check_equivalent(tmp_path, 2, 2, "--model", "linear", "--optimizer", "sgd", "--steps", "8")
+    """Cross edges in both directions every step (gradients to the pservers, parameters back):
+    the version rule keeps every wait pointing earlier, so nothing deadlocks (DESIGN.md §4)."""
+    log = _check_equivalent(tmp_path, 2, 2, "--model", "linear", "--optimizer", "sgd", "--steps", "8")
+    assert log.count("set guard: 'learning_rate_0' is held by pserver@") == 2
 
 
 def test_seed_000_sliced_wide_layer_on_3_pservers(tmp_path):

@@ -96,6 +96,11 @@ def main() -> None:
         grads += g
     scope = fluid.global_scope()
     values = {p: np.array(scope.find_var(p).get_tensor()) for p in params}
+    if role is not None:  # DESIGN.md §4: a trainer cannot write what a pserver holds
+        try:
+            scope.var("learning_rate_0").get_tensor().set(np.zeros(1, np.float32))
+        except fluid.PlacementError as e:
+            print(f"set guard: {e}")
     exe.close()
     if grads:
         values["grads"] = np.array(grads)
