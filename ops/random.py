@@ -2,9 +2,11 @@
 
 NOTE(counter-rng): the value at flat index ``i`` of the *whole* var is ``f(seed, i)``
 (splitmix64 of ``seed`` and ``i``), so any box of the var (a row block on a pserver, a column
-shard of a model-parallel fc) is generated alone, exactly equal to the same slice of the
-whole var, without ever making the whole var (DESIGN.md §4, Initialization). ``whole_shape``
-and ``offsets`` say which box this op makes; empty means the op's own shape at offset 0.
+shard of a model-parallel fc) or strided row set (the rows ``k, k+M, k+2M, ...`` of an
+embedding table's shard k) is generated alone, exactly equal to the same slice of the whole
+var, without ever making the whole var (DESIGN.md §4, Initialization). ``whole_shape``,
+``offsets`` and ``strides`` say which part this op makes: along dim d, indices
+``offsets[d] + strides[d] * arange(shape[d])``; empty means the op's own shape, offset 0, step 1.
 """
 from __future__ import annotations
 
@@ -23,20 +25,23 @@ def _mix(xp, z):
     return z ^ (z >> np.uint64(31))
 
 
-def flat_indices(xp, shape, whole_shape=(), offsets=()):
-    """Flat indices, in the whole var, of the box ``shape`` at ``offsets`` (as uint64)."""
+def flat_indices(xp, shape, whole_shape=(), offsets=(), strides=()):
+    """Flat indices, in the whole var, of the part ``shape`` at ``offsets`` with ``strides``."""
     shape = tuple(int(d) for d in shape)
     whole = tuple(int(d) for d in whole_shape) or shape
     offs = tuple(int(o) for o in offsets) or (0,) * len(shape)
-    if len(whole) != len(shape) or len(offs) != len(shape):
-        raise ValueError(f"box {list(shape)} at {list(offs)} does not fit whole shape {list(whole)}")
-    for n, o, w in zip(shape, offs, whole):
-        if o < 0 or o + n > w:
-            raise ValueError(f"box {list(shape)} at {list(offs)} lies outside whole shape {list(whole)}")
+    steps = tuple(int(s) for s in strides) or (1,) * len(shape)
+    if not len(whole) == len(offs) == len(steps) == len(shape):
+        raise ValueError(f"part {list(shape)} at {list(offs)} step {list(steps)} does not fit whole "
+                         f"shape {list(whole)}")
+    for n, o, st, w in zip(shape, offs, steps, whole):
+        if o < 0 or st < 1 or (n and o + st * (n - 1) >= w):
+            raise ValueError(f"part {list(shape)} at {list(offs)} step {list(steps)} lies outside whole "
+                             f"shape {list(whole)}")
     idx = xp.zeros(shape, dtype=np.uint64)
     stride = 1
     for d in range(len(shape) - 1, -1, -1):
-        r = xp.arange(offs[d], offs[d] + shape[d], dtype=np.uint64) * np.uint64(stride)
+        r = (offs[d] + steps[d] * xp.arange(shape[d], dtype=np.uint64)) * np.uint64(stride)
         idx = idx + r.reshape((-1,) + (1,) * (len(shape) - 1 - d))
         stride *= whole[d]
     return idx
@@ -50,7 +55,7 @@ def uniform01(xp, seed: int, idx):
     return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
 
-_RAND_ATTRS = {"shape": [1], "dtype": "float32", "seed": 0, "whole_shape": [], "offsets": []}
+_RAND_ATTRS = {"shape": [1], "dtype": "float32", "seed": 0, "whole_shape": [], "offsets": [], "strides": []}
 
 
 def _infer(ins, a):
@@ -61,7 +66,7 @@ def _infer(ins, a):
           infer=_infer, role="init")
 def uniform_random(xp, ins, a):
     """Out ~ U[min, max), value at whole-var index i = f(seed, i)."""
-    u = uniform01(xp, a["seed"], flat_indices(xp, a["shape"], a["whole_shape"], a["offsets"]))
+    u = uniform01(xp, a["seed"], flat_indices(xp, a["shape"], a["whole_shape"], a["offsets"], a["strides"]))
     return {"Out": (a["min"] + (a["max"] - a["min"]) * u).astype(a["dtype"])}
 
 
@@ -69,7 +74,7 @@ def uniform_random(xp, ins, a):
           infer=_infer, role="init")
 def gaussian_random(xp, ins, a):
     """Out ~ N(mean, std²) by Box-Muller on counters 2i and 2i+1."""
-    idx = flat_indices(xp, a["shape"], a["whole_shape"], a["offsets"]) * np.uint64(2)
+    idx = flat_indices(xp, a["shape"], a["whole_shape"], a["offsets"], a["strides"]) * np.uint64(2)
     u1 = uniform01(xp, a["seed"], idx)
     u2 = uniform01(xp, a["seed"], idx + np.uint64(1))
     z = xp.sqrt(-2.0 * xp.log1p(-u1)) * xp.cos(2.0 * np.pi * u2)

@@ -104,6 +104,9 @@ def _rand_check(kind: str) -> Callable:
         whole = run({}, {**base, "shape": [6, 5], "seed": 7})["Out"]
         box = run({}, {**base, "shape": [2, 3], "whole_shape": [6, 5], "offsets": [3, 1], "seed": 7})["Out"]
         np.testing.assert_array_equal(box, whole[3:5, 1:4])
+        rows = run({}, {**base, "shape": [2, 5], "whole_shape": [6, 5], "offsets": [1, 0], "strides": [3, 1],
+                        "seed": 7})["Out"]  # an embedding shard: rows 1, 4 of 6 (3 shards)
+        np.testing.assert_array_equal(rows, whole[1::3])
         np.testing.assert_array_equal(run({}, {**base, "shape": [6, 5], "seed": 7})["Out"], whole)
         assert not np.array_equal(run({}, {**base, "shape": [6, 5], "seed": 8})["Out"], whole)
         big = run({}, {**base, "shape": [400, 100], "seed": 3})["Out"].astype(np.float64)
