@@ -136,6 +136,27 @@ class Mailbox:
                 raise CommTimeout(describe(missing))
             self.pump(int(min(left, 1.0) * 1000) + 1)
 
+    def wait_any(self, keys: Sequence[tuple], timeout: float, describe) -> tuple:
+        """``(key, value)`` of the first of ``keys`` to arrive (value None: its source is done,
+        ``PeersDone`` when every one is). ``CommTimeout`` as ``wait``."""
+        self.flush()
+        deadline = None
+        while True:
+            for k in keys:
+                if k in self.values:
+                    return k, self.values.pop(k)
+            live = [k for k in keys if not self._gone_before(k)]
+            if not live:
+                raise PeersDone()
+            if len(live) < len(keys):
+                return next(k for k in keys if self._gone_before(k)), None
+            if deadline is None:
+                deadline = time.monotonic() + timeout
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CommTimeout(describe(live))
+            self.pump(int(min(left, 1.0) * 1000) + 1)
+
     def _gone_before(self, key: tuple) -> bool:
         last = self.done.get(key[2])
         return last is not None and key[1] > last

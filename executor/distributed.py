@@ -47,12 +47,16 @@ class RemoteIn:
 class DistStep:
     """A local op with its remote inputs and the pushes of its outputs."""
 
-    __slots__ = ("step", "remote", "gather_slots", "pushes")
+    __slots__ = ("step", "remote", "each", "pushes")
 
     def __init__(self, step: Step, remote: list, pushes: list) -> None:
         self.step = step
-        self.remote = remote
-        self.gather_slots = {r.slot for r in remote if r.kind == "gather"}
+        each = [r for r in remote if r.kind == "each"]
+        if len(each) > 1:
+            raise PlacementError(f"op #{step.index} `{step.op.type}` has {len(each)} each-edges; "
+                                 f"an op runs once per arriving instance of one input")
+        self.each = each[0] if each else None
+        self.remote = [r for r in remote if r.kind != "each"]
         self.pushes = pushes  # [(var, [peer names])]
 
 
@@ -229,14 +233,10 @@ class Runtime:
             gathered: dict = {}
             if ds.remote:
                 self._take(vals, ds, ds.remote, step, gathered)
-            st = ds.step
-            try:
-                ins = st.inputs(vals) if not gathered else {
-                    **{s: ([vals[n] for n in names] if dup else vals[names[0]])
-                       for s, names, dup in st.ins if s not in gathered}, **gathered}
-                st.call(ins, vals)
-            except Exception as e:  # wrapped with the op's context, original chained
-                raise OpError(f"[{self.me}, step {step}] " + st.explain(vals, e)) from e
+            if ds.each is not None:
+                self._run_each(ds, vals, step, gathered)
+                continue
+            self._call(ds, vals, step, gathered)
             for n, peers in ds.pushes:
                 v = as_host(vals[n])
                 for p in peers:
@@ -248,6 +248,41 @@ class Runtime:
         if plan.carried and not plan.startup:
             self._take(vals, None, plan.carried, step, {})
         self.started = True
+
+    def _call(self, ds: DistStep, vals: dict, step: int, gathered: dict) -> None:
+        st = ds.step
+        try:
+            ins = st.inputs(vals) if not gathered else {
+                **{s: ([vals[n] for n in names] if dup else vals[names[0]])
+                   for s, names, dup in st.ins if s not in gathered}, **gathered}
+            st.call(ins, vals)
+        except Exception as e:  # wrapped with the op's context, original chained
+            raise OpError(f"[{self.me}, step {step}] " + st.explain(vals, e)) from e
+
+    def _run_each(self, ds: DistStep, vals: dict, step: int, gathered: dict) -> None:
+        """An *each* edge (DESIGN.md §4): the op runs once per arriving instance, in arrival
+        order, and what it makes goes back to the instance that triggered it."""
+        r = ds.each
+        version = step if r.when == SAME else step - 1
+        keys = [(r.var, version, src) for src in r.sources]
+        ran = 0
+        while keys:
+            try:
+                key, value = self.mailbox.wait_any(keys, self.peer_timeout, self._describe(ds, step))
+            except PeersDone:
+                if ran:
+                    return
+                raise
+            keys.remove(key)
+            if value is None:  # that instance is done
+                continue
+            gathered[r.slot] = value if self.xp is np else self.xp.asarray(value)
+            self._call(ds, vals, step, gathered)
+            ran += 1
+            src = key[2]
+            for n, peers in ds.pushes:
+                if src in peers:
+                    self.mailbox.post(src, n, step, as_host(vals[n]))
 
     def serve(self, plan: DistPlan, vals: dict) -> None:
         """A pserver's ``exe.run``: steps until every trainer has said done."""
