@@ -8,6 +8,7 @@ arrays are numpy views of the received frames (no copy). Anything malformed rais
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Sequence
 
 import msgpack
@@ -78,10 +79,22 @@ def pack_fetch(src: str, step: int, wanted: Sequence[tuple]) -> list:
     return [msgpack.packb(head, use_bin_type=True)]
 
 
+_DTYPES: dict = {}  # dtype.str -> np.dtype (parsing a dtype string costs more than the rest)
+
+
+def _dtype(dts: str) -> np.dtype:
+    d = _DTYPES.get(dts)
+    if d is None:
+        d = np.dtype(dts)
+        if len(_DTYPES) < 64:
+            _DTYPES[dts] = d
+    return d
+
+
 def _view(frame, dtype: np.dtype, shape: tuple) -> np.ndarray:
     """A numpy view of a zmq.Frame (or of any buffer, for in-process use), checked for size."""
     buf = memoryview(frame.buffer if hasattr(frame, "buffer") else frame).cast("B")
-    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    n = math.prod(shape)
     if buf.nbytes != n * dtype.itemsize:
         raise FrameError(f"frame of {buf.nbytes} bytes does not hold {dtype}{list(shape)}")
     return np.frombuffer(buf, dtype=dtype, count=n).reshape(shape)
@@ -125,7 +138,7 @@ def unpack(frames: Sequence) -> Message:
             raise FrameError(f"bad vals entry {e!r}")
         var, version, dts, shape, vkind = e
         try:
-            dtype = np.dtype(dts)
+            dtype = _dtype(dts)
         except TypeError:
             raise FrameError(f"var {var!r}: unknown dtype {dts!r}") from None
         if dtype.kind not in _NUMERIC or not all(isinstance(d, int) and d >= 0 for d in shape):
