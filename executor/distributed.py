@@ -146,6 +146,7 @@ class Runtime:
         self.vals: dict | None = None
         self.mailbox.on_fetch = self._on_fetch
         self.started = False
+        self.served = False  # a pserver has served the whole job (NOTE(pserver-run))
         self.closed = False
         _live.add(self)
 

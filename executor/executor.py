@@ -195,8 +195,14 @@ class Executor:
             if plan.startup:
                 rt.run_step(plan, vals, -1)
             elif rt.me.role == ExecutorRole.PSERVER:
-                rt.serve(plan, vals)
-                return []
+                # NOTE(pserver-run): the first call serves the whole job; as seed 002 §3.5 runs
+                # the trainers' loop on pservers too, later calls return at once, and each
+                # fetch is the value this pserver holds, or None for a var held elsewhere.
+                if not rt.served:
+                    rt.serve(plan, vals)
+                    rt.served = True
+                return [self._fetch(vals, f, return_numpy, plan) if _fetch_name(f) in vals else None
+                        for f in fetch_list or ()]
             else:
                 rt.run_step(plan, vals, rt.step)
                 rt.step += 1

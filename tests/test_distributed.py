@@ -124,3 +124,25 @@ def test_fit_a_line_example_runs_unchanged_under_launch(tmp_path):
     got = [float(m) for m in re.findall(r"\[trainer\.\d\] " + pattern, text)]
     assert len(got) == 2 and all(abs(g - want) <= 1e-5 * want for g in got), (want, got)
     assert text.count("pserver: every trainer is done") == 2
+
+
+def test_seed_002_train_runs_as_written(tmp_path):
+    """The seed's own train(): every process runs the same loop, pservers included."""
+    import numpy as np
+
+    # A SYNTHETIC stand-in for UCI housing (made up here, 506 rows of 13 features and a
+    # linear target), only so that the seed's reader has a file to read.
+    home = tmp_path / "uci_housing"
+    home.mkdir()
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 10, size=(506, 13))
+    np.savetxt(home / "housing.data", np.hstack([x, (x @ rng.uniform(0, 1, 13))[:, None]]), fmt="%.4f")
+    out = io.StringIO()
+    code = launch(os.path.join(os.path.dirname(__file__), "dist", "seed_002_train.py"), [], 2, 2,
+                  grace=30 * TIME_FACTOR, out=out, extra_env={"PLACEGROUP_DATA_HOME": str(tmp_path)})
+    text = out.getvalue()
+    assert code == 0, text[-3000:]
+    losses = [float(line.split("[")[-1].rstrip("]")) for line in text.splitlines()
+              if line.startswith("[trainer.0] [")]
+    assert len(losses) == 100 * 21  # 404 training rows in batches of 20, 100 passes
+    assert "[pserver.0] None" in text  # a pserver fetches no trainer-held loss
