@@ -77,7 +77,7 @@ def test_seed_000_example_gives_two_blocks(fresh_programs):
     prog = t.get_program("127.0.0.1:1", "pserver")
     b = prog.global_block()
     assert b.var("fc_0.w_0.block0").shape == (5, 1000) and b.var("fc_0.w_0.block1").shape == (5, 1000)
-    assert b.var("fc_0.w_0.block1").attrs["slice_of"] == ["fc_0.w_0", 1, 5]
+    assert b.var("fc_0.w_0.block1").attrs["slice_of"] == ["fc_0.w_0", 1, 5, 1]  # var, part, row, stride
     assert not b.has_var("fc_0.w_0.block2")
     places = {n: str(b.var(n).place) for n in ("fc_0.w_0.block0", "fc_0.w_0.block1", "fc_0.b_0", "fc_1.w_0")}
     # RoundRobin: one counter over all blocks in optimizer order

@@ -1,0 +1,120 @@
+"""Splitting a parameter's update into parts: what the slice and sparse passes share.
+
+A *part* of parameter ``p`` is a set of its rows: a contiguous block (seed 000's slicing:
+stride 1) or a strided shard (an embedding table's rows ``k, k+M, k+2M, ...``: stride M).
+``repeat_update`` repeats every op of ``p``'s update (the ops whose ``op.param`` is ``p``:
+merge, lr scaling, optimizer) once per part, over the part's share of each var:
+
+* ``p`` and every var of ``p``'s shape the update reads or writes (its gradient, the merged
+  gradient, moments, velocities) -> ``<name><suffix>``, the part's rows;
+* other vars the update writes (beta powers) -> ``<name><suffix>``, a copy per part;
+* vars the update only reads (the learning rate) stay shared.
+
+In the startup program each such var's initializer makes only its part: a random one gets
+``whole_shape``/``offsets``/``strides`` (NOTE(counter-rng) in ops/random.py), a constant its
+part's shape, an ``assign_value`` its rows of the values. The caller connects the parts to the
+trainer (``split``/``concat`` for blocks, prefetch for shards). Facts are typed attrs:
+``var.attrs["slice_of"] = [p, part index, first row, row stride]``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    index: int
+    offset: int   # the first row of the whole var in this part
+    rows: int     # how many rows
+    stride: int   # 1: a block of consecutive rows; M: every M-th row (a shard)
+    suffix: str   # ".block0", ".shard1"
+
+
+def _part_var(block, var, part: Part, sliced: bool):
+    name = var.name + part.suffix
+    if block.has_var(name):
+        return block.var(name)
+    shape = [part.rows] + list(var.shape[1:]) if sliced else list(var.shape)
+    attrs = {**var.attrs, "slice_of": [var.name, part.index, part.offset if sliced else -1,
+                                       part.stride if sliced else 0]}
+    if var.is_parameter:
+        return block.create_parameter(name, shape, var.dtype, trainable=var.trainable,
+                                      optimize_attr=var.optimize_attr, attrs=attrs)
+    return block.create_var(name, shape=shape, dtype=var.dtype, persistable=var.persistable,
+                            stop_gradient=var.stop_gradient, type=var.type, attrs=attrs)
+
+
+def _part_init_attrs(op, shape, part: Part | None, whole) -> dict:
+    """Attrs of initializer ``op`` changed to make only ``part`` of its output (None: a copy)."""
+    attrs = dict(op.attrs)
+    attrs["shape"] = list(shape)
+    if part is None:
+        return attrs
+    if "whole_shape" in attrs:
+        attrs["whole_shape"] = list(whole)
+        attrs["offsets"] = [part.offset] + [0] * (len(whole) - 1)
+        attrs["strides"] = [part.stride] + [1] * (len(whole) - 1)
+    if "values" in attrs:
+        values = np.asarray(attrs["values"]).reshape(whole)
+        attrs["values"] = values[part.offset:part.offset + part.stride * part.rows:part.stride].ravel().tolist()
+    return attrs
+
+
+def repeat_update(job, p, parts: list[Part]) -> list[str]:
+    """Repeat ``p``'s update per part (module docstring); returns the vars of ``p``'s shape the
+    update reads but other ops write (the gradients the caller must cut into parts)."""
+    main, startup = job.main.global_block(), job.startup.global_block()
+    group = [op for op in main.ops if op.param == p.name]
+    touched = {n for op in group for n in op.input_arg_names + op.output_arg_names}
+    written = {n for op in group for n in op.output_arg_names}
+    sliced = {n for n in touched if main.var(n).shape == p.shape}
+    copied = written - sliced
+    outside = sorted(n for n in sliced if n != p.name and n not in written)
+
+    def rename(n: str, part: Part) -> str:
+        return n + part.suffix if n in sliced or n in copied else n
+
+    for part in parts:
+        for n in sorted(sliced | copied):
+            _part_var(main, main.var(n), part, n in sliced)
+    for op in group:
+        at = main.ops.index(op)
+        main.ops.remove(op)
+        for i, part in enumerate(parts):
+            new = main.insert_op(at + i, op.type, {k: [rename(n, part) for n in v] for k, v in op.inputs.items()},
+                                 {k: [rename(n, part) for n in v] for k, v in op.outputs.items()},
+                                 op.attrs, role=op.role, infer=False)
+            new.edges, new.param = dict(op.edges), p.name + part.suffix
+    for n in sorted(sliced | copied):
+        init = [k for k, op in enumerate(startup.ops) if n in op.output_arg_names]
+        if not init:
+            continue
+        at, op = init[0], startup.ops[init[0]]
+        startup.remove_op(at)
+        for i, part in enumerate(parts):
+            pv = _part_var(startup, main.var(n), part, n in sliced)
+            attrs = _part_init_attrs(op, pv.shape, part if n in sliced else None, main.var(n).shape)
+            startup.insert_op(at + i, op.type, op.inputs, {"Out": [pv.name]}, attrs, role=op.role, infer=False)
+    for n in (sliced | copied) - {p.name} - set(outside):  # whole state vars nobody uses now
+        main.remove_var(n)
+        startup.remove_var(n)
+    return outside
+
+
+def block_parts(shape, n_pservers: int, min_block_size: int) -> list[Part]:
+    """Seed 000's blocks: ``count = min(ceil(numel / min_block_size), #pservers)``, whole rows."""
+    rows = int(shape[0]) if shape else 1
+    numel = math.prod(shape) if shape else 1
+    count = max(1, min(math.ceil(numel / min_block_size), n_pservers, rows))
+    block_rows = math.ceil(rows / count)
+    count = math.ceil(rows / block_rows)
+    return [Part(i, i * block_rows, min(block_rows, rows - i * block_rows), 1, f".block{i}")
+            for i in range(count)]
+
+
+def shard_parts(rows: int, n_shards: int) -> list[Part]:
+    """Row shards: shard k holds rows ``k, k + n, k + 2n, ...`` (NOTE(row-shards), ops/sparse.py)."""
+    return [Part(k, k, len(range(k, rows, n_shards)), n_shards, f".shard{k}") for k in range(n_shards)]
