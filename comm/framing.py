@@ -14,6 +14,8 @@ from typing import Any, Sequence
 import msgpack
 import numpy as np
 
+from placegroup.ops.selected_rows import SelectedRows
+
 PROTOCOL_VERSION = 1
 KINDS = ("hello", "values", "done", "error", "fetch")
 MAX_HEADER = 64 * 1024
@@ -22,15 +24,6 @@ _NUMERIC = frozenset("biuf")
 
 class FrameError(ValueError):
     """A received message does not follow docs/protocol.md."""
-
-
-class SelectedRowsValue:
-    """A sparse value on the wire: int64 ``rows`` and their ``values`` (see issue #4)."""
-
-    __slots__ = ("rows", "values", "height")
-
-    def __init__(self, rows, values, height: int) -> None:
-        self.rows, self.values, self.height = rows, values, height
 
 
 @dataclasses.dataclass
@@ -50,13 +43,13 @@ def _buf(a: np.ndarray):
 
 def pack(kind: str, src: str, step: int, vals: Sequence[tuple] = (), msg: str = "",
          digest: str = "") -> list:
-    """Frames of one message. ``vals``: ``(var, version, array)`` with numpy (or
-    ``SelectedRowsValue``) values; device arrays must be copied to the host first."""
+    """Frames of one message. ``vals``: ``(var, version, value)`` with numpy arrays or
+    ``SelectedRows``; device arrays must be copied to the host first."""
     entries, frames = [], []
     for var, version, value in vals:
-        if isinstance(value, SelectedRowsValue):
+        if isinstance(value, SelectedRows):
             v = np.asarray(value.values)
-            entries.append([var, int(version), v.dtype.str, list(v.shape), "rows"])
+            entries.append([var, int(version), v.dtype.str, list(v.shape), "rows", value.height])
             frames += [_buf(np.asarray(value.rows, dtype=np.int64)), _buf(v)]
         else:
             v = np.asarray(value)
@@ -133,10 +126,11 @@ def unpack(frames: Sequence) -> Message:
                 raise FrameError(f"bad fetch entry {e!r}")
             out.vals.append((e[0], e[1], None))
             continue
-        if not (isinstance(e, list) and len(e) == 5 and isinstance(e[0], str) and isinstance(e[1], int)
-                and isinstance(e[2], str) and isinstance(e[3], list) and e[4] in ("dense", "rows")):
+        rows_entry = isinstance(e, list) and len(e) == 6 and e[4] == "rows" and isinstance(e[5], int) and e[5] >= 0
+        if not (isinstance(e, list) and (len(e) == 5 and e[4] == "dense" or rows_entry) and isinstance(e[0], str)
+                and isinstance(e[1], int) and isinstance(e[2], str) and isinstance(e[3], list)):
             raise FrameError(f"bad vals entry {e!r}")
-        var, version, dts, shape, vkind = e
+        var, version, dts, shape, vkind = e[:5]
         try:
             dtype = _dtype(dts)
         except TypeError:
@@ -147,8 +141,10 @@ def unpack(frames: Sequence) -> Message:
         if i + need > len(frames):
             raise FrameError(f"var {var!r}: missing frames ({len(frames)} frames for {len(entries)} values)")
         if vkind == "rows":
-            rows = _view(frames[i], np.dtype(np.int64), (shape[0] if shape else 0,))
-            value = SelectedRowsValue(rows, _view(frames[i + 1], dtype, tuple(shape)), -1)
+            if not shape:
+                raise FrameError(f"var {var!r}: SelectedRows values need a row dimension")
+            rows = _view(frames[i], np.dtype(np.int64), (shape[0],))
+            value = SelectedRows(rows, _view(frames[i + 1], dtype, tuple(shape)), e[5])
         else:
             value = _view(frames[i], dtype, tuple(shape))
         out.vals.append((var, version, value))

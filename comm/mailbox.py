@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from placegroup.comm.framing import FrameError, pack, pack_fetch, unpack
+from placegroup.ops.selected_rows import SelectedRows
 from placegroup.comm.transport import Transport
 from placegroup.errors import CommTimeout, RemoteError
 
@@ -166,7 +167,20 @@ class Mailbox:
 
 
 def as_host(value: Any) -> Any:
-    """A numpy array for the wire (cupy arrays are copied to the host)."""
-    if isinstance(value, np.ndarray) or not hasattr(value, "get"):
+    """A host value for the wire (cupy arrays, and SelectedRows of them, copied to the host)."""
+    if isinstance(value, np.ndarray):
         return value
-    return value.get()
+    if isinstance(value, SelectedRows):
+        if isinstance(value.values, np.ndarray):
+            return value
+        return SelectedRows(as_host(value.rows), as_host(value.values), value.height)
+    return value.get() if hasattr(value, "get") else value
+
+
+def to_device(xp, value: Any) -> Any:
+    """A received value on the executor's device (``xp`` numpy: as it is)."""
+    if xp is np or value is None:
+        return value
+    if isinstance(value, SelectedRows):
+        return SelectedRows(xp.asarray(value.rows), xp.asarray(value.values), value.height)
+    return xp.asarray(value)

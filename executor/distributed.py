@@ -26,7 +26,7 @@ import weakref
 import numpy as np
 
 from placegroup.cluster import Cluster, classify
-from placegroup.comm.mailbox import Mailbox, PeersDone, as_host
+from placegroup.comm.mailbox import Mailbox, PeersDone, as_host, to_device
 from placegroup.comm.transport import Transport
 from placegroup.errors import CommTimeout, OpError, PlacementError
 from placegroup.executor.executor import Step
@@ -186,9 +186,7 @@ class Runtime:
         got = self.mailbox.wait(keys, timeout, self._describe(ds, step))
         xp = self.xp
         for r, at, n in spans:
-            values = got[at:at + n]
-            if xp is not np:
-                values = [None if v is None else xp.asarray(v) for v in values]
+            values = [to_device(xp, v) for v in got[at:at + n]]
             if r.kind == "gather":
                 gathered[r.slot] = [v for v in values if v is not None]
             else:
@@ -221,7 +219,7 @@ class Runtime:
             self.mailbox.request(holder, [(n, step)])
             keys.append((n, step, holder))
         got = self.mailbox.wait(keys, self.peer_timeout, self._describe(None, step))
-        return dict(zip(names, got))
+        return {n: to_device(self.xp, v) for n, v in zip(names, got)}
 
     def run_step(self, plan: DistPlan, vals: dict, step: int) -> None:
         self.vals = vals
@@ -277,7 +275,7 @@ class Runtime:
             keys.remove(key)
             if value is None:  # that instance is done
                 continue
-            gathered[r.slot] = value if self.xp is np else self.xp.asarray(value)
+            gathered[r.slot] = to_device(self.xp, value)
             self._call(ds, vals, step, gathered)
             ran += 1
             src = key[2]

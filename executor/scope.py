@@ -13,11 +13,15 @@ from typing import Any
 
 import numpy as np
 
+from placegroup.ops.selected_rows import is_selected_rows
+
 
 def to_numpy(value: Any) -> np.ndarray:
     """A host numpy array for a numpy or cupy array (SelectedRows keep their own type)."""
     if isinstance(value, np.ndarray):
         return value
+    if is_selected_rows(value):
+        return value.to_host()
     get = getattr(value, "get", None)  # cupy.ndarray.get() copies to the host
     if get is not None and not isinstance(value, dict):
         return get()

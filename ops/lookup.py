@@ -1,19 +1,30 @@
-"""Embedding lookup: lookup_table (dense here).
+"""Embedding lookup: lookup_table, with a dense or a SelectedRows gradient.
 
 NOTE(lookup-ids): ``Ids`` holds int64 row numbers of ``W`` ([V, D]), shaped [N, 1] (Fluid 1.x)
 or [N]; a trailing dim of 1 is dropped, so Out is [N, D]. ``padding_idx`` (-1: none; the
 layer maps a negative index p to V + p) names a row that reads as zeros and gets no
 gradient. An id outside [0, V) is an error naming the id and V: numpy would wrap negative
-ids and cupy would read out of bounds.
+ids and cupy would read out of bounds. An empty batch (Ids [0, 1]) gives Out [0, D].
 
-NOTE(lookup-sparse): the gradient is a dense [V, D] array (rows that no id hit are zero).
-``is_sparse`` and ``is_distributed`` are accepted and kept on the op for the transpiler; the
-SelectedRows gradient they ask for comes with the sparse-update work.
-TODO(issue #2): a SelectedRows ``W@GRAD`` when ``is_sparse`` is set.
+NOTE(lookup-sparse): with ``is_sparse`` the gradient ``W@GRAD`` is a ``SelectedRows``
+(ops/selected_rows.py): rows = the batch's ids flattened, in batch order, repeats kept (the
+optimizer merges them), values = the matching rows of ``Out@GRAD``, height = V. Ids equal
+to ``padding_idx`` are left out, so the sparse gradient scattered to dense is exactly the
+dense gradient (which gives the padding row none). Without ``is_sparse`` the gradient is a
+dense [V, D] array, zero in the rows no id hit. ``is_distributed`` only marks the op for the
+transpiler's sparse pass.
+
+NOTE(lookup-prefetched): ``W`` may itself be a SelectedRows: the rows of a sharded table a
+trainer prefetched (``split_ids -> shard_lookup -> merge_selected_rows``, ops/sparse.py).
+Each id is then found among ``W.rows`` (height = V still bounds the ids); an id that was not
+prefetched is an error naming it, since reading a zero row instead would train silently
+wrong. The padding id needs no prefetched row. The gradient is as above, over the global
+rows, so the sparse pass can route it to the shards with ``shard_selected_rows``.
 """
 from __future__ import annotations
 
 from placegroup.ops.registry import Meta, Slot, check, grad_of, register
+from placegroup.ops.selected_rows import SelectedRows, is_selected_rows, scatter_add
 
 _ATTRS = {"is_sparse": False, "is_distributed": False, "padding_idx": -1}
 
@@ -45,38 +56,63 @@ def _flat_ids(xp, ids, rows: int):
     return flat
 
 
+def _prefetched_positions(xp, w: SelectedRows, flat, pad: int):
+    """Index into ``w.values`` of each id (NOTE(lookup-prefetched)); the padding id maps to 0."""
+    n = w.rows.shape[0]
+    if n == 0:
+        found = xp.zeros(flat.shape, dtype=bool)
+        pos = xp.zeros(flat.shape, dtype=xp.int64)
+    else:
+        order = xp.argsort(w.rows)
+        pos = xp.minimum(xp.searchsorted(w.rows[order], flat), n - 1)
+        found = w.rows[order][pos] == flat
+        pos = order[pos]
+    missing = ~found & (flat != pad)
+    if bool(missing.any()):
+        v = int(flat[missing][0])
+        raise IndexError(f"lookup_table: id {v} is not among the {n} rows prefetched into W (a "
+                         f"SelectedRows of a table of {w.height} rows); prefetch every id of the "
+                         f"batch before the lookup")
+    return xp.where(found, pos, 0)
+
+
 @register("lookup_table", ins=("W", Slot("Ids", no_grad=True)), outs=("Out",), attrs=_ATTRS,
           infer=_infer, grad=grad_of(("W",)))
 def lookup_table(xp, ins, a):
-    """Out[i] = W[Ids[i]], zeros where Ids[i] == padding_idx (NOTE(lookup-ids))."""
+    """Out[i] = W[Ids[i]], zeros where Ids[i] == padding_idx (NOTE(lookup-ids)); ``W`` may be
+    a dense table or the prefetched rows of one (NOTE(lookup-prefetched))."""
     w, ids = ins["W"], ins["Ids"]
+    dim, pad = w.shape[1], a["padding_idx"]
     flat = _flat_ids(xp, ids, w.shape[0])
-    out = w[flat]
-    if a["padding_idx"] != -1:
-        out = xp.where((flat == a["padding_idx"])[:, None], xp.zeros_like(out), out)
-    return {"Out": out.reshape(_out_shape(ids.shape, w.shape[1]))}
+    if is_selected_rows(w):
+        idx = _prefetched_positions(xp, w, flat, pad)
+        table = w.values
+        if table.shape[0] == 0:  # nothing prefetched: every id is the padding id (or none)
+            return {"Out": xp.zeros(_out_shape(ids.shape, dim), dtype=table.dtype)}
+    else:
+        idx, table = flat, w
+    out = table[idx]
+    if pad != -1:
+        out = xp.where((flat == pad)[:, None], xp.zeros_like(out), out)
+    return {"Out": out.reshape(_out_shape(ids.shape, dim))}
 
 
-@register("lookup_table_grad", ins=("W", "Ids", "Out@GRAD"), outs=("W@GRAD",), attrs=_ATTRS,
-          role="backward")
+@register("lookup_table_grad", ins=("W", "Ids", "Out@GRAD"),
+          outs=(Slot("W@GRAD", sparse_if="is_sparse"),), attrs=_ATTRS, role="backward")
 def lookup_table_grad(xp, ins, a):
-    # NOTE(lookup-sparse): dense. Repeated ids add up (scatter-add), the padding row gets none.
+    """W@GRAD: a SelectedRows over the batch's ids with ``is_sparse``, else dense; repeated
+    ids add up, padding ids give nothing (NOTE(lookup-sparse))."""
     w, ids, g = ins["W"], ins["Ids"], ins["Out@GRAD"]
-    flat = _flat_ids(xp, ids, w.shape[0])
-    g = g.reshape(-1, w.shape[1])
-    if a["padding_idx"] != -1:
-        g = xp.where((flat == a["padding_idx"])[:, None], xp.zeros_like(g), g)
-    dw = xp.zeros_like(w)
-    _scatter_add(xp, dw, flat, g)
+    height, dim, pad = w.shape[0], w.shape[1], a["padding_idx"]
+    flat = _flat_ids(xp, ids, height)
+    g = g.reshape(-1, dim)
+    if a["is_sparse"]:
+        if pad != -1:
+            keep = flat != pad
+            flat, g = flat[keep], g[keep]
+        return {"W@GRAD": SelectedRows(flat, g, height)}
+    if pad != -1:
+        g = xp.where((flat == pad)[:, None], xp.zeros_like(g), g)
+    dw = xp.zeros((height, dim), dtype=w.dtype)
+    scatter_add(xp, dw, flat, g)
     return {"W@GRAD": dw}
-
-
-def _scatter_add(xp, dst, idx, src) -> None:
-    """dst[idx[i]] += src[i] with repeats adding up (numpy and cupy >= 13 have ``add.at``)."""
-    at = getattr(xp.add, "at", None)
-    if at is not None:
-        at(dst, idx, src)
-    else:  # older cupy
-        import cupyx
-
-        cupyx.scatter_add(dst, idx, src)

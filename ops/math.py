@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 
 from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, grad_of, register
+from placegroup.ops.selected_rows import is_selected_rows, scatter_add
+from placegroup.ops.sparse import concat_rows
 
 
 def _flat2d(shape, k: int) -> tuple:
@@ -73,10 +75,31 @@ def _sum_grad(op):
     return [OpSpec("assign", {"X": [g]}, {"Out": [op.grad_of(n)]}) for n in op.inputs["X"] if n in op.need]
 
 
+# NOTE(sum-sparse): ``sum`` is where gradients meet (append_backward's fan-in, the pserver's
+# merge of the trainers' gradients), so it takes SelectedRows too. All SelectedRows: a
+# SelectedRows holding every entry (rows and values concatenated, repeats kept: whoever
+# needs unique rows merges, see SelectedRows.merged). Dense and SelectedRows mixed: dense,
+# each SelectedRows scatter-added into the sum of the dense ones.
+
+
 @register("sum", ins=(Slot("X", duplicable=True),), outs=("Out",), infer=_sum_infer, grad=_sum_grad)
 def sum_(xp, ins, a):
-    """Out = X[0] + X[1] + ... (same shapes)."""
+    """Out = X[0] + X[1] + ... (same shapes); SelectedRows inputs as NOTE(sum-sparse) says."""
     xs = ins["X"]
+    sparse = [x for x in xs if is_selected_rows(x)]
+    if sparse:
+        if len(sparse) == len(xs):
+            return {"Out": concat_rows(xp, "sum", xs)}
+        dense = [x for x in xs if not is_selected_rows(x)]
+        out = dense[0].copy()
+        for x in dense[1:]:
+            out += x
+        for x in sparse:
+            if x.shape != out.shape:
+                raise ValueError(f"sum: a SelectedRows input of shape {list(x.shape)} cannot add to "
+                                 f"dense inputs of shape {list(out.shape)}")
+            scatter_add(xp, out, x.rows, x.values.astype(out.dtype, copy=False))
+        return {"Out": out}
     out = xs[0].copy() if len(xs) > 1 else xs[0]
     for x in xs[1:]:
         out += x
@@ -191,9 +214,18 @@ def _scale_grad(op):
           attrs={"scale": 1.0, "bias": 0.0, "bias_after_scale": True},
           infer=lambda ins, a: {"Out": ins["X"]}, grad=_scale_grad)
 def scale(xp, ins, a):
-    """Out = scale·X + bias, or scale·(X + bias) when ``bias_after_scale`` is False."""
+    """Out = scale·X + bias, or scale·(X + bias) when ``bias_after_scale`` is False.
+
+    A SelectedRows X gives a SelectedRows with its values scaled (a gradient's 1/N); a bias
+    would make every row nonzero, so it must be 0 then.
+    """
     x = ins["X"]
     s, b = a["scale"], a["bias"]
+    if is_selected_rows(x):
+        if b != 0:
+            raise ValueError(f"scale: X is a SelectedRows of shape {list(x.shape)}, and bias={b} "
+                             f"would touch every row; only bias=0 is supported for it")
+        return {"Out": x.with_values((s * x.values).astype(x.dtype, copy=False))}
     out = s * x + b if a["bias_after_scale"] else s * (x + b)
     return {"Out": out.astype(x.dtype, copy=False)}
 

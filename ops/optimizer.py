@@ -21,10 +21,36 @@ in float32 from the *incoming* powers, then ``p - lr_t * (m1 / (sqrt(m2) + eps_t
 
 Kernels never write into their inputs: each returns new arrays, and the executor rebinds the
 names (so a fetched value or a value another op still reads is never changed under it).
+
+NOTE(lazy-mode): ``Grad`` may be a SelectedRows (an embedding's sparse gradient, ops/lookup.py).
+Its repeated rows are first summed (``SelectedRows.merged``); then, per optimizer:
+
+* ``lazy_mode=False`` (the default): exactly the dense update with the gradient scattered to
+  a dense array (zeros in the rows no id hit), so sparse training equals dense training of
+  the same model. Where a zero gradient changes nothing (SGD: ``p - lr·0 = p``; Adagrad:
+  ``m + 0² = m`` and ``p - lr·0/(√m + ε) = p``) this *is* the row update, and only the
+  touched rows are computed. Momentum and Adam are not like that: an untouched row's
+  velocity (moments) still decays and its parameter still moves, so the update is dense.
+* ``lazy_mode=True`` (Momentum, Adam; Paddle's Adam ``lazy_mode``): only the touched rows are
+  updated, by the dense rule applied to those rows; every other row keeps its parameter and
+  its velocity / moments. Adam's beta powers still advance once per update, touched or not,
+  so a row's bias correction follows the global step, as in Paddle's lazy Adam. Cheaper
+  (O(touched rows) maths), but not the dense optimizer: a row last seen k steps ago has not
+  decayed. For SGD and Adagrad lazy and non-lazy are the same update (above): SGD has no
+  flag, Adagrad accepts it like Momentum and Adam, and it changes nothing there.
+
+NOTE(sparse-copy): the kernels stay pure, so a sparse update still copies the whole table
+(and each moment) once per step before writing the touched rows: O(table) memory traffic
+where O(rows) would do. A later executor change can lift that without touching the maths:
+the OpDef's ``inplace`` pairs already say ParamOut replaces Param; the executor could pass a
+kernel the set of ``inplace`` inputs it may overwrite (those whose current value nothing else
+can still see: not fetched this step, not read by a later op, not held by a pending send or a
+user's Tensor view), and the kernel would then write rows into them instead of copying.
 """
 from __future__ import annotations
 
 from placegroup.ops.registry import Slot, check, register
+from placegroup.ops.selected_rows import is_selected_rows
 
 _P = Slot("Param", role="Param")
 _G = Slot("Grad", role="Grad")
@@ -67,30 +93,77 @@ def _lr(ins, dtype):
     return ins["LearningRate"].astype(dtype, copy=False).reshape(())
 
 
+def _merged_grad(xp, op: str, p, g):
+    """(rows, values) of a SelectedRows gradient, rows sorted unique, checked against Param."""
+    if g.shape != tuple(p.shape):
+        raise ValueError(f"{op}: Grad is a SelectedRows of shape {list(g.shape)} but Param is "
+                         f"{list(p.shape)}")
+    m = g.merged(xp)
+    if m.rows.shape[0] and (int(m.rows[0]) < 0 or int(m.rows[-1]) >= p.shape[0]):
+        bad = int(m.rows[0]) if int(m.rows[0]) < 0 else int(m.rows[-1])
+        raise IndexError(f"{op}: Grad has row {bad}, outside Param's {p.shape[0]} rows")
+    return m.rows, m.values.astype(p.dtype, copy=False)
+
+
+def _update(xp, op: str, ins, rule, states: tuple = (), lazy: bool = False) -> list:
+    """``rule(p, g, *states) -> [p, *states]`` applied to a dense or SelectedRows Grad:
+    dense as is; SelectedRows non-lazy on the scattered gradient, lazy on the touched rows
+    only (NOTE(lazy-mode)). Inputs are never written: lazy results are updated copies."""
+    p, g = ins["Param"], ins["Grad"]
+    st = [ins[s] for s in states]
+    if not is_selected_rows(g):
+        return rule(p, g, *st)
+    rows, vals = _merged_grad(xp, op, p, g)
+    if not lazy:
+        dense = xp.zeros_like(p)
+        dense[rows] = vals
+        return rule(p, dense, *st)
+    outs = []
+    for old, new in zip([p] + st, rule(p[rows], vals, *(s[rows] for s in st))):
+        out = old.copy()  # NOTE(sparse-copy)
+        out[rows] = new
+        outs.append(out)
+    return outs
+
+
 @register("sgd", ins=(_P, _G, _LR), outs=(_PO,), infer=_infer_for("sgd"), role="optimize",
           inplace={"ParamOut": "Param"})
 def sgd(xp, ins, a):
-    """ParamOut = Param - lr * Grad."""
+    """ParamOut = Param - lr * Grad.
+
+    A SelectedRows Grad updates only its rows (``p[rows] -= lr * g``), which is the dense
+    update exactly (NOTE(lazy-mode)).
+    """
     p = ins["Param"]
-    return {"ParamOut": p - _lr(ins, p.dtype) * ins["Grad"]}
+    lr = _lr(ins, p.dtype)
+    (out,) = _update(xp, "sgd", ins, lambda p, g: [p - lr * g], lazy=True)
+    return {"ParamOut": out}
 
 
 _V, _VO = _moment("Velocity")
 
 
 @register("momentum", ins=(_P, _G, _V, _LR), outs=(_PO, _VO),
-          attrs={"mu": 0.9, "use_nesterov": False}, infer=_infer_for("momentum", ("Velocity",)),
+          attrs={"mu": 0.9, "use_nesterov": False, "lazy_mode": False},
+          infer=_infer_for("momentum", ("Velocity",)),
           role="optimize", inplace={"ParamOut": "Param", "VelocityOut": "Velocity"})
 def momentum(xp, ins, a):
     """VelocityOut = mu * Velocity + Grad;
     ParamOut = Param - lr * VelocityOut, or with ``use_nesterov``
-    ParamOut = Param - (Grad + mu * VelocityOut) * lr."""
-    p, g = ins["Param"], ins["Grad"]
+    ParamOut = Param - (Grad + mu * VelocityOut) * lr.
+
+    A SelectedRows Grad: non-lazy, every row's velocity decays and every param row moves, as
+    dense; ``lazy_mode``, untouched rows keep their velocity and param (NOTE(lazy-mode)).
+    """
+    p = ins["Param"]
     mu, lr = p.dtype.type(a["mu"]), _lr(ins, p.dtype)
-    v = ins["Velocity"] * mu + g
-    if a["use_nesterov"]:
-        return {"ParamOut": p - (g + v * mu) * lr, "VelocityOut": v}
-    return {"ParamOut": p - lr * v, "VelocityOut": v}
+
+    def rule(p, g, v):
+        v = v * mu + g
+        return [p - (g + v * mu) * lr if a["use_nesterov"] else p - lr * v, v]
+
+    out, v = _update(xp, "momentum", ins, rule, ("Velocity",), a["lazy_mode"])
+    return {"ParamOut": out, "VelocityOut": v}
 
 
 _M1, _M1O = _moment("Moment1")
@@ -113,19 +186,27 @@ def adam(xp, ins, a):
     ParamOut = Param - lr_t * m1 / (sqrt(m2) + eps_t);  beta*_powOut = beta*_pow * beta*.
 
     The beta powers start at beta1, beta2 (t = 1 on the first update). ``lazy_mode`` only
-    matters for SelectedRows gradients; dense gradients update every row either way.
+    matters for SelectedRows gradients (dense gradients update every row either way): lazy,
+    the rows the gradient does not touch keep their param and moments; non-lazy, their
+    moments decay and their param moves, exactly as dense. The beta powers advance once per
+    update either way (NOTE(lazy-mode), Paddle's lazy Adam).
     """
-    p, g = ins["Param"], ins["Grad"]
+    p = ins["Param"]
     t = p.dtype.type
     b1, b2, eps = t(a["beta1"]), t(a["beta2"]), t(a["epsilon"])
     b1p, b2p = ins["Beta1Pow"], ins["Beta2Pow"]
-    m1 = b1 * ins["Moment1"] + (1 - b1) * g
-    m2 = b2 * ins["Moment2"] + (1 - b2) * g * g
     c1 = 1 - b1p.astype(p.dtype, copy=False).reshape(())
     c2 = xp.sqrt(1 - b2p.astype(p.dtype, copy=False).reshape(()))
     lr_t = _lr(ins, p.dtype) * (c2 / c1)
     eps_t = eps * c2
-    return {"ParamOut": p - lr_t * (m1 / (xp.sqrt(m2) + eps_t)), "Moment1Out": m1, "Moment2Out": m2,
+
+    def rule(p, g, m1, m2):
+        m1 = b1 * m1 + (1 - b1) * g
+        m2 = b2 * m2 + (1 - b2) * g * g
+        return [p - lr_t * (m1 / (xp.sqrt(m2) + eps_t)), m1, m2]
+
+    out, m1, m2 = _update(xp, "adam", ins, rule, ("Moment1", "Moment2"), a["lazy_mode"])
+    return {"ParamOut": out, "Moment1Out": m1, "Moment2Out": m2,
             "Beta1PowOut": ins["Beta1Pow"] * b1p.dtype.type(a["beta1"]),
             "Beta2PowOut": ins["Beta2Pow"] * b2p.dtype.type(a["beta2"])}
 
@@ -133,15 +214,24 @@ def adam(xp, ins, a):
 _M, _MO = _moment("Moment")
 
 
-@register("adagrad", ins=(_P, _G, _M, _LR), outs=(_PO, _MO), attrs={"epsilon": 1e-6},
+@register("adagrad", ins=(_P, _G, _M, _LR), outs=(_PO, _MO), attrs={"epsilon": 1e-6, "lazy_mode": False},
           infer=_infer_for("adagrad", ("Moment",)), role="optimize",
           inplace={"ParamOut": "Param", "MomentOut": "Moment"})
 def adagrad(xp, ins, a):
-    """MomentOut = Moment + Grad²;  ParamOut = Param - lr * Grad / (sqrt(MomentOut) + epsilon)."""
-    p, g = ins["Param"], ins["Grad"]
-    m = ins["Moment"] + g * g
-    return {"ParamOut": p - _lr(ins, p.dtype) * g / (xp.sqrt(m) + p.dtype.type(a["epsilon"])),
-            "MomentOut": m}
+    """MomentOut = Moment + Grad²;  ParamOut = Param - lr * Grad / (sqrt(MomentOut) + epsilon).
+
+    A SelectedRows Grad updates only its rows, lazy or not: a zero gradient leaves a row's
+    moment and param as they are, so the row update is the dense one (NOTE(lazy-mode)).
+    """
+    p = ins["Param"]
+    lr, eps = _lr(ins, p.dtype), p.dtype.type(a["epsilon"])
+
+    def rule(p, g, m):
+        m = m + g * g
+        return [p - lr * g / (xp.sqrt(m) + eps), m]
+
+    out, m = _update(xp, "adagrad", ins, rule, ("Moment",), lazy=True)
+    return {"ParamOut": out, "MomentOut": m}
 
 
 # NOTE(l1-sign): L1Decay needs sign(Param). No ``sign`` op is registered in ops/math.py yet,

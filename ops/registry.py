@@ -55,6 +55,7 @@ class Slot:
     dispensable: bool = False
     role: str | None = None  # Param, Grad, LearningRate, Moment, ParamOut, ... (rule 7)
     no_grad: bool = False  # never differentiable (ids, labels, counters)
+    sparse_if: str | None = None  # output: a SelectedRows when this bool attr is true (is_sparse)
 
 
 @dataclasses.dataclass(frozen=True)

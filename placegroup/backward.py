@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from placegroup.errors import ProgramError
+from placegroup.framework import SELECTED_ROWS
 from placegroup.ops.registry import EMPTY_VAR, GradOpView, grad_name
 
 
@@ -52,9 +53,9 @@ class _Grads:
         self.writer: dict[str, object] = {}  # part name -> the op that writes it
         self.done: set[str] = set()
 
-    def _make(self, fwd: str, name: str) -> str:
+    def _make(self, fwd: str, name: str, type: str | None = None) -> str:
         v = self.block.var(fwd)
-        self.block.create_var(name, shape=v.shape, dtype=v.dtype, type=v.type)
+        self.block.create_var(name, shape=v.shape, dtype=v.dtype, type=type or v.type)
         return name
 
     def name_for(self, fwd: str) -> str:
@@ -76,7 +77,9 @@ class _Grads:
         if fwd in self.done:
             return True
         final = grad_name(fwd)
-        self._make(fwd, final)
+        # SelectedRows parts sum to a SelectedRows (NOTE(sum-sparse) in ops/math.py)
+        sparse = all(self.block.var(p).type == SELECTED_ROWS for p in parts)
+        self._make(fwd, final, SELECTED_ROWS if sparse else None)
         if len(parts) == 1:
             op = self.writer[parts[0]]
             for slot, names in op.outputs.items():
@@ -87,6 +90,15 @@ class _Grads:
         self.parts[fwd] = [final]
         self.done.add(fwd)
         return True
+
+
+def _type_sparse_outputs(block, op) -> None:
+    """Outputs of a slot with ``sparse_if`` are SelectedRows when the op's attr says so."""
+    for s in op.opdef.outputs:
+        if s.sparse_if and op.attrs.get(s.sparse_if):
+            for n in op.outputs.get(s.name, ()):
+                if n != EMPTY_VAR:
+                    block.var(n).type = SELECTED_ROWS
 
 
 def append_backward(loss, parameter_list: Iterable | None = None, no_grad_set: Iterable | None = None,
@@ -140,6 +152,7 @@ def append_backward(loss, parameter_list: Iterable | None = None, no_grad_set: I
             new = block.append_op(spec.type, spec.inputs, spec.outputs, spec.attrs,
                                   role="backward", infer=False)
             grads.wrote(new)
+            _type_sparse_outputs(block, new)
 
     result = []
     for p in block.all_parameters():

@@ -144,6 +144,8 @@ class MomentumOptimizer(Optimizer):
         momentum: the decay ``mu`` of the velocity.
         use_nesterov: use Nesterov's look-ahead update.
         regularization: a regularizer for every parameter without its own.
+        lazy_mode: with a SelectedRows gradient, update only the touched rows' velocity and
+            parameter (NOTE(lazy-mode) in ops/optimizer.py); False equals the dense update.
 
     Example::
 
@@ -153,10 +155,11 @@ class MomentumOptimizer(Optimizer):
     type = "momentum"
 
     def __init__(self, learning_rate, momentum: float, use_nesterov: bool = False,
-                 regularization: Any = None, name: str | None = None) -> None:
+                 regularization: Any = None, name: str | None = None, lazy_mode: bool = False) -> None:
         super().__init__(learning_rate, regularization, name)
         self._momentum = float(momentum)
         self._use_nesterov = bool(use_nesterov)
+        self._lazy_mode = bool(lazy_mode)
 
     def _append_optimize_op(self, block, param, grad):
         v = self._add_accumulator("velocity", param)
@@ -164,7 +167,8 @@ class MomentumOptimizer(Optimizer):
             "momentum", {"Param": [param], "Grad": [grad], "Velocity": [v],
                          "LearningRate": [self._param_lr(block, param)]},
             {"ParamOut": [param], "VelocityOut": [v]},
-            {"mu": self._momentum, "use_nesterov": self._use_nesterov}, role="optimize")
+            {"mu": self._momentum, "use_nesterov": self._use_nesterov, "lazy_mode": self._lazy_mode},
+            role="optimize")
 
 
 class AdamOptimizer(Optimizer):
@@ -214,6 +218,8 @@ class AdagradOptimizer(Optimizer):
         learning_rate: a float or a schedule's Variable.
         epsilon: keeps the division finite.
         initial_accumulator_value: the starting value of ``m``.
+        lazy_mode: accepted for symmetry: a zero gradient leaves Adagrad's state and parameter
+            unchanged, so lazy and dense updates agree (NOTE(lazy-mode) in ops/optimizer.py).
 
     Example::
 
@@ -223,9 +229,11 @@ class AdagradOptimizer(Optimizer):
     type = "adagrad"
 
     def __init__(self, learning_rate, epsilon: float = 1e-6, regularization: Any = None,
-                 name: str | None = None, initial_accumulator_value: float = 0.0) -> None:
+                 name: str | None = None, initial_accumulator_value: float = 0.0,
+                 lazy_mode: bool = False) -> None:
         super().__init__(learning_rate, regularization, name)
         self._epsilon = float(epsilon)
+        self._lazy_mode = bool(lazy_mode)
         self._initial_accumulator_value = float(initial_accumulator_value)
 
     def _append_optimize_op(self, block, param, grad):
@@ -233,7 +241,8 @@ class AdagradOptimizer(Optimizer):
         return block.append_op(
             "adagrad", {"Param": [param], "Grad": [grad], "Moment": [m],
                         "LearningRate": [self._param_lr(block, param)]},
-            {"ParamOut": [param], "MomentOut": [m]}, {"epsilon": self._epsilon}, role="optimize")
+            {"ParamOut": [param], "MomentOut": [m]}, {"epsilon": self._epsilon, "lazy_mode": self._lazy_mode},
+            role="optimize")
 
 
 Momentum = MomentumOptimizer

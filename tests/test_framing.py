@@ -5,7 +5,8 @@ import pytest
 import zmq
 from hypothesis import given, settings, strategies as st
 
-from placegroup.comm.framing import FrameError, SelectedRowsValue, pack, unpack
+from placegroup.comm.framing import FrameError, pack, unpack
+from placegroup.ops.selected_rows import SelectedRows
 
 
 def test_round_trip_values_and_kinds():
@@ -27,11 +28,12 @@ def test_round_trip_values_and_kinds():
 def test_selected_rows_and_scalars():
     rows = np.array([3, 9], np.int64)
     vals = np.ones((2, 4), np.float32)
-    m = unpack(pack("values", "s", 0, [("emb@GRAD", 0, SelectedRowsValue(rows, vals, 100)),
+    m = unpack(pack("values", "s", 0, [("emb@GRAD", 0, SelectedRows(rows, vals, 100)),
                                         ("lr", 0, np.float32(0.5))]))
     sr = m.vals[0][2]
     np.testing.assert_array_equal(sr.rows, rows)
     np.testing.assert_array_equal(sr.values, vals)
+    assert sr.height == 100
     assert m.vals[1][2].shape == () and m.vals[1][2] == np.float32(0.5)
 
 

@@ -179,7 +179,11 @@ def test_error(cid, k):
 
 # Forward or init ops that others own and test, each with where: optimizer and lr-schedule
 # ops have roles of their own ("optimize", "lr_sched") and need no line here.
-OWNED_ELSEWHERE: dict[str, str] = {}
+OWNED_ELSEWHERE: dict[str, str] = {
+    "split_ids": "tests/test_sparse_ops.py",
+    "shard_lookup": "tests/test_sparse_ops.py",
+    "merge_selected_rows": "tests/test_sparse_ops.py",
+}
 
 
 def test_every_forward_op_with_a_gradient_has_a_case():

@@ -180,9 +180,13 @@ def embedding(input, size, is_sparse: bool = False, is_distributed: bool = False
     Args:
         input: int64 ids, [N, 1] (or [N]).
         size: ``[V, D]``, the table's shape.
-        is_sparse: ask for a SelectedRows gradient. Kept on the op for the transpiler; the
-            gradient is dense for now (NOTE(lookup-sparse) in ops/lookup.py).
-        is_distributed: the table lives on pservers (kept on the op for the transpiler).
+        is_sparse: the table's gradient ``W@GRAD`` is a SelectedRows of the batch's rows
+            instead of a dense [V, D] array (NOTE(lookup-sparse) in ops/lookup.py), even in one
+            process; ``ParamAttr(sparse_update=True)`` means the same. The parameter gets
+            ``attrs["sparse_update"] = True``.
+        is_distributed: the table is row-sharded over the pservers by the transpiler's sparse
+            pass (NOTE(row-shards) in ops/sparse.py); the parameter gets
+            ``attrs["distributed"] = True``.
         padding_idx: an id whose row reads as zeros and gets no gradient; negative counts
             from the end (``V + padding_idx``); None for none.
         param_attr: the table's ParamAttr (Xavier-initialized by default).
@@ -191,11 +195,12 @@ def embedding(input, size, is_sparse: bool = False, is_distributed: bool = False
         The embeddings, [N, D].
 
     Raises:
+        ValueError: for a size that is not [V, D] or a padding_idx outside the table.
         OpError: at run time, for an id outside [0, V) (naming the id and V).
 
     Example::
 
-        emb = fluid.layers.embedding(ids, size=[10000, 64], padding_idx=0)
+        emb = fluid.layers.embedding(ids, size=[10000, 64], is_sparse=True, padding_idx=0)
     """
     helper = LayerHelper("embedding")
     size = [int(d) for d in size]
@@ -205,9 +210,17 @@ def embedding(input, size, is_sparse: bool = False, is_distributed: bool = False
     if not -1 <= pad < size[0]:
         raise ValueError(f"embedding: padding_idx {padding_idx} is outside a table of {size[0]} rows")
     w = helper.create_parameter(param_attr, size, dtype)
+    # Facts for append_backward and the transpiler's sparse pass live on the parameter as
+    # typed attrs (STYLE.md rule 6); either way of asking for sparse gradients sets the
+    # parameter's attr and the op's.
+    is_sparse = bool(is_sparse or w.attrs.get("sparse_update"))
+    if is_sparse:
+        w.attrs["sparse_update"] = True
+    if is_distributed:
+        w.attrs["distributed"] = True
     out = helper.create_variable_for_type_inference(dtype)
     helper.append_op("lookup_table", {"Ids": [input], "W": [w]}, {"Out": [out]},
-                     {"is_sparse": is_sparse, "is_distributed": is_distributed, "padding_idx": pad})
+                     {"is_sparse": is_sparse, "is_distributed": bool(is_distributed), "padding_idx": pad})
     return out
 
 

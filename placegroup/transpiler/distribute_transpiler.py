@@ -1,7 +1,7 @@
 """DistributeTranspiler: Fluid's user entry point, over small passes (seed 002 §3.6).
 
-``transpile`` runs the passes (merge, slice, placement; the model-parallel and sparse passes
-join with issues #4 and #5) on copies of the programs (the input is never mutated), and
+``transpile`` runs the passes (merge, slice, sparse, placement; the model-parallel pass
+joins with issue #5) on copies of the programs (the input is never mutated), and
 ``get_program(endpoint, role)`` returns the one placed program with the executor it was made
 for recorded in it.
 
@@ -24,8 +24,9 @@ from placegroup.transpiler.merge import merge_gradients
 from placegroup.transpiler.passes import Job, TranspileContext, run_passes
 from placegroup.transpiler.placement import place
 from placegroup.transpiler.slice import slice_params
+from placegroup.transpiler.sparse import shard_tables
 
-PASSES = (("merge", merge_gradients), ("slice", slice_params), ("placement", place))
+PASSES = (("merge", merge_gradients), ("slice", slice_params), ("sparse", shard_tables), ("placement", place))
 
 
 def _endpoints(spec: Any, default_port: str, what: str) -> list[str]:

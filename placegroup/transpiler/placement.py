@@ -2,8 +2,9 @@
 
 Rules, in order:
 1. Each parameter (or parameter block) with an optimizer is dealt to a pserver by the
-   dispatcher (RoundRobin / HashName), in the order the optimizer ops appear. Its update ops
-   (``op.param``) run there, and the vars they write live there.
+   dispatcher (RoundRobin / HashName), in the order its ops appear, unless a pass pinned it
+   (``var.attrs["pinned"]``: embedding shard k lives on pserver k). The ops that belong to it
+   (``op.param``: its update, a shard's prefetch) run there, and the vars they write live there.
 2. Learning-rate ops (role ``lr_sched``) run on every pserver (``pserver``, replicated), and
    the vars they write live on every pserver: each pserver keeps its own step counter.
 3. A persistable var that only pserver-side ops read and nothing in the main program writes
@@ -31,9 +32,10 @@ def _place_ops(block, ctx) -> dict:
     dispatcher = ctx.split_method(list(ctx.pservers))
     homes: dict[str, PlaceGroup] = {}
     for op in block.ops:
-        if op.param is not None and op.role == "optimize":
+        if op.param is not None:
             if op.param not in homes:
-                homes[op.param] = PlaceGroup.of("pserver", dispatcher.dispatch(op.param))
+                pinned = block.var(op.param).attrs.get("pinned")
+                homes[op.param] = PlaceGroup.of("pserver", pinned or dispatcher.dispatch(op.param))
             op.place = homes[op.param]
         elif op.role == "lr_sched":
             op.place = PSERVERS

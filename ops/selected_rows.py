@@ -1,0 +1,132 @@
+"""SelectedRows: some rows of a tall var, as Fluid's ``SelectedRows`` (the value of a var
+whose ``Variable.type`` is ``"selected_rows"``).
+
+A SelectedRows stands for a dense ``[height, *values.shape[1:]]`` array that is zero except
+in the listed rows: row ``rows[i]`` holds ``values[i]``, and a row listed twice holds the sum
+of its entries (a gradient: two ids of a batch hitting one embedding row). It is how an
+embedding's gradient and a prefetched slice of a sharded table travel: only the touched rows
+exist, never the whole table.
+
+It works on numpy and cupy alike: every method uses the array module of ``values`` (or the
+``xp`` it is given) and nothing else, and it imports nothing from the framework.
+
+Example::
+
+    import numpy as np
+    from placegroup.ops.selected_rows import SelectedRows
+    g = SelectedRows(np.array([3, 0, 3]), np.ones((3, 2), np.float32), height=5)
+    g.shape                 # (5, 2)
+    g.merged().rows         # array([0, 3]); its values are [[1, 1], [2, 2]]
+    g.to_dense()[3]         # array([2., 2.], dtype=float32)
+
+Thread-safety: a SelectedRows is a plain value; its methods never write into its arrays.
+"""
+from __future__ import annotations
+
+import numpy
+
+
+def array_module(a):
+    """numpy or cupy: the module that made the array ``a``."""
+    if type(a).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        return cupy
+    return numpy
+
+
+def scatter_add(xp, dst, idx, src) -> None:
+    """``dst[idx[i]] += src[i]`` in place, repeats adding up in index order.
+
+    numpy and cupy >= 13 have ``xp.add.at``; older cupy has ``cupyx.scatter_add``.
+    """
+    at = getattr(getattr(xp, "add", None), "at", None)
+    if at is not None:
+        at(dst, idx, src)
+    else:  # older cupy
+        import cupyx
+
+        cupyx.scatter_add(dst, idx, src)
+
+
+class SelectedRows:
+    """Rows ``rows`` of a var of ``height`` rows, holding ``values``.
+
+    Args:
+        rows: 1-D integer row numbers in ``[0, height)``; may repeat, any order. Stored int64.
+        values: an array ``[len(rows), ...]``; the trailing dims are the var's.
+        height: the number of rows of the whole var.
+
+    Raises:
+        ValueError: if ``rows`` is not 1-D, ``values`` has another row count or no dims, or
+            ``height`` is negative.
+    """
+
+    __slots__ = ("rows", "values", "height")
+
+    def __init__(self, rows, values, height: int) -> None:
+        xp = array_module(values)
+        rows = xp.asarray(rows)
+        if rows.ndim != 1:
+            raise ValueError(f"SelectedRows: rows must be 1-D, got shape {list(rows.shape)}")
+        if values.ndim < 1 or values.shape[0] != rows.shape[0]:
+            raise ValueError(f"SelectedRows: values{list(values.shape)} must have one row per "
+                             f"entry of rows ({rows.shape[0]})")
+        if int(height) < 0:
+            raise ValueError(f"SelectedRows: height {height} must be >= 0")
+        self.rows = rows.astype(xp.int64, copy=False)
+        self.values = values
+        self.height = int(height)
+
+    @property
+    def shape(self) -> tuple:
+        """The whole var's shape: ``(height, *values.shape[1:])``."""
+        return (self.height,) + tuple(self.values.shape[1:])
+
+    @property
+    def dtype(self):
+        return self.values.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.values.ndim
+
+    def to_dense(self, xp=None):
+        """The dense ``[height, ...]`` array: zeros, plus ``values`` added at ``rows``."""
+        xp = xp or array_module(self.values)
+        out = xp.zeros(self.shape, dtype=self.values.dtype)
+        scatter_add(xp, out, self.rows, self.values)
+        return out
+
+    def merged(self, xp=None) -> "SelectedRows":
+        """The same var with each row listed once: rows sorted and unique, the values of a
+        repeated row summed (in the order they appear)."""
+        xp = xp or array_module(self.values)
+        uniq, inv = xp.unique(self.rows, return_inverse=True)
+        vals = xp.zeros((uniq.shape[0],) + tuple(self.values.shape[1:]), dtype=self.values.dtype)
+        scatter_add(xp, vals, inv.reshape(-1), self.values)
+        return SelectedRows(uniq, vals, self.height)
+
+    def to_host(self) -> "SelectedRows":
+        """The same SelectedRows with numpy arrays (copied from the device for cupy ones):
+        what a fetch returns, without densifying a tall var."""
+        if array_module(self.values) is numpy:
+            return self
+        return SelectedRows(self.rows.get(), self.values.get(), self.height)
+
+    def with_values(self, values) -> "SelectedRows":
+        """The same rows and height holding other ``values`` (e.g. scaled)."""
+        return SelectedRows(self.rows, values, self.height)
+
+    def __repr__(self) -> str:
+        n = self.rows.shape[0]
+        shown = ", ".join(str(int(r)) for r in self.rows[:8].tolist()) + (", ..." if n > 8 else "")
+        return f"SelectedRows(height={self.height}, rows=[{shown}], values={self.dtype}{list(self.values.shape)})"
+
+
+def is_selected_rows(x) -> bool:
+    """True for a ``SelectedRows`` value (False for dense arrays and everything else)."""
+    return isinstance(x, SelectedRows)
+
+
+__all__ = ["SelectedRows", "array_module", "is_selected_rows", "scatter_add"]
