@@ -1,0 +1,45 @@
+"""Distributed sparse tables (issue #4): a table sharded over the pservers, rows prefetched by
+id, SelectedRows gradients; the run equals one process to 1e-5 (losses, fc, the whole table
+put back together from the pservers' shards)."""
+import io
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from placegroup.launch import launch
+from tests.conftest import TIME_FACTOR
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "dist", "train_sparse.py")
+
+
+def _compare(tmp_path, pservers, *args):
+    out = io.StringIO()
+    code = launch(SCRIPT, ["--out", str(tmp_path), *args], 2, pservers, grace=20 * TIME_FACTOR, out=out,
+                  extra_env={"PLACEGROUP_PEER_TIMEOUT": str(30 * TIME_FACTOR)})
+    assert code == 0, out.getvalue()
+    env = {k: v for k, v in os.environ.items() if k != "TRAINING_ROLE"}
+    subprocess.run([sys.executable, SCRIPT, "--out", str(tmp_path), *args], check=True, env=env,
+                   timeout=120 * TIME_FACTOR)
+    ref = np.load(tmp_path / "local0.npz")
+    runs = [np.load(tmp_path / f"trainer{i}.npz") for i in range(2)]
+    np.testing.assert_allclose(np.mean([r["losses"] for r in runs], axis=0), ref["losses"], rtol=1e-5, atol=1e-6)
+    for r in runs:
+        assert "emb" not in r.files  # the whole table never exists on a trainer
+        for name in ("fc_0.w_0", "fc_0.b_0"):
+            np.testing.assert_allclose(r[name], ref[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    table = np.zeros_like(ref["emb"])
+    for k in range(pservers):
+        table[k::pservers] = np.load(tmp_path / f"pserver{k}.npz")[f"emb.shard{k}"]
+    np.testing.assert_allclose(table, ref["emb"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adagrad", "adam"])
+def test_sparse_training_on_2_pservers_equals_one_process(tmp_path, optimizer):
+    _compare(tmp_path, 2, "--optimizer", optimizer)
+
+
+def test_lazy_adam_and_three_shards(tmp_path):
+    _compare(tmp_path, 3, "--optimizer", "adam", "--lazy", "--vocab", "301")
