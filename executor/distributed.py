@@ -115,6 +115,10 @@ class DistPlan:
             if n not in last or last[n] >= first_read:
                 self.initial.append((n, sorted(consumers[n])))
         self.carried = [r for s in self.steps for r in s.remote if r.when == CARRIED]
+        sent = {n for s in self.steps for n, _ in s.pushes} | {n for n, _ in self.initial}
+        for s in self.steps:  # a var another executor receives zero-copy is never overwritten
+            s.step.grant_inplace(sent)
+        self.persistable = {name for name, v in block.vars.items() if v.persistable}
         self.feed_meta = {name: (v, np.dtype(v.dtype), v.shape) for name, v in block.vars.items()}
         self.holders = {n: cluster.matching(v.place) for n, v in block.vars.items()}
 

@@ -41,6 +41,18 @@ class Step:
         self.attrs = dict(op.attrs)
         self.want = frozenset(slot for slot, _, _ in self.outs) if opdef.wants_outputs else None
 
+    def inplace_vars(self) -> set[str]:
+        """The vars this op replaces in place by its OpDef (ParamOut over Param, ...)."""
+        pairs = self.op.opdef.inplace
+        return {n for out, inp in pairs.items() for n in self.op.outputs.get(out, ())
+                if n in self.op.inputs.get(inp, ())}
+
+    def grant_inplace(self, unsafe: set[str]) -> None:
+        """Let the kernel write its in-place vars when none is in ``unsafe`` (NOTE(sparse-copy))."""
+        mine = self.inplace_vars()
+        if mine and not mine & unsafe:
+            self.attrs["_inplace"] = True
+
     def inputs(self, vals: dict) -> dict:
         ins = {}
         for slot, names, dup in self.ins:
@@ -84,8 +96,11 @@ class Plan:
     def __init__(self, program, xp) -> None:
         block = program.global_block()
         self.steps = [Step(i, op, xp) for i, op in enumerate(block.ops)]
+        for st in self.steps:  # one process: nobody else can see a value (NOTE(sparse-copy))
+            st.grant_inplace(set())
         # name -> (var, numpy dtype, declared shape): a feed is checked against these each step
         self.feed_meta = {name: (v, np.dtype(v.dtype), v.shape) for name, v in block.vars.items()}
+        self.persistable = {name for name, v in block.vars.items() if v.persistable}
 
 
 def _fetch_name(f: Any) -> str:
@@ -174,7 +189,7 @@ class Executor:
                 step.run(vals)
             except Exception as e:  # wrapped with the op's context, original chained
                 raise OpError(step.explain(vals, e)) from e
-        return [self._fetch(vals, f, return_numpy) for f in fetch_list or ()]
+        return [self._fetch(vals, f, return_numpy, plan) for f in fetch_list or ()]
 
     def _run_distributed(self, program, feed, fetch_list, scope: Scope, return_numpy: bool) -> list:
         from placegroup.executor.distributed import Runtime
@@ -225,7 +240,11 @@ class Executor:
             where = f" (held by {', '.join(map(str, holders))})" if holders else ""
             raise ProgramError(f"fetch {name!r} has no value after the step{where}; is it a var of "
                                f"this program?")
-        return to_numpy(vals[name]) if return_numpy else vals[name]
+        if not return_numpy:
+            return vals[name]
+        value = to_numpy(vals[name])
+        # an op may update a persistable var in place later (NOTE(sparse-copy)): hand out a copy
+        return value.copy() if value is vals[name] and plan is not None and name in plan.persistable else value
 
     def close(self) -> None:
         """Release what the executor holds. A distributed trainer tells the pservers it is

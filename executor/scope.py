@@ -56,8 +56,9 @@ class Tensor:
         return list(self._value().shape)
 
     def __array__(self, dtype=None, copy=None):
+        # a copy: an op may update the var in place later (NOTE(sparse-copy), ops/optimizer.py)
         a = to_numpy(self._value())
-        return a if dtype is None else a.astype(dtype)
+        return a.astype(dtype) if dtype is not None else (a if copy is False else a.copy())
 
     def __repr__(self) -> str:
         return f"Tensor({self._name}: {np.asarray(self)!r})"

@@ -39,13 +39,13 @@ Its repeated rows are first summed (``SelectedRows.merged``); then, per optimize
   decayed. For SGD and Adagrad lazy and non-lazy are the same update (above): SGD has no
   flag, Adagrad accepts it like Momentum and Adam, and it changes nothing there.
 
-NOTE(sparse-copy): the kernels stay pure, so a sparse update still copies the whole table
-(and each moment) once per step before writing the touched rows: O(table) memory traffic
-where O(rows) would do. A later executor change can lift that without touching the maths:
-the OpDef's ``inplace`` pairs already say ParamOut replaces Param; the executor could pass a
-kernel the set of ``inplace`` inputs it may overwrite (those whose current value nothing else
-can still see: not fetched this step, not read by a later op, not held by a pending send or a
-user's Tensor view), and the kernel would then write rows into them instead of copying.
+NOTE(sparse-copy): a kernel never writes its inputs, so by default a row update copies the
+whole table (and each moment) before writing the touched rows: O(table) memory traffic where
+O(rows) would do. The executor lifts that where it is safe: the OpDef's ``inplace`` pairs say
+ParamOut replaces Param, and when nothing else can still see the old value (the var is not
+pushed to another executor, whose zero-copy send may still be reading it; fetches and
+``numpy.array(tensor)`` hand out copies) it grants the op ``attrs["_inplace"] = True`` once per
+plan, and the row path writes the touched rows into the table itself.
 """
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def _merged_grad(xp, op: str, p, g):
     return m.rows, m.values.astype(p.dtype, copy=False)
 
 
-def _update(xp, op: str, ins, rule, states: tuple = (), lazy: bool = False) -> list:
+def _update(xp, op: str, ins, rule, states: tuple = (), lazy: bool = False, inplace: bool = False) -> list:
     """``rule(p, g, *states) -> [p, *states]`` applied to a dense or SelectedRows Grad:
     dense as is; SelectedRows non-lazy on the scattered gradient, lazy on the touched rows
     only (NOTE(lazy-mode)). Inputs are never written: lazy results are updated copies."""
@@ -120,7 +120,7 @@ def _update(xp, op: str, ins, rule, states: tuple = (), lazy: bool = False) -> l
         return rule(p, dense, *st)
     outs = []
     for old, new in zip([p] + st, rule(p[rows], vals, *(s[rows] for s in st))):
-        out = old.copy()  # NOTE(sparse-copy)
+        out = old if inplace else old.copy()  # NOTE(sparse-copy)
         out[rows] = new
         outs.append(out)
     return outs
@@ -136,7 +136,7 @@ def sgd(xp, ins, a):
     """
     p = ins["Param"]
     lr = _lr(ins, p.dtype)
-    (out,) = _update(xp, "sgd", ins, lambda p, g: [p - lr * g], lazy=True)
+    (out,) = _update(xp, "sgd", ins, lambda p, g: [p - lr * g], lazy=True, inplace=a.get("_inplace", False))
     return {"ParamOut": out}
 
 
@@ -162,7 +162,7 @@ def momentum(xp, ins, a):
         v = v * mu + g
         return [p - (g + v * mu) * lr if a["use_nesterov"] else p - lr * v, v]
 
-    out, v = _update(xp, "momentum", ins, rule, ("Velocity",), a["lazy_mode"])
+    out, v = _update(xp, "momentum", ins, rule, ("Velocity",), a["lazy_mode"], a.get("_inplace", False))
     return {"ParamOut": out, "VelocityOut": v}
 
 
@@ -205,7 +205,7 @@ def adam(xp, ins, a):
         m2 = b2 * m2 + (1 - b2) * g * g
         return [p - lr_t * (m1 / (xp.sqrt(m2) + eps_t)), m1, m2]
 
-    out, m1, m2 = _update(xp, "adam", ins, rule, ("Moment1", "Moment2"), a["lazy_mode"])
+    out, m1, m2 = _update(xp, "adam", ins, rule, ("Moment1", "Moment2"), a["lazy_mode"], a.get("_inplace", False))
     return {"ParamOut": out, "Moment1Out": m1, "Moment2Out": m2,
             "Beta1PowOut": ins["Beta1Pow"] * b1p.dtype.type(a["beta1"]),
             "Beta2PowOut": ins["Beta2Pow"] * b2p.dtype.type(a["beta2"])}
@@ -230,7 +230,7 @@ def adagrad(xp, ins, a):
         m = m + g * g
         return [p - lr * g / (xp.sqrt(m) + eps), m]
 
-    out, m = _update(xp, "adagrad", ins, rule, ("Moment",), lazy=True)
+    out, m = _update(xp, "adagrad", ins, rule, ("Moment",), lazy=True, inplace=a.get("_inplace", False))
     return {"ParamOut": out, "MomentOut": m}
 
 
