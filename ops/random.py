@@ -62,20 +62,45 @@ def _infer(ins, a):
     return {"Out": Meta(tuple(a["shape"]), a["dtype"])}
 
 
+CHUNK = 1 << 20  # elements generated at a time: a 10M-row table never needs 10x its size
+
+
+def _generate(xp, a, values) -> dict:
+    """Out, made ``CHUNK`` elements of rows at a time by ``values(idx) -> float64 array``."""
+    shape = tuple(int(d) for d in a["shape"])
+    out = xp.empty(shape, dtype=a["dtype"])
+    if not shape or out.size == 0:
+        out[...] = values(flat_indices(xp, shape, a["whole_shape"], a["offsets"], a["strides"]))
+        return {"Out": out}
+    whole = tuple(int(d) for d in a["whole_shape"]) or shape
+    offs = tuple(int(o) for o in a["offsets"]) or (0,) * len(shape)
+    steps = tuple(int(st) for st in a["strides"]) or (1,) * len(shape)
+    per_row = max(1, out.size // shape[0])
+    rows = max(1, CHUNK // per_row)
+    for r0 in range(0, shape[0], rows):
+        n = min(rows, shape[0] - r0)
+        idx = flat_indices(xp, (n,) + shape[1:], whole, (offs[0] + steps[0] * r0,) + offs[1:], steps)
+        out[r0:r0 + n] = values(idx)
+    return {"Out": out}
+
+
 @register("uniform_random", ins=(), outs=("Out",), attrs={**_RAND_ATTRS, "min": -1.0, "max": 1.0},
           infer=_infer, role="init")
 def uniform_random(xp, ins, a):
     """Out ~ U[min, max), value at whole-var index i = f(seed, i)."""
-    u = uniform01(xp, a["seed"], flat_indices(xp, a["shape"], a["whole_shape"], a["offsets"], a["strides"]))
-    return {"Out": (a["min"] + (a["max"] - a["min"]) * u).astype(a["dtype"])}
+    lo, span = a["min"], a["max"] - a["min"]
+    return _generate(xp, a, lambda idx: lo + span * uniform01(xp, a["seed"], idx))
 
 
 @register("gaussian_random", ins=(), outs=("Out",), attrs={**_RAND_ATTRS, "mean": 0.0, "std": 1.0},
           infer=_infer, role="init")
 def gaussian_random(xp, ins, a):
     """Out ~ N(mean, std²) by Box-Muller on counters 2i and 2i+1."""
-    idx = flat_indices(xp, a["shape"], a["whole_shape"], a["offsets"], a["strides"]) * np.uint64(2)
-    u1 = uniform01(xp, a["seed"], idx)
-    u2 = uniform01(xp, a["seed"], idx + np.uint64(1))
-    z = xp.sqrt(-2.0 * xp.log1p(-u1)) * xp.cos(2.0 * np.pi * u2)
-    return {"Out": (a["mean"] + a["std"] * z).astype(a["dtype"])}
+
+    def values(idx):
+        idx = idx * np.uint64(2)
+        u1 = uniform01(xp, a["seed"], idx)
+        u2 = uniform01(xp, a["seed"], idx + np.uint64(1))
+        return a["mean"] + a["std"] * xp.sqrt(-2.0 * xp.log1p(-u1)) * xp.cos(2.0 * np.pi * u2)
+
+    return _generate(xp, a, values)
