@@ -24,6 +24,7 @@ from placegroup.comm.framing import pack
 
 log = logging.getLogger("placegroup.comm")
 
+ZERO_COPY_BYTES = 1 << 20  # NOTE(zero-copy)
 LINGER_MS = 2000  # a closed socket gives its last messages this long, then drops them
 
 
@@ -88,13 +89,17 @@ class Transport:
         """Queue ``frames`` for ``peer`` (held back until a ROUTER peer has said hello)."""
         if peer in self.gone:
             return
-        self.bytes_sent += sum(memoryview(f).nbytes for f in frames)
+        nbytes = sum(memoryview(f).nbytes for f in frames)
+        self.bytes_sent += nbytes
+        # NOTE(zero-copy): pyzmq releases a zero-copy frame's buffer through its garbage
+        # collector thread (a wake-up per message); below ZERO_COPY_BYTES copying is cheaper.
+        copy = nbytes < ZERO_COPY_BYTES
         s = self.dealers.get(peer)
         if s is not None:
-            s.send_multipart(frames, copy=False)
+            s.send_multipart(frames, copy=copy)
         elif peer in self.known:
             try:
-                self.router.send_multipart([peer.encode(), *frames], copy=False)
+                self.router.send_multipart([peer.encode(), *frames], copy=copy)
             except zmq.ZMQError as e:  # EHOSTUNREACH (ROUTER_MANDATORY): the peer left
                 log.warning("%s: %s is gone (%s); dropping what was sent to it", self.me, peer, e)
                 self.gone.add(peer)

@@ -244,7 +244,9 @@ class Runtime:
                 v = as_host(vals[n])
                 for p in peers:
                     mailbox.post(p, n, step, v)
-        mailbox.flush()
+        # NOTE(deferred-flush): what this step posted leaves at the next wait (the parameter
+        # pull that ends a dense step, the next step's prefetch, a fetch) or at close, in one
+        # message per peer: a sparse step's gradients travel with the next step's ids.
         self.completed = step
         if self.fetches:
             self._answer_fetches()
