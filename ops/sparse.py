@@ -68,7 +68,7 @@ def _split_ids_infer(ins, a):
 
 
 @register("split_ids", ins=(Slot("Ids", no_grad=True),), outs=(Slot("Out", duplicable=True),),
-          attrs={"num_shards": 1}, infer=_split_ids_infer)
+          attrs={"num_shards": 1, "height": 0, "table": ""}, infer=_split_ids_infer)
 def split_ids(xp, ins, a):
     """Out[k] = the sorted unique ids ``i`` of Ids with ``i % num_shards == k``, int64 [n_k, 1]
     (NOTE(row-shards)); a shard no id falls in gets [0, 1].
@@ -76,13 +76,17 @@ def split_ids(xp, ins, a):
     Example: Ids [[5], [2], [5], [0]], num_shards 2 -> Out [[[0], [2]], [[5]]].
 
     Raises:
-        IndexError: for a negative id, naming it (the modulo would place it wrongly).
+        IndexError: for a negative id, or one ``>= height`` when ``height`` is set, naming the
+            id and the ``table`` (checked here, on the trainer, before anything is sent).
     """
     n = a["num_shards"]
     flat = ins["Ids"].reshape(-1).astype(xp.int64, copy=False)
-    if bool((flat < 0).any()):
-        raise IndexError(f"split_ids: id {int(flat[flat < 0][0])} is negative; ids are rows of a table")
     uniq = xp.unique(flat)
+    if uniq.shape[0] and (int(uniq[0]) < 0 or (a["height"] and int(uniq[-1]) >= a["height"])):
+        bad = int(uniq[0]) if int(uniq[0]) < 0 else int(uniq[-1])
+        table = f" {a['table']!r}" if a["table"] else ""
+        rows = f" of {a['height']:,} rows" if a["height"] else ""
+        raise IndexError(f"split_ids: id {bad} is out of range for table{table}{rows}")
     shard = uniq % n
     return {"Out": [uniq[shard == k].reshape(-1, 1) for k in range(n)]}
 

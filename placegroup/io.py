@@ -238,6 +238,14 @@ def _select(program, vars, predicate) -> list:
         chosen = [block.var(v) if isinstance(v, str) else v for v in vars]
     else:
         chosen = [v for v in program.list_vars() if predicate is None or predicate(v)]
+        if program.executor is not None and program.cluster is not None:
+            # a program made for one executor (get_program): only what that executor holds,
+            # so each pserver saves and loads its own blocks and shards
+            from placegroup.cluster import Cluster
+
+            cluster = Cluster.from_program(program)
+            me = cluster.find(program.executor)
+            chosen = [v for v in chosen if me in cluster.matching(v.place)]
     seen: dict[str, Any] = {}
     for v in chosen:
         seen.setdefault(v.name, v)

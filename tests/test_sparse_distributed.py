@@ -20,6 +20,9 @@ def _compare(tmp_path, pservers, *args):
     code = launch(SCRIPT, ["--out", str(tmp_path), *args], 2, pservers, grace=20 * TIME_FACTOR, out=out,
                   extra_env={"PLACEGROUP_PEER_TIMEOUT": str(30 * TIME_FACTOR)})
     assert code == 0, out.getvalue()
+    for k in range(pservers):  # each pserver saved and reloaded its own shard (and only it)
+        line = next(x for x in out.getvalue().splitlines() if f"pserver {k} checkpoint:" in x)
+        assert f"'emb.shard{k}'" in line and line.endswith("reloaded equal") and "'emb'" not in line
     env = {k: v for k, v in os.environ.items() if k != "TRAINING_ROLE"}
     subprocess.run([sys.executable, SCRIPT, "--out", str(tmp_path), *args], check=True, env=env,
                    timeout=120 * TIME_FACTOR)

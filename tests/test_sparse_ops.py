@@ -141,9 +141,11 @@ def test_split_ids_sorted_unique_per_shard(ids):
         assert o.dtype == np.int64 and o.shape == (len(want), 1) and o.reshape(-1).tolist() == want
 
 
-def test_split_ids_rejects_negative_ids():
-    with pytest.raises(IndexError, match="id -2 is negative"):
+def test_split_ids_rejects_ids_outside_the_table():
+    with pytest.raises(IndexError, match="id -2 is out of range for table"):
         run("split_ids", {"Ids": np.array([[1], [-2]])}, num_shards=2)
+    with pytest.raises(IndexError, match="id 10 is out of range for table 'emb' of 10 rows"):
+        run("split_ids", {"Ids": np.array([[1], [10]])}, num_shards=2, height=10, table="emb")
 
 
 TABLE = RNG.standard_normal((11, 4)).astype(np.float32)  # 11 rows over 3 shards: 4, 4, 3

@@ -52,7 +52,8 @@ def _shard_table(job: Job, w, pservers) -> None:
                             type="selected_rows", stop_gradient=True).name for part in parts]
     prefetched = main.create_var(f"{w.name}@PREFETCH", shape=list(w.shape), dtype=w.dtype,
                                  type="selected_rows", stop_gradient=True)
-    main.insert_op(at, "split_ids", {"Ids": [ids]}, {"Out": shard_ids}, {"num_shards": m}, infer=False)
+    main.insert_op(at, "split_ids", {"Ids": [ids]}, {"Out": shard_ids},
+                   {"num_shards": m, "height": height, "table": w.name}, infer=False)
     for i, part in enumerate(parts):
         op = main.insert_op(at + 1 + i, "shard_lookup", {"Ids": [shard_ids[i]], "W": [w.name + part.suffix]},
                             {"Out": [rows[i]]}, {"num_shards": m, "shard_index": part.index, "height": height},

@@ -66,6 +66,14 @@ def main() -> None:
         if role == "PSERVER":
             exe.run(prog)
             k = t.pserver_endpoints.index(endpoint)
+            # each pserver checkpoints its own shard, and loads it back into a fresh scope
+            ckpt = os.path.join(a.out, f"ckpt{k}")
+            saved = fluid.io.save_persistables(exe, ckpt, prog)
+            fresh = fluid.Scope()
+            fluid.io.load_persistables(exe, ckpt, prog, scope=fresh)
+            same = all(np.array_equal(np.array(fresh.find_var(n).get_tensor()),
+                                      np.array(fluid.global_scope().find_var(n).get_tensor())) for n in saved)
+            print(f"pserver {k} checkpoint: {sorted(saved)} reloaded {'equal' if same else 'DIFFERENT'}")
             shards = {n: np.array(fluid.global_scope().find_var(n).get_tensor())
                       for n in fluid.global_scope().local_var_names() if n.startswith("emb.shard")}
             np.savez(os.path.join(a.out, f"pserver{k}.npz"), **shards)
