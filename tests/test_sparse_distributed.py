@@ -46,3 +46,33 @@ def test_sparse_training_on_2_pservers_equals_one_process(tmp_path, optimizer):
 
 def test_lazy_adam_and_three_shards(tmp_path):
     _compare(tmp_path, 3, "--optimizer", "adam", "--lazy", "--vocab", "301")
+
+
+def _run_ctr(vocab: int, steps: int):
+    import re
+
+    example = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "ctr_sparse.py")
+    out = io.StringIO()
+    code = launch(example, ["--vocab", str(vocab), "--steps", str(steps)], 2, 2, grace=60 * TIME_FACTOR, out=out)
+    text = out.getvalue()
+    assert code == 0, text[-3000:]
+    trainer_mib = [float(m.replace(",", "")) for m in
+                   re.findall(r"\[trainer\.\d\] table .* this process's peak memory ([0-9,]+) MiB", text)]
+    table_mib = vocab * 64 * 4 / 2 ** 20
+    assert len(trainer_mib) == 2 and max(trainer_mib) < 150, trainer_mib
+    assert text.count("pserver: held ['ad_emb.shard") == 2
+    last = [float(x) for x in re.findall(r"loss ([0-9.]+)  \(base rate's loss ([0-9.]+)\)", text)[-1]]
+    assert last[0] < last[1]  # the model beats the base rate
+    return trainer_mib, table_mib
+
+
+def test_ctr_example_keeps_the_table_off_the_trainers(tmp_path):
+    trainer_mib, table_mib = _run_ctr(2_000_000, 100)
+    assert max(trainer_mib) < table_mib / 3
+
+
+@pytest.mark.slow
+def test_ctr_example_with_10_million_rows():
+    """Issue #4's check: a 10M x 64 table (2.4 GiB) on 2 pservers, trainers under 500 MB."""
+    trainer_mib, table_mib = _run_ctr(10_000_000, 300)
+    assert table_mib > 2400 and max(trainer_mib) < 500
