@@ -200,4 +200,40 @@ def shard_selected_rows(xp, ins, a):
     return {"Out": outs}
 
 
+# -- split_selected_rows --------------------------------------------------------------------
+
+
+def _split_sr_infer(ins, a):
+    x = ins["X"]
+    sections = list(a["sections"])
+    check(a["axis"] == 0 and sections and all(r > 0 for r in sections),
+          f"split_selected_rows: splits rows (axis 0) into positive sections, got axis {a['axis']}, "
+          f"sections {sections}")
+    check(x.shape[0] in (sum(sections), -1),
+          f"split_selected_rows: sections {sections} do not add up to X's {x.shape[0]} rows")
+    return {"Out": [Meta((r,) + tuple(x.shape[1:]), x.dtype) for r in sections]}
+
+
+@register("split_selected_rows", ins=("X",), outs=(Slot("Out", duplicable=True),),
+          attrs={"sections": [], "axis": 0}, infer=_split_sr_infer, role="backward")
+def split_selected_rows(xp, ins, a):
+    """Out[k] = the entries of X in the k-th block of consecutive rows (``sections``), rows made
+    local to the block: the gradient of a sparse parameter sliced into row blocks (seed 000),
+    as ``split`` is for a dense one.
+
+    Raises:
+        ValueError: if the sections do not add up to X's height.
+    """
+    x = _sr("split_selected_rows", "X", ins["X"])
+    sections = [int(r) for r in a["sections"]]
+    if sum(sections) != x.height:
+        raise ValueError(f"split_selected_rows: sections {sections} do not add up to X's height {x.height}")
+    outs, start = [], 0
+    for rows in sections:
+        keep = (x.rows >= start) & (x.rows < start + rows)
+        outs.append(SelectedRows(x.rows[keep] - start, x.values[keep], rows))
+        start += rows
+    return {"Out": outs}
+
+
 __all__ = ["concat_rows", "shard_rows"]

@@ -183,6 +183,7 @@ OWNED_ELSEWHERE: dict[str, str] = {
     "split_ids": "tests/test_sparse_ops.py",
     "shard_lookup": "tests/test_sparse_ops.py",
     "merge_selected_rows": "tests/test_sparse_ops.py",
+    "split_selected_rows": "tests/test_sparse_ops.py",
 }
 
 

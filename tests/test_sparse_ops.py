@@ -367,3 +367,13 @@ def test_sparse_grad_must_fit_the_param(op, attrs, state):
         run(op, {**ins, "Grad": sr([1], np.ones((1, 3), np.float32), 8)}, **attrs)
     with pytest.raises(IndexError, match="Grad has row 12, outside Param's 10 rows"):
         run(op, {**ins, "Grad": sr([1, 12], np.ones((2, 3), np.float32), H)}, **attrs)
+
+
+def test_split_selected_rows_cuts_blocks_of_local_rows():
+    g = sr([7, 0, 4, 7, 5], RNG.standard_normal((5, 3)).astype(np.float32), 9)
+    outs = run("split_selected_rows", {"X": g}, sections=[5, 4])["Out"]
+    assert [o.height for o in outs] == [5, 4]
+    np.testing.assert_array_equal(np.concatenate([outs[0].to_dense(), outs[1].to_dense()]), g.to_dense())
+    assert outs[1].rows.tolist() == [2, 2, 0]  # rows 7, 7, 5, made local to the second block
+    with pytest.raises(ValueError, match="do not add up to X's height 9"):
+        run("split_selected_rows", {"X": g}, sections=[5, 5])

@@ -14,11 +14,11 @@ import numpy as np
 import placegroup as fluid
 
 
-def build(vocab: int, dim: int, optimizer: str, lazy: bool):
+def build(vocab: int, dim: int, optimizer: str, lazy: bool, distributed: bool = True):
     fluid.default_startup_program().random_seed = 11
     ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
     label = fluid.layers.data(name="label", shape=[1], dtype="int64")
-    emb = fluid.layers.embedding(input=ids, size=[vocab, dim], is_sparse=True, is_distributed=True,
+    emb = fluid.layers.embedding(input=ids, size=[vocab, dim], is_sparse=True, is_distributed=distributed,
                                  param_attr=fluid.ParamAttr(name="emb", initializer=fluid.initializer.Uniform(-0.5, 0.5)))
     logits = fluid.layers.fc(input=emb, size=2)
     cost = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits=logits, label=label))
@@ -46,11 +46,13 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=8)
     ap.add_argument("--optimizer", default="sgd")
     ap.add_argument("--lazy", action="store_true")
+    ap.add_argument("--blocks", action="store_true",
+                    help="is_distributed=False: the sparse table is sliced into row blocks instead")
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    cost = build(a.vocab, a.dim, a.optimizer, a.lazy)
+    cost = build(a.vocab, a.dim, a.optimizer, a.lazy, distributed=not a.blocks)
     exe = fluid.Executor(fluid.CPUPlace())
     role = os.environ.get("TRAINING_ROLE")
     n, tid, prog = 1, 0, fluid.default_main_program()
@@ -75,13 +77,14 @@ def main() -> None:
                                       np.array(fluid.global_scope().find_var(n).get_tensor())) for n in saved)
             print(f"pserver {k} checkpoint: {sorted(saved)} reloaded {'equal' if same else 'DIFFERENT'}")
             shards = {n: np.array(fluid.global_scope().find_var(n).get_tensor())
-                      for n in fluid.global_scope().local_var_names() if n.startswith("emb.shard")}
+                      for n in fluid.global_scope().local_var_names() if n.startswith("emb.")}
             np.savez(os.path.join(a.out, f"pserver{k}.npz"), **shards)
             exe.close()
             return
         n, tid = t.trainer_num, t.trainer_id
         tag = f"trainer{tid}"
-        assert fluid.global_scope().find_var("emb") is None, "the whole table must never be on a trainer"
+        if not a.blocks:
+            assert fluid.global_scope().find_var("emb") is None, "the whole table must never be on a trainer"
     losses = []
     for ids, label in batches(a.vocab, a.steps, a.batch):
         lo, hi = tid * len(ids) // n, (tid + 1) * len(ids) // n
