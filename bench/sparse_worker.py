@@ -51,8 +51,12 @@ def main() -> None:
         prog = t.get_program(endpoint, role)
         exe.run(t.get_startup_program(endpoint, role))
         if role == "PSERVER":
+            c0 = time.process_time()
             exe.run(prog)
+            cpu = time.process_time() - c0
             exe.close()
+            with open(os.path.join(a.out, f"pserver{t.pserver_endpoints.index(endpoint)}.json"), "w") as f:
+                json.dump({"cpu_s_per_step": cpu / a.steps}, f)
             return
         tag = f"trainer{t.trainer_id}"
     rng = np.random.default_rng(int(os.environ.get("PADDLE_TRAINER_ID", "0")))
@@ -60,13 +64,13 @@ def main() -> None:
                 rng.integers(0, 2, size=(a.batch, 1)).astype(np.int64)) for _ in range(a.steps)]
     for i, (x, y) in enumerate(batches):
         if i == a.warmup:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
         exe.run(prog, feed={"ids": x, "label": y}, fetch_list=[cost])
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     exe.close()
     with open(os.path.join(a.out, tag + ".json"), "w") as f:
         json.dump({"steps_per_s": (a.steps - a.warmup) / dt, "examples_per_s": (a.steps - a.warmup) * a.batch / dt,
-                   "peak_rss_mb": peak_rss_mb()}, f)
+                   "peak_rss_mb": peak_rss_mb(), "cpu_s_per_step": cpu / (a.steps - a.warmup)}, f)
 
 
 if __name__ == "__main__":
