@@ -67,8 +67,7 @@ def main() -> None:
     print(f"  {total:,.0f} examples/s in total ({steps} steps/s per "
           f"trainer) = {total / f:.2f} of the floor  [target >= 0.39; Paddle ~0.19]")
     cpu = [1e3 * r["cpu_s_per_step"] for r in runs + servers]
-    print(f"  CPU per step (trainers, pservers): {', '.join(f'{c:.2f}' for c in cpu)} ms; "
-          f"the kernels themselves take about a third of it, messages the rest")
+    print(f"  CPU per step (trainers, pservers): {', '.join(f'{c:.2f}' for c in cpu)} ms")
     print(f"  trainers' peak RSS {rss} MB; the table is "
           f"{table_mb:,.0f} MB, on the pservers")
 

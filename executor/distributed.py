@@ -11,10 +11,12 @@ writes later), where step -1 is the startup program. A var the program never wri
 constant made by the startup program) is waited for once, at version -1, and kept. Every wait
 points to something earlier in (step, program order), so sync training cannot deadlock.
 
-NOTE(end-of-step): a trainer's ``exe.run`` returns only after it has taken the loop-carried
-values it reads remotely at their version of this step (the fresh parameters), so its scope
-holds each parameter after update s (DESIGN.md §4, "What a trainer's scope holds"), and the
-next step finds them there without waiting.
+NOTE(end-of-step): after step s, the loop-carried values a trainer reads remotely (the fresh
+parameters) are *pending* at version s: the next step's first op that reads one waits for it
+there, so the next step's first messages (its prefetch ids) leave before that wait and one
+round trip serves both. Whoever looks earlier gets the value after update s all the same
+(DESIGN.md §4, "What a trainer's scope holds"): ``find_var(...).get_tensor()``, a fetch and
+``exe.close()`` settle the pending values first.
 """
 from __future__ import annotations
 
@@ -146,6 +148,7 @@ class Runtime:
         self.peers = [e.name for e in self.cluster.executors if e != self.me]
         self.plans: dict[int, tuple] = {}
         self.completed = -2          # the last step this executor finished (-1: startup)
+        self.pending: dict = {}      # var -> (RemoteIn, step): carried values not taken yet
         self.fetches: list = []      # (peer, var, version) asked for before that step was done
         self.vals: dict | None = None
         self.mailbox.on_fetch = self._on_fetch
@@ -177,8 +180,9 @@ class Runtime:
         for r in remote:
             if r.when == CONSTANT and r.var in vals:
                 continue  # a constant from the startup program: taken once, kept
-            if r.when == CARRIED and step > 0 and ds is not None:
-                continue  # taken at the end of the previous step (NOTE(end-of-step))
+            if r.when == CARRIED and ds is not None and step > 0:
+                if self.pending.pop(r.var, None) is None:
+                    continue  # settled already (NOTE(end-of-step))
             version = step if r.when == SAME else (-1 if r.when == CONSTANT or step == 0 else step - 1)
             if ds is None:
                 version = step
@@ -251,8 +255,26 @@ class Runtime:
         if self.fetches:
             self._answer_fetches()
         if plan.carried and not plan.startup:
-            self._take(vals, None, plan.carried, step, {})
+            self.settle()  # values the step did not read (none, normally): no mixing versions
+            self.pending = {r.var: (r, step) for r in plan.carried}
         self.started = True
+
+    def settle_one(self, name: str) -> None:
+        """The scope's hook before it hands out ``name``'s value (NOTE(end-of-step))."""
+        if name in self.pending:
+            self.settle([name])
+
+    def settle(self, names=None) -> None:
+        """Take the pending loop-carried values (all, or those of ``names``) into the scope."""
+        if not self.pending or self.vals is None:
+            return
+        wanted = [n for n in (self.pending if names is None else names) if n in self.pending]
+        by_step: dict[int, list] = {}
+        for n in wanted:
+            r, step = self.pending.pop(n)
+            by_step.setdefault(step, []).append(r)
+        for step, remote in by_step.items():
+            self._take(self.vals, None, remote, step, {})
 
     def _call(self, ds: DistStep, vals: dict, step: int, gathered: dict) -> None:
         st = ds.step
@@ -309,6 +331,7 @@ class Runtime:
     def close(self) -> None:
         if self.closed:
             return
+        self.settle()  # the scope keeps the parameters after the last update
         self.closed = True
         if self.me.role == ExecutorRole.TRAINER:
             self.mailbox.step_of = lambda: self.step - 1  # the last step this trainer ran

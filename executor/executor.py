@@ -180,6 +180,8 @@ class Executor:
         scope = scope if scope is not None else global_scope()
         if program.executor is not None and program.cluster is not None:
             return self._run_distributed(program, feed, fetch_list, scope, return_numpy)
+        if scope.settle is not None:  # parameters still on their way from the pservers
+            scope.settle()
         plan = self._plan(program)
         vals = scope.vars
         if feed:
@@ -204,6 +206,8 @@ class Executor:
         plan = rt.plan(program)
         vals = scope.vars
         scope.set_guard = _set_guard(plan, rt.me)
+        scope.get_hook = rt.settle_one
+        scope.settle = rt.settle
         try:
             if feed:
                 self._feed(plan, vals, feed)
@@ -222,6 +226,7 @@ class Executor:
                 rt.run_step(plan, vals, rt.step)
                 rt.step += 1
             names = [_fetch_name(f) for f in fetch_list or ()]
+            rt.settle([n for n in names if n in rt.pending])
             remote = [n for n in names if n not in vals and plan.holders.get(n) and rt.me not in plan.holders[n]]
             if remote:  # a var held elsewhere: its holder's value of this step (DESIGN.md §4)
                 got = rt.fetch_remote(plan, remote, rt.step - 1)

@@ -36,6 +36,9 @@ class Tensor:
         self._name = name
 
     def _value(self):
+        hook = self._scope.get_hook
+        if hook is not None:
+            hook(self._name)
         try:
             return self._scope.vars[self._name]
         except KeyError:
@@ -84,9 +87,15 @@ class Scope:
         # Set by a distributed executor so that ``Tensor.set`` on a var held elsewhere raises
         # PlacementError naming the holder (DESIGN.md §4).
         self.set_guard = None
+        # Set by a distributed executor: called with a var's name before its value is handed
+        # out, so that a parameter still on its way from a pserver is taken first.
+        self.get_hook = None
+        self.settle = None  # and this one takes every such value (before a local program runs)
 
     def find_var(self, name: str) -> ScopeVar | None:
         """The var ``name`` if it has a value here, else None (as in Fluid)."""
+        if self.get_hook is not None:
+            self.get_hook(name)
         return ScopeVar(self, name) if name in self.vars else None
 
     def var(self, name: str) -> ScopeVar:
