@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import logging
 import os
 import weakref
 
@@ -30,11 +31,12 @@ import numpy as np
 from placegroup.cluster import Cluster, classify
 from placegroup.comm.mailbox import Mailbox, PeersDone, as_host, to_device
 from placegroup.comm.transport import Transport
-from placegroup.errors import CommTimeout, OpError, PlacementError
+from placegroup.errors import CommTimeout, OpError, PlacegroupError, PlacementError
 from placegroup.executor.executor import Step
 from placegroup.place_group import ExecutorRole
 
 CARRIED, SAME, CONSTANT = "carried", "same", "constant"
+log = logging.getLogger("placegroup.executor")
 
 
 @dataclasses.dataclass
@@ -154,6 +156,7 @@ class Runtime:
         self.mailbox.on_fetch = self._on_fetch
         self.started = False
         self.served = False  # a pserver has served the whole job (NOTE(pserver-run))
+        self.failed = False
         self.closed = False
         _live.add(self)
 
@@ -323,6 +326,7 @@ class Runtime:
     # -- shutting down -------------------------------------------------------------------------
     def fail(self, err: BaseException) -> None:
         """Tell every peer this executor failed, so nobody waits for it until a timeout."""
+        self.failed = True
         try:
             self.mailbox.broadcast(self.peers, "error", f"{type(err).__name__}: {err}")
         except Exception:  # noqa: BLE001 - already failing; the original error is what matters
@@ -331,7 +335,11 @@ class Runtime:
     def close(self) -> None:
         if self.closed:
             return
-        self.settle()  # the scope keeps the parameters after the last update
+        if not self.failed:
+            try:
+                self.settle()  # the scope keeps the parameters after the last update
+            except PlacegroupError as e:  # a pserver already gone: closing must not hang on it
+                log.warning("%s: closing without the last parameters: %s", self.me, e)
         self.closed = True
         if self.me.role == ExecutorRole.TRAINER:
             self.mailbox.step_of = lambda: self.step - 1  # the last step this trainer ran
