@@ -22,7 +22,7 @@ gradients itself with ``shard_selected_rows``.
 from __future__ import annotations
 
 from placegroup.ops.registry import Meta, Slot, check, register
-from placegroup.ops.selected_rows import SelectedRows, is_selected_rows
+from placegroup.ops.selected_rows import SelectedRows, is_selected_rows, sorted_unique
 
 
 def shard_rows(height: int, num_shards: int, k: int) -> int:
@@ -81,7 +81,7 @@ def split_ids(xp, ins, a):
     """
     n = a["num_shards"]
     flat = ins["Ids"].reshape(-1).astype(xp.int64, copy=False)
-    uniq = xp.unique(flat)
+    uniq = sorted_unique(xp, flat)
     if uniq.shape[0] and (int(uniq[0]) < 0 or (a["height"] and int(uniq[-1]) >= a["height"])):
         bad = int(uniq[0]) if int(uniq[0]) < 0 else int(uniq[-1])
         table = f" {a['table']!r}" if a["table"] else ""
