@@ -111,7 +111,10 @@ class DistPlan:
                     remote.append(RemoteIn(slot, n, edge.kind, tuple(s.name for s in edge.sources), when))
             pushes = [(n, sorted(consumers[n])) for n in op.output_arg_names
                       if last.get(n) == i and n in consumers]
-            self.steps.append(DistStep(Step(i, op, xp), remote, pushes))
+            st = Step(i, op, xp)
+            if st.comm is not None:  # a collective: every member contributes its own instance
+                st.comm = [e.name for e in runners[i]]  # the group, in rank order; bound at run time
+            self.steps.append(DistStep(st, remote, pushes))
         # values held here that others read before this program writes them: sent at start
         held = {n for n, v in block.vars.items() if me in cluster.matching(v.place)}
         for n in sorted(held & set(consumers)):
@@ -125,6 +128,20 @@ class DistPlan:
         self.persistable = {name for name, v in block.vars.items() if v.persistable}
         self.feed_meta = {name: (v, np.dtype(v.dtype), v.shape) for name, v in block.vars.items()}
         self.holders = {n: cluster.matching(v.place) for n, v in block.vars.items()}
+
+
+def peer_links(cluster: Cluster, me) -> tuple[dict, str | None]:
+    """``(connect, bind)`` of executor ``me`` (DESIGN.md §6): pservers bind their endpoint and
+    trainers connect to every pserver; trainers listed with endpoints (for collectives) bind
+    theirs too, and of two such trainers the one with the smaller name connects to the other,
+    so each pair shares exactly one connection."""
+    connect = {}
+    if me.role == ExecutorRole.TRAINER:
+        connect = {e.name: e.endpoint for e in cluster.executors if e.role == ExecutorRole.PSERVER}
+        if me.endpoint is not None:
+            connect.update({e.name: e.endpoint for e in cluster.executors
+                            if e.role == ExecutorRole.TRAINER and e.endpoint and e.name > me.name})
+    return connect, me.endpoint
 
 
 def _timeout(name: str, default: float) -> float:
@@ -141,9 +158,7 @@ class Runtime:
         self.xp = xp
         self.peer_timeout = peer_timeout or _timeout("PLACEGROUP_PEER_TIMEOUT", 60.0)
         self.start_timeout = _timeout("PLACEGROUP_START_TIMEOUT", 120.0)
-        pservers = [e for e in self.cluster.executors if e.role == ExecutorRole.PSERVER]
-        connect = {} if self.me.role == ExecutorRole.PSERVER else {e.name: e.endpoint for e in pservers}
-        bind = self.me.endpoint if self.me.role == ExecutorRole.PSERVER else None
+        connect, bind = peer_links(self.cluster, self.me)
         self.step = 0
         self.transport = Transport(self.me.name, bind, connect, self.digest)
         self.mailbox = Mailbox(self.transport, lambda: self.step)
@@ -281,6 +296,13 @@ class Runtime:
 
     def _call(self, ds: DistStep, vals: dict, step: int, gathered: dict) -> None:
         st = ds.step
+        if isinstance(st.comm, list):  # bind the op's group to this runtime once
+            from placegroup.comm.collectives import RingCommunicator
+
+            st.comm = RingCommunicator(self.mailbox, st.comm, self.me.name, self.peer_timeout,
+                                       self._describe(ds, step))
+        if st.comm is not None:
+            st.attrs["_step"] = step
         try:
             ins = st.inputs(vals) if not gathered else {
                 **{s: ([vals[n] for n in names] if dup else vals[names[0]])

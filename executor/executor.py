@@ -23,10 +23,25 @@ from placegroup.executor.scope import Scope, global_scope, to_numpy
 from placegroup.ops.registry import EMPTY_VAR
 
 
+class LocalComm:
+    """The communicator of a one-member group: what a collective op sees in one process."""
+
+    rank, size = 0, 1
+
+    def allreduce(self, x, op, tag, step):
+        return x.copy()
+
+    def allgather(self, x, axis, tag, step):
+        return x.copy()
+
+    def reducescatter(self, x, axis, tag, step):
+        return x.copy()
+
+
 class Step:
     """One op, resolved: ``run(vals)`` reads its inputs from ``vals`` and writes its outputs."""
 
-    __slots__ = ("index", "op", "kernel", "ins", "outs", "attrs", "xp", "want")
+    __slots__ = ("index", "op", "kernel", "ins", "outs", "attrs", "xp", "want", "comm")
 
     def __init__(self, index: int, op, xp) -> None:
         opdef = op.opdef
@@ -40,6 +55,10 @@ class Step:
                           for s in opdef.outputs if op.outputs.get(s.name))
         self.attrs = dict(op.attrs)
         self.want = frozenset(slot for slot, _, _ in self.outs) if opdef.wants_outputs else None
+        # a collective op's communicator: one member here; a distributed plan sets its group
+        self.comm = LocalComm() if getattr(opdef, "wants_comm", False) else None
+        if self.comm is not None:
+            self.attrs["_tag"] = f"op{index}"
 
     def inplace_vars(self) -> set[str]:
         """The vars this op replaces in place by its OpDef (ParamOut over Param, ...)."""
@@ -61,7 +80,9 @@ class Step:
 
     def call(self, ins: dict, vals: dict) -> None:
         """Run the kernel on ``ins`` and write its outputs into ``vals``."""
-        if self.want is None:
+        if self.comm is not None:
+            outs = self.kernel(self.xp, ins, self.attrs, self.comm)
+        elif self.want is None:
             outs = self.kernel(self.xp, ins, self.attrs)
         else:
             outs = self.kernel(self.xp, ins, self.attrs, self.want)

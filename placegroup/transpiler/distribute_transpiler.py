@@ -20,13 +20,15 @@ from typing import Any
 from placegroup.framework import Program, default_main_program, default_startup_program
 from placegroup.place_group import ExecutorId, ExecutorRole, Node
 from placegroup.transpiler.config import DistributeTranspilerConfig, RoundRobin
+from placegroup.transpiler.allreduce import allreduce_gradients
 from placegroup.transpiler.merge import merge_gradients
 from placegroup.transpiler.passes import Job, TranspileContext, run_passes
 from placegroup.transpiler.placement import place
 from placegroup.transpiler.slice import slice_params
 from placegroup.transpiler.sparse import shard_tables
 
-PASSES = (("merge", merge_gradients), ("slice", slice_params), ("sparse", shard_tables), ("placement", place))
+PASSES = (("merge", merge_gradients), ("allreduce", allreduce_gradients), ("slice", slice_params),
+          ("sparse", shard_tables), ("placement", place))
 
 
 def _endpoints(spec: Any, default_port: str, what: str) -> list[str]:
@@ -77,7 +79,8 @@ class DistributeTranspiler:
         cfg = self.config
         port = os.environ.get("PADDLE_INIT_PORT", "6174")
         self.trainer_id = int(os.environ.get("PADDLE_TRAINER_ID", "0")) if trainer_id is None else int(trainer_id)
-        self.pserver_endpoints = _endpoints(pservers, port, "pservers")
+        # no pservers: the trainers form a collective group (issue #5)
+        self.pserver_endpoints = _endpoints(pservers, port, "pservers") if pservers else []
         if isinstance(trainers, int) or str(trainers).strip().isdigit():
             n, trainer_eps = int(trainers), []
         else:

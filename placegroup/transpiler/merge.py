@@ -13,7 +13,7 @@ from placegroup.transpiler.passes import Job, PassResult
 
 def merge_gradients(job: Job, ctx) -> PassResult:
     job = job.copy()
-    if ctx.trainers <= 1 and ctx.sync_mode:
+    if (ctx.trainers <= 1 and ctx.sync_mode) or not ctx.pservers:  # no pservers: the allreduce pass
         return PassResult(job, False)
     block = job.main.global_block()
     changed = False

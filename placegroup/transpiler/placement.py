@@ -11,6 +11,7 @@ Rules, in order:
    (a constant learning rate) lives with its readers: on the one pserver that reads it, or
    replicated on all pservers.
 4. Everything else runs on, and lives on, every trainer (``trainer``, replicated).
+With no pservers (collective data parallel, issue #5) everything is ``trainer``.
 The startup program's vars take their main-program places and its ops run where their output
 lives. Then every edge is checked (``placegroup.cluster.check_placement``).
 """
@@ -81,10 +82,17 @@ def _place_startup(startup, main) -> None:
 def place(job: Job, ctx) -> PassResult:
     job = job.copy()
     block = job.main.global_block()
-    if not ctx.pservers:
-        raise PlacementError("the placement pass needs at least one pserver endpoint")
-    _place_ops(block, ctx)
-    _place_vars(block)
+    if ctx.pservers:
+        _place_ops(block, ctx)
+        _place_vars(block)
+    else:  # collective data parallel: the trainers are the group, everything replicated on them
+        if not ctx.trainer_endpoints and ctx.trainers > 1:
+            raise PlacementError("with no pservers the trainers form the group, and trainer-to-trainer "
+                                 "edges need their endpoints: pass trainers='ip:port,ip:port,...'")
+        for op in block.ops:
+            op.place = TRAINER
+        for var in block.vars.values():
+            var.place = TRAINER
     _place_startup(job.startup, job.main)
     digest = hashlib.blake2b((str(job.main) + str(job.startup)).encode(), digest_size=16).hexdigest()
     for p, startup in ((job.main, False), (job.startup, True)):

@@ -79,6 +79,8 @@ def _shard_table(job: Job, w, pservers) -> None:
 def shard_tables(job: Job, ctx) -> PassResult:
     job = job.copy()
     main = job.main.global_block()
+    if not ctx.pservers:
+        return PassResult(job, False)
     tables = [v for v in main.vars.values() if v.is_parameter and v.attrs.get("distributed")]
     for w in tables:
         _shard_table(job, w, list(ctx.pservers))
