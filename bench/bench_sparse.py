@@ -65,7 +65,7 @@ def main() -> None:
     table_mb = a.vocab * 64 * 4 / 2 ** 20
     print(f"floor: numpy gather + np.add.at on a [{a.vocab:,} x 64] table, batches of 1024 zipf ids: "
           f"{f:,.0f} examples/s (before {before:,.0f}, after {after:,.0f})")
-    print(f"placegroup, 2 trainers + 2 pservers, batch 1024 per trainer, SGD:")
+    print("placegroup, 2 trainers + 2 pservers, batch 1024 per trainer, SGD:")
     print(f"  {total:,.0f} examples/s in total ({steps} steps/s per "
           f"trainer) = {total / f:.2f} of the floor  [target >= 0.39; Paddle ~0.19]")
     cpu = [1e3 * r["cpu_s_per_step"] for r in runs + servers]

@@ -61,7 +61,7 @@ def main() -> None:
     step_us = 1e6 * sum(r["median_s"] for r in fit) / len(fit)
     print(f"floor: one push + pull round trip of 14 floats over raw pyzmq: {floor_us:.1f} us "
           f"({rt:,.0f}/s)")
-    print(f"fit_a_line, batch 20, SGD, sync, 2 trainers + 2 pservers:")
+    print("fit_a_line, batch 20, SGD, sync, 2 trainers + 2 pservers:")
     print(f"  step {step_us:.1f} us ({1e6 / step_us:,.0f} steps/s per trainer) = "
           f"{step_us / floor_us:.1f} floor round trips  [target <= 19; Paddle ~97; ambition < 3]")
     print(f"  one process, whole batch: {1e6 * fit_local['median_s']:.1f} us per step")
@@ -71,7 +71,7 @@ def main() -> None:
     moved = sum(r["bytes_per_step"] for r in wide) / len(wide)
     bw = bandwidth(int(moved / 2))
     w_ms = 1e3 * sum(r["median_s"] for r in wide) / len(wide)
-    print(f"wide MLP 1024-2048-512-1 (3.15M parameters), batch 64, SGD:")
+    print("wide MLP 1024-2048-512-1 (3.15M parameters), batch 64, SGD:")
     print(f"  one process: {1e3 * wide_local['median_s']:.1f} ms per step; 2 trainers + 2 pservers: "
           f"{w_ms:.1f} ms per step")
     print(f"  each trainer moves {moved / 1e6:.1f} MB per step; at raw pyzmq's {bw / 1e9:.2f} GB/s for "

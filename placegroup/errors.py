@@ -36,3 +36,7 @@ class CommTimeout(PlacegroupError):
 
 class RemoteError(PlacegroupError):
     """A peer reported an error, carried to us as data."""
+
+
+class CollectiveError(PlacegroupError):
+    """The members of a collective disagree (dtype, shape, op) or it was called wrongly."""

@@ -69,6 +69,16 @@ def test_sync_optimizers_equal_one_process(tmp_path, optimizer):
     _check_equivalent(tmp_path, 2, 2, "--model", "wide", "--optimizer", optimizer, "--steps", "12")
 
 
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_collective_data_parallel_without_pservers(tmp_path, optimizer):
+    """No pservers: gradients all-reduced among the trainers (issue #5), same as one process."""
+    _check_equivalent(tmp_path, 2, 0, "--model", "wide", "--optimizer", optimizer, "--steps", "5")
+
+
+def test_collective_data_parallel_on_three_trainers(tmp_path):
+    _check_equivalent(tmp_path, 3, 0, "--model", "linear", "--steps", "4", "--batch", "30")
+
+
 def test_trainer_fetches_a_pserver_held_var_of_its_step(tmp_path):
     """fetch_list may name a var a pserver holds: the merged gradient equals the one-process one."""
     _check_equivalent(tmp_path, 2, 2, "--model", "linear", "--steps", "5", "--fetch-merged")

@@ -73,7 +73,10 @@ def main() -> None:
         port = os.getenv("PADDLE_INIT_PORT", "6174")
         endpoint = os.getenv("POD_IP") + ":" + port
         t = fluid.DistributeTranspiler()
-        t.transpile(pservers=os.getenv("PADDLE_INIT_PSERVERS"), trainers=os.getenv("PADDLE_INIT_TRAINERS"))
+        pservers = os.getenv("PADDLE_INIT_PSERVERS")
+        # no pservers: collective data parallel, the trainers (by endpoint) are the group
+        trainers = os.getenv("PADDLE_INIT_TRAINERS") if pservers else os.getenv("PADDLE_TRAINER_ENDPOINTS")
+        t.transpile(pservers=pservers, trainers=trainers)
         prog = t.get_program(endpoint, role)
         if role == "TRAINER" and os.environ.get("PLACEGROUP_TEST_NO_TRAINER"):
             return  # a trainer that never shows up
