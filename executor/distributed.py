@@ -112,6 +112,8 @@ class DistPlan:
             pushes = [(n, sorted(consumers[n])) for n in op.output_arg_names
                       if last.get(n) == i and n in consumers]
             st = Step(i, op, xp)
+            if op.opdef.wants_rank:
+                st.attrs["_rank"] = runners[i].index(me)
             if st.comm is not None:  # a collective: every member contributes its own instance
                 st.comm = [e.name for e in runners[i]]  # the group, in rank order; bound at run time
             self.steps.append(DistStep(st, remote, pushes))

@@ -59,6 +59,8 @@ class Step:
         self.comm = LocalComm() if getattr(opdef, "wants_comm", False) else None
         if self.comm is not None:
             self.attrs["_tag"] = f"op{index}"
+        if opdef.wants_rank:
+            self.attrs["_rank"] = 0  # one process; a distributed plan sets the real rank
 
     def inplace_vars(self) -> set[str]:
         """The vars this op replaces in place by its OpDef (ParamOut over Param, ...)."""

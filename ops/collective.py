@@ -186,3 +186,52 @@ def c_reducescatter(xp, ins, attrs, comm):
                          f"gradient of an allgather needs parts that array_split cuts back the same way, "
                          f"such as equal ones (NOTE(allgather-parts) in ops/collective.py)")
     return {"Out": out}
+
+
+# -- c_split: this rank's part, no communication ---------------------------------------------
+
+
+def _split_infer(ins, a):
+    shape, axis, n = _axis_infer("c_split", ins, a)
+    check(shape[axis] == -1 or shape[axis] % n == 0,
+          f"c_split: dim {axis} of X{shape} ({shape[axis]}) does not divide into nranks={n} equal parts")
+    shape[axis] = -1 if shape[axis] == -1 else shape[axis] // n
+    return {"Out": ins["X"]._replace(shape=tuple(shape))}
+
+
+def _split_grad(op):
+    xo = _x_out(op)
+    if not xo:
+        return []
+    return [OpSpec("c_split_grad", {"X": [xo[0]], "Out@GRAD": [xo[1]]}, {"X@GRAD": [op.grad_of(xo[0])]},
+                   {"axis": op.attrs["axis"], "nranks": op.attrs["nranks"]})]
+
+
+@register("c_split", ins=("X",), outs=("Out",), attrs={"axis": 0, "nranks": 1}, infer=_split_infer,
+          grad=_split_grad, role="comm", wants_comm=True)
+def c_split(xp, ins, attrs, comm):
+    """Out = part ``comm.rank`` of X cut into ``comm.size`` equal parts along ``axis``: after an
+    allgather of the batch, each member keeps its own rows (the model-parallel fc, seed 004)."""
+    _check_group("c_split", attrs, comm)
+    x = ins["X"]
+    axis = attrs["axis"] % x.ndim
+    if x.shape[axis] % comm.size:
+        raise ValueError(f"c_split: dim {axis} of X{list(x.shape)} does not divide into {comm.size} parts")
+    n = x.shape[axis] // comm.size
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(comm.rank * n, (comm.rank + 1) * n)
+    return {"Out": x[tuple(index)]}
+
+
+@register("c_split_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs={"axis": 0, "nranks": 1},
+          role="backward", wants_comm=True)
+def c_split_grad(xp, ins, attrs, comm):
+    """X@GRAD = zeros with this rank's part set to Out@GRAD."""
+    x, g = ins["X"], ins["Out@GRAD"]
+    axis = attrs["axis"] % x.ndim
+    n = x.shape[axis] // comm.size
+    out = xp.zeros(x.shape, dtype=g.dtype)
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(comm.rank * n, (comm.rank + 1) * n)
+    out[tuple(index)] = g
+    return {"X@GRAD": out}

@@ -55,7 +55,8 @@ def uniform01(xp, seed: int, idx):
     return (z >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
 
-_RAND_ATTRS = {"shape": [1], "dtype": "float32", "seed": 0, "whole_shape": [], "offsets": [], "strides": []}
+_RAND_ATTRS = {"shape": [1], "dtype": "float32", "seed": 0, "whole_shape": [], "offsets": [], "strides": [],
+               "rank_axis": -1}
 
 
 def _infer(ins, a):
@@ -74,6 +75,9 @@ def _generate(xp, a, values) -> dict:
         return {"Out": out}
     whole = tuple(int(d) for d in a["whole_shape"]) or shape
     offs = tuple(int(o) for o in a["offsets"]) or (0,) * len(shape)
+    if a["rank_axis"] >= 0:  # a model-parallel shard: the rank-th part along rank_axis
+        ax = a["rank_axis"]
+        offs = offs[:ax] + (offs[ax] + a.get("_rank", 0) * shape[ax],) + offs[ax + 1:]
     steps = tuple(int(st) for st in a["strides"]) or (1,) * len(shape)
     per_row = max(1, out.size // shape[0])
     rows = max(1, CHUNK // per_row)
@@ -85,7 +89,7 @@ def _generate(xp, a, values) -> dict:
 
 
 @register("uniform_random", ins=(), outs=("Out",), attrs={**_RAND_ATTRS, "min": -1.0, "max": 1.0},
-          infer=_infer, role="init")
+          infer=_infer, role="init", wants_rank=True)
 def uniform_random(xp, ins, a):
     """Out ~ U[min, max), value at whole-var index i = f(seed, i)."""
     lo, span = a["min"], a["max"] - a["min"]
@@ -93,7 +97,7 @@ def uniform_random(xp, ins, a):
 
 
 @register("gaussian_random", ins=(), outs=("Out",), attrs={**_RAND_ATTRS, "mean": 0.0, "std": 1.0},
-          infer=_infer, role="init")
+          infer=_infer, role="init", wants_rank=True)
 def gaussian_random(xp, ins, a):
     """Out ~ N(mean, std²) by Box-Muller on counters 2i and 2i+1."""
 

@@ -81,6 +81,9 @@ class OpDef:
     wants_outputs: bool = False
     # a collective: the kernel is called as f(xp, ins, attrs, comm) with the group's communicator
     wants_comm: bool = False
+    # the kernel reads ``attrs["_rank"]``: this executor's index among those that run the op
+    # (0 in one process); a column shard's initializer offsets itself by it
+    wants_rank: bool = False
     # output slot -> input slot that it updates in place (ParamOut -> Param); the executor
     # and the version rule treat the pair as one loop-carried var.
     inplace: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -111,7 +114,7 @@ def register(type: str, *, ins: Sequence[str | Slot], outs: Sequence[str | Slot]
              attrs: Mapping[str, Any] | None = None, infer: Callable | None = None,
              grad: Callable | None = None, role: str = "forward", gpu: Callable | None = None,
              wants_outputs: bool = False, inplace: Mapping[str, str] | None = None,
-             wants_comm: bool = False):
+             wants_comm: bool = False, wants_rank: bool = False):
     """Register the decorated function as the cpu kernel of op ``type``.
 
     The same function serves cupy arrays on CUDA places unless ``gpu`` gives another.
@@ -128,7 +131,7 @@ def register(type: str, *, ins: Sequence[str | Slot], outs: Sequence[str | Slot]
         _REGISTRY[type] = OpDef(
             type=type, inputs=_slots(ins), outputs=_slots(outs), attrs=dict(attrs or {}),
             kernels={"cpu": fn, "gpu": gpu or fn}, infer=infer, grad=grad, role=role,
-            wants_outputs=wants_outputs, inplace=dict(inplace or {}), wants_comm=wants_comm,
+            wants_outputs=wants_outputs, inplace=dict(inplace or {}), wants_comm=wants_comm, wants_rank=wants_rank,
             doc=fn.__doc__ or "")
         return fn
 

@@ -127,8 +127,10 @@ def append_backward(loss, parameter_list: Iterable | None = None, no_grad_set: I
 
     grads = _Grads(block)
     block.create_var(grad_name(loss.name), shape=loss.shape, dtype=loss.dtype)
+    # ``_loss`` names the loss, so a pass that rewrites the forward can run this again
     block.append_op("fill_constant", outputs={"Out": [grad_name(loss.name)]}, role="backward",
-                    attrs={"shape": list(loss.shape), "value": 1.0, "dtype": loss.dtype}, infer=False)
+                    attrs={"shape": list(loss.shape), "value": 1.0, "dtype": loss.dtype, "_loss": loss.name},
+                    infer=False)
     grads.parts[loss.name] = [grad_name(loss.name)]
     grads.done.add(loss.name)
 

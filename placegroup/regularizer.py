@@ -48,7 +48,7 @@ class WeightDecayRegularizer:
     def _scaled(self, block, param, x):
         decay = self._tmp(block, param, "decay")
         block.append_op("scale", {"X": [x]}, {"Out": [decay]},
-                        {"scale": self._regularization_coeff}, role="backward")
+                        {"scale": self._regularization_coeff, "_regularizer": True}, role="backward")
         return decay
 
     def __call__(self, param, grad, block):  # pragma: no cover - abstract
@@ -81,7 +81,7 @@ class L1DecayRegularizer(WeightDecayRegularizer):
     def __call__(self, param, grad, block):
         sign = self._tmp(block, param, "sign")
         # See NOTE(l1-sign) in ops/optimizer.py for why this is not a plain `sign` op.
-        block.append_op("l1_decay_sign", {"X": [param]}, {"Out": [sign]}, role="backward")
+        block.append_op("l1_decay_sign", {"X": [param]}, {"Out": [sign]}, {"_regularizer": True}, role="backward")
         return self._scaled(block, param, sign)
 
 
@@ -118,6 +118,6 @@ def append_regularization_ops(params_grads, regularization=None) -> list:
         new_grad = block.create_var(unique_name.generate(f"{grad.name}.regularized"),
                                     shape=grad.shape, dtype=grad.dtype, stop_gradient=True)
         block.append_op("elementwise_add", {"X": [grad], "Y": [decay]}, {"Out": [new_grad]},
-                        role="backward")
+                        {"_regularizer": True}, role="backward")
         out.append((param, new_grad))
     return out

@@ -34,7 +34,8 @@ def _local(tmp_path, *args):
     return np.load(tmp_path / "local0.npz")
 
 
-def _check_equivalent(tmp_path, trainers, pservers, *args):
+def _check_equivalent(tmp_path, trainers, pservers, *args, sharded=()):
+    """``sharded``: parameters column-sliced over the trainers (model parallel): put together."""
     code, log = _run(tmp_path, trainers, pservers, *args)
     assert code == 0, log
     ref = _local(tmp_path, *args)
@@ -43,6 +44,11 @@ def _check_equivalent(tmp_path, trainers, pservers, *args):
     np.testing.assert_allclose(mean_loss, ref["losses"], rtol=1e-5, atol=1e-6)
     for name in ref.files:
         if name == "losses":
+            continue
+        if name in sharded:
+            whole = np.concatenate([r[name] for r in runs], axis=-1)
+            np.testing.assert_allclose(whole, ref[name], rtol=1e-5, atol=1e-6, err_msg=name)
+            assert runs[0][name].shape[-1] == ref[name].shape[-1] // trainers  # each holds its shard only
             continue
         for r in runs:
             np.testing.assert_allclose(r[name], ref[name], rtol=1e-5, atol=1e-6, err_msg=name)
@@ -77,6 +83,19 @@ def test_collective_data_parallel_without_pservers(tmp_path, optimizer):
 
 def test_collective_data_parallel_on_three_trainers(tmp_path):
     _check_equivalent(tmp_path, 3, 0, "--model", "linear", "--steps", "4", "--batch", "30")
+
+
+@pytest.mark.parametrize("trainers, optimizer", [(2, "sgd"), (2, "adam"), (4, "momentum")])
+def test_model_parallel_fc_over_the_trainers(tmp_path, trainers, optimizer):
+    """Seed 004: the last fc column-sliced over K trainers equals the one-device model."""
+    _check_equivalent(tmp_path, trainers, 0, "--model", "mp", "--optimizer", optimizer, "--steps", "5",
+                      "--batch", "24", sharded=("fc_1.w_0", "fc_1.b_0"))
+
+
+def test_model_parallel_with_pservers(tmp_path):
+    """Parameter servers and model parallelism in one program: fc_0 on the pservers, fc_1 sharded."""
+    _check_equivalent(tmp_path, 2, 2, "--model", "mp", "--optimizer", "adam", "--steps", "5",
+                      sharded=("fc_1.w_0", "fc_1.b_0"))
 
 
 def test_trainer_fetches_a_pserver_held_var_of_its_step(tmp_path):

@@ -45,7 +45,7 @@ def test_seed_002_placement_of_fit_a_line(fresh_programs):
     assert str(b.var("learning_rate_0").place) == "pserver"
     assert str(b.var("x").place) == "trainer"
     assert b.ops[9].edges == {"X": "gather"} and b.ops[10].attrs["scale"] == 0.5
-    assert prog.provenance == ["merge", "allreduce", "slice", "sparse", "placement"]
+    assert prog.provenance == ["model_parallel", "merge", "allreduce", "slice", "sparse", "placement"]
     # no listen_and_serv, no send/recv anywhere
     assert not {"listen_and_serv", "send", "recv"} & {op.type for op in b.ops}
     # the startup program initializes each var where it lives

@@ -10,6 +10,7 @@ only inserts forward ones.
 from __future__ import annotations
 
 from placegroup.errors import PassError
+from placegroup.transpiler.model_parallel import is_model_parallel
 from placegroup.transpiler.passes import Job, PassResult
 
 
@@ -23,6 +24,8 @@ def allreduce_gradients(job: Job, ctx) -> PassResult:
     while i < len(block.ops):
         op = block.ops[i]
         grad_slots = op.opdef.input_slots("Grad") if op.role == "optimize" else []
+        if grad_slots and is_model_parallel(block.var(op.param)):  # a shard: nothing to all-reduce
+            grad_slots = []
         if not grad_slots:
             i += 1
             continue

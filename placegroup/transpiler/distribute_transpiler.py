@@ -1,7 +1,6 @@
 """DistributeTranspiler: Fluid's user entry point, over small passes (seed 002 §3.6).
 
-``transpile`` runs the passes (merge, slice, sparse, placement; the model-parallel pass
-joins with issue #5) on copies of the programs (the input is never mutated), and
+``transpile`` runs the passes (model_parallel, merge, allreduce, slice, sparse, placement) on copies of the programs (the input is never mutated), and
 ``get_program(endpoint, role)`` returns the one placed program with the executor it was made
 for recorded in it.
 
@@ -22,12 +21,13 @@ from placegroup.place_group import ExecutorId, ExecutorRole, Node
 from placegroup.transpiler.config import DistributeTranspilerConfig, RoundRobin
 from placegroup.transpiler.allreduce import allreduce_gradients
 from placegroup.transpiler.merge import merge_gradients
+from placegroup.transpiler.model_parallel import shard_model_parallel
 from placegroup.transpiler.passes import Job, TranspileContext, run_passes
 from placegroup.transpiler.placement import place
 from placegroup.transpiler.slice import slice_params
 from placegroup.transpiler.sparse import shard_tables
 
-PASSES = (("merge", merge_gradients), ("allreduce", allreduce_gradients), ("slice", slice_params),
+PASSES = (("model_parallel", shard_model_parallel), ("merge", merge_gradients), ("allreduce", allreduce_gradients), ("slice", slice_params),
           ("sparse", shard_tables), ("placement", place))
 
 

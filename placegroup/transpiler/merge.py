@@ -8,6 +8,7 @@ that the slice and placement passes move them with their parameter.
 """
 from __future__ import annotations
 
+from placegroup.transpiler.model_parallel import is_model_parallel
 from placegroup.transpiler.passes import Job, PassResult
 
 
@@ -21,6 +22,8 @@ def merge_gradients(job: Job, ctx) -> PassResult:
     while i < len(block.ops):
         op = block.ops[i]
         grad_slots = op.opdef.input_slots("Grad") if op.role == "optimize" else []
+        if grad_slots and is_model_parallel(block.var(op.param)):  # stays on the trainers
+            grad_slots = []
         if not grad_slots:
             i += 1
             continue

@@ -9,7 +9,7 @@ Rules, in order:
    the vars they write live on every pserver: each pserver keeps its own step counter.
 3. A persistable var that only pserver-side ops read and nothing in the main program writes
    (a constant learning rate) lives with its readers: on the one pserver that reads it, or
-   replicated on all pservers.
+   replicated on all pservers; read by both roles, it is replicated on both.
 4. Everything else runs on, and lives on, every trainer (``trainer``, replicated).
 With no pservers (collective data parallel, issue #5) everything is ``trainer``.
 The startup program's vars take their main-program places and its ops run where their output
@@ -33,7 +33,9 @@ def _place_ops(block, ctx) -> dict:
     dispatcher = ctx.split_method(list(ctx.pservers))
     homes: dict[str, PlaceGroup] = {}
     for op in block.ops:
-        if op.param is not None:
+        if op.param is not None and block.var(op.param).attrs.get("model_parallel"):
+            op.place = TRAINER  # a column shard stays with its trainer (the model-parallel pass)
+        elif op.param is not None:
             if op.param not in homes:
                 pinned = block.var(op.param).attrs.get("pinned")
                 homes[op.param] = PlaceGroup.of("pserver", pinned or dispatcher.dispatch(op.param))
@@ -63,6 +65,10 @@ def _place_vars(block) -> None:
             var.place = next(iter(w))
         elif var.persistable and r and all(pg.roles == PSERVERS.roles for pg in r):
             var.place = next(iter(r)) if len(r) == 1 else PSERVERS
+        elif var.persistable and r and len({pg.roles for pg in r}) > 1:
+            # a constant both roles read (the learning rate of pserver-held and of
+            # model-parallel parameters): each executor of each role keeps its own copy
+            var.place = PlaceGroup(roles=tuple(sorted({role for pg in r for role in pg.roles})))
         else:
             var.place = TRAINER
 

@@ -48,7 +48,7 @@ def slice_params(job: Job, ctx) -> PassResult:
             order.append(op.param)
     for name in order:
         p = main.var(name)
-        if p.attrs.get("distributed"):
+        if p.attrs.get("distributed") or p.attrs.get("model_parallel"):
             continue
         parts = block_parts(p.shape, len(ctx.pservers), ctx.min_block_size)
         if len(parts) > 1:

@@ -27,6 +27,12 @@ def build(model: str, optimizer: str):
         h = fluid.layers.fc(input=x, size=1000, act="relu")
         pred = fluid.layers.fc(input=h, size=1)
         cost = fluid.layers.mean(fluid.layers.square_error_cost(input=pred, label=y))
+    elif model == "mp":  # seed 004: a classifier whose last fc is column-sliced over the trainers
+        x = fluid.layers.data(name="x", shape=[10])
+        y = fluid.layers.data(name="y", shape=[1], dtype="int64")
+        h = fluid.layers.fc(input=x, size=16, act="relu")
+        logits = fluid.layers.fc(input=h, size=8, model_parallel=True)
+        cost = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits=logits, label=y))
     else:
         raise SystemExit(f"unknown model {model}")
     if optimizer == "sgd":
@@ -47,6 +53,8 @@ def data(model: str, steps: int, batch: int):
     dim = 13 if model == "linear" else 10
     xs = rng.normal(size=(steps * batch, dim)).astype(np.float32)
     ys = (np.sin(xs.sum(1, keepdims=True)) + 0.1 * xs[:, :1]).astype(np.float32)
+    if model == "mp":  # 8 classes
+        ys = np.clip(np.floor((ys + 1.1) * 3.6), 0, 7).astype(np.int64)
     return [(xs[i * batch:(i + 1) * batch], ys[i * batch:(i + 1) * batch]) for i in range(steps)]
 
 
@@ -75,7 +83,9 @@ def main() -> None:
         t = fluid.DistributeTranspiler()
         pservers = os.getenv("PADDLE_INIT_PSERVERS")
         # no pservers: collective data parallel, the trainers (by endpoint) are the group
-        trainers = os.getenv("PADDLE_INIT_TRAINERS") if pservers else os.getenv("PADDLE_TRAINER_ENDPOINTS")
+        # (and a model-parallel layer needs them too: its trainers exchange activations)
+        trainers = os.getenv("PADDLE_INIT_TRAINERS") if pservers and a.model != "mp" \
+            else os.getenv("PADDLE_TRAINER_ENDPOINTS")
         t.transpile(pservers=pservers, trainers=trainers)
         prog = t.get_program(endpoint, role)
         if role == "TRAINER" and os.environ.get("PLACEGROUP_TEST_NO_TRAINER"):
