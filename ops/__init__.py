@@ -3,7 +3,7 @@
 Importing this package registers every op. Kernels here import nothing from the framework,
 the executor or comm (DESIGN.md §2, STYLE.md rule 2).
 """
-from placegroup.ops import (activation, collective, elementwise, lookup, loss, lr_schedule,  # noqa: F401  (registers)
+from placegroup.ops import (activation, collective, elementwise, lookup, loss, lr_schedule, parallel_loss,  # noqa: F401  (registers)
                             math, metric, optimizer, random, sparse, tensor)
 from placegroup.ops.registry import (EMPTY_VAR, GRAD_SUFFIX, Meta, OpDef, OpSpec, Slot, get_op_def,
                                      grad_name, register, registered_ops)

@@ -85,11 +85,13 @@ def test_collective_data_parallel_on_three_trainers(tmp_path):
     _check_equivalent(tmp_path, 3, 0, "--model", "linear", "--steps", "4", "--batch", "30")
 
 
-@pytest.mark.parametrize("trainers, optimizer", [(2, "sgd"), (2, "adam"), (4, "momentum")])
-def test_model_parallel_fc_over_the_trainers(tmp_path, trainers, optimizer):
-    """Seed 004: the last fc column-sliced over K trainers equals the one-device model."""
+@pytest.mark.parametrize("trainers, optimizer, fused", [(2, "sgd", False), (2, "adam", True),
+                                                       (4, "momentum", False), (4, "sgd", True)])
+def test_model_parallel_fc_over_the_trainers(tmp_path, trainers, optimizer, fused):
+    """Seed 004: the last fc column-sliced over K trainers equals the one-device model, with the
+    whole logits gathered (unfused) or never made (fused softmax cross-entropy)."""
     _check_equivalent(tmp_path, trainers, 0, "--model", "mp", "--optimizer", optimizer, "--steps", "5",
-                      "--batch", "24", sharded=("fc_1.w_0", "fc_1.b_0"))
+                      "--batch", "24", *(() if fused else ("--unfused",)), sharded=("fc_1.w_0", "fc_1.b_0"))
 
 
 def test_model_parallel_with_pservers(tmp_path):

@@ -50,6 +50,7 @@ class DistributeTranspilerConfig(pydantic.BaseModel):
         min_block_size: the smallest block, in elements.
         staleness: bounded staleness k (0 = sync; issue #6).
         merge_steps: local steps merged before sending (issue #6).
+        mp_fused: model parallel: softmax cross-entropy over the shards, never the whole logits.
     """
 
     model_config = pydantic.ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -58,4 +59,5 @@ class DistributeTranspilerConfig(pydantic.BaseModel):
     min_block_size: int = pydantic.Field(8192, gt=0)
     staleness: int = pydantic.Field(0, ge=0)
     merge_steps: int = pydantic.Field(1, ge=1)
+    mp_fused: bool = True  # model parallel: fuse softmax cross-entropy over the column shards
     sync_mode: bool = True

@@ -96,7 +96,7 @@ class DistributeTranspiler:
             slice_var_up=cfg.slice_var_up if slice_var_up is None else slice_var_up,
             min_block_size=cfg.min_block_size if min_block_size is None else min_block_size,
             split_method=split_method or cfg.split_method or RoundRobin,
-            staleness=cfg.staleness if staleness is None else staleness)
+            staleness=cfg.staleness if staleness is None else staleness, mp_fused=cfg.mp_fused)
         self.sync_mode = ctx.sync_mode
         main = program or default_main_program()
         startup = startup_program or default_startup_program()

@@ -8,6 +8,15 @@
     Y   = c_allgather(Y_k, axis 1)        [K·b, C]                 (gradient: reduce-scatter)
     out = c_split(Y, axis 0)              [b, C]: this member's own rows, for its loss
 
+Fused (the default when ``out``'s only reader is a softmax_with_cross_entropy whose Softmax
+nobody reads; ``DistributeTranspilerConfig(mp_fused=False)`` turns it off), Y is never made::
+
+    L   = c_allgather(label_k, axis 0)
+    loss_all = parallel_softmax_with_cross_entropy(Y_k, L)   [K·b, 1], max/sum-exp allreduced
+    loss = c_split(loss_all, axis 0)      [b, 1]
+
+so memory per member for the last layer is O(K·b · C/K) (ops/parallel_loss.py).
+
 Each member holds only its shard, initialized to exactly its columns of what the whole weight
 would have been (ops/random.py, ``rank_axis``). The forward is rewritten and the backward is
 built again by ``append_backward`` from the loss, so gradients flow through the collectives'
@@ -70,7 +79,37 @@ def _shard_startup(startup, var, k: int) -> None:
     startup.var(var.name).shape = tuple(part)
 
 
-def _rewrite_fc(job: Job, mul, k: int) -> list:
+def _fusable_loss(main, out):
+    """The softmax_with_cross_entropy that is ``out``'s only reader, if its Softmax is unused."""
+    readers = [op for op in main.ops if out.name in op.input_arg_names]
+    if len(readers) != 1 or readers[0].type != "softmax_with_cross_entropy" or readers[0].attrs.get("soft_label"):
+        return None
+    sce = readers[0]
+    if any(n in op.input_arg_names for op in main.ops for n in sce.output("Softmax")):
+        return None
+    return sce
+
+
+def _fuse_loss(main, sce, part, k: int) -> None:
+    """Replace ``sce`` on the gathered logits by the fused loss on this member's columns."""
+    label = main.var(sce.input("Label")[0])
+    loss = main.var(sce.output("Loss")[0])
+    label_all = main.create_var(f"{label.name}@MP_ALL", shape=[-1, 1], dtype=label.dtype, stop_gradient=True)
+    softmax = main.create_var(f"{sce.output('Softmax')[0]}@MP_PART", shape=list(part.shape), dtype=part.dtype)
+    loss_all = main.create_var(f"{loss.name}@MP_ALL", shape=[-1, 1], dtype=loss.dtype)
+    at = main.ops.index(sce)
+    main.ops.remove(sce)
+    main.insert_op(at, "c_allgather", {"X": [label]}, {"Out": [label_all]}, {"axis": 0, "nranks": k},
+                   role="forward", infer=False)
+    main.insert_op(at + 1, "parallel_softmax_with_cross_entropy", {"Logits": [part], "Label": [label_all]},
+                   {"Softmax": [softmax], "Loss": [loss_all]},
+                   {"nranks": k, "ignore_index": sce.attrs.get("ignore_index", -100)}, role="forward", infer=False)
+    main.insert_op(at + 2, "c_split", {"X": [loss_all]}, {"Out": [loss]}, {"axis": 0, "nranks": k},
+                   role="forward", infer=False)
+    main.remove_var(sce.output("Softmax")[0])
+
+
+def _rewrite_fc(job: Job, mul, k: int, fused: bool) -> list:
     main, startup = job.main.global_block(), job.startup.global_block()
     x, w = main.var(mul.input("X")[0]), main.var(mul.input("Y")[0])
     if len(w.shape) != 2 or w.shape[1] % k:
@@ -96,6 +135,12 @@ def _rewrite_fc(job: Job, mul, k: int) -> list:
     part = main.create_var(f"{out.name}@MP_PART", shape=[-1, w.shape[1]], dtype=out.dtype)
     whole = main.create_var(f"{out.name}@MP_ALL", shape=[-1, w.shape[1] * k], dtype=out.dtype)
     last.outputs["Out"] = [part.name]
+    sce = _fusable_loss(main, out) if fused else None
+    if sce is not None:  # the whole logits never exist (parallel_softmax_with_cross_entropy)
+        _fuse_loss(main, sce, part, k)
+        main.remove_var(whole.name)
+        main.remove_var(out.name)
+        return [p.name for p in params]
     at = main.ops.index(last)
     main.insert_op(at + 1, "c_allgather", {"X": [part]}, {"Out": [whole]}, {"axis": 1, "nranks": k},
                    role="forward", infer=False)
@@ -116,7 +161,7 @@ def shard_model_parallel(job: Job, ctx) -> PassResult:
         raise PassError("model parallel: the trainers exchange activations, so they need endpoints: "
                         "pass trainers='ip:port,ip:port,...'")
     loss = _strip_backward(main)
-    sharded = [n for mul in muls for n in _rewrite_fc(job, mul, k)]
+    sharded = [n for mul in muls for n in _rewrite_fc(job, mul, k, ctx.mp_fused)]
     optimize = [op for op in main.ops if op.role == "optimize"]
     main.ops = [op for op in main.ops if op.role != "optimize"]
     append_backward(main.var(loss))

@@ -41,6 +41,7 @@ class TranspileContext:
     min_block_size: int
     split_method: Callable
     staleness: int = 0
+    mp_fused: bool = True
 
     def cluster(self) -> dict:
         return dict(trainers=self.trainers, trainer_endpoints=list(self.trainer_endpoints),

@@ -66,6 +66,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=20)
     ap.add_argument("--out", required=True)
     ap.add_argument("--stop-early", type=int, default=-1, help="trainer 1 stops after this many steps")
+    ap.add_argument("--unfused", action="store_true", help="model parallel: gather the whole logits")
     ap.add_argument("--fetch-merged", action="store_true",
                     help="also fetch the bias gradient (on trainers: the pserver-held merged one)")
     a = ap.parse_args()
@@ -80,7 +81,7 @@ def main() -> None:
     else:
         port = os.getenv("PADDLE_INIT_PORT", "6174")
         endpoint = os.getenv("POD_IP") + ":" + port
-        t = fluid.DistributeTranspiler()
+        t = fluid.DistributeTranspiler(fluid.DistributeTranspilerConfig(mp_fused=not a.unfused))
         pservers = os.getenv("PADDLE_INIT_PSERVERS")
         # no pservers: collective data parallel, the trainers (by endpoint) are the group
         # (and a model-parallel layer needs them too: its trainers exchange activations)
