@@ -177,3 +177,21 @@ def test_seed_002_train_runs_as_written(tmp_path):
               if line.startswith("[trainer.0] [")]
     assert len(losses) == 100 * 21  # 404 training rows in batches of 20, 100 passes
     assert "[pserver.0] None" in text  # a pserver fetches no trainer-held loss
+
+
+def test_many_classes_example_shards_the_last_layer(tmp_path):
+    """examples/many_classes.py: the mean of the trainers' losses is the one-process loss."""
+    import re
+
+    example = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "many_classes.py")
+    args = ["--classes", "20000", "--steps", "10"]
+    env = {k: v for k, v in os.environ.items() if k != "TRAINING_ROLE"}
+    local = subprocess.run([sys.executable, example, *args], capture_output=True, text=True, env=env,
+                           timeout=120 * TIME_FACTOR, check=True).stdout
+    out = io.StringIO()
+    assert launch(example, args, 2, 0, grace=20 * TIME_FACTOR, out=out) == 0, out.getvalue()
+    text = out.getvalue()
+    assert "[trainer.0] trainer 0 of 2: holds fc_0.w_0 [32, 10000] of [32, 20000]" in text
+    want = float(re.search(r"step  10  loss ([0-9.]+)", local).group(1))
+    got = [float(v) for v in re.findall(r"\[trainer\.\d\] step  10  loss ([0-9.]+)", text)]
+    assert abs(sum(got) / 2 - want) < 2e-4 * want, (want, got)
