@@ -90,8 +90,10 @@ def test_collective_data_parallel_on_three_trainers(tmp_path):
 def test_model_parallel_fc_over_the_trainers(tmp_path, trainers, optimizer, fused):
     """Seed 004: the last fc column-sliced over K trainers equals the one-device model, with the
     whole logits gathered (unfused) or never made (fused softmax cross-entropy)."""
-    _check_equivalent(tmp_path, trainers, 0, "--model", "mp", "--optimizer", optimizer, "--steps", "5",
-                      "--batch", "24", *(() if fused else ("--unfused",)), sharded=("fc_1.w_0", "fc_1.b_0"))
+    log = _check_equivalent(tmp_path, trainers, 0, "--model", "mp", "--optimizer", optimizer, "--steps", "5",
+                            "--batch", "24", *(() if fused else ("--unfused",)), sharded=("fc_1.w_0", "fc_1.b_0"))
+    for t in range(trainers):  # each checkpoints and reloads its own shard
+        assert f"trainer {t} checkpoint: fc_1.w_0 [16, {8 // trainers}] reloaded equal" in log
 
 
 def test_model_parallel_with_pservers(tmp_path):

@@ -110,6 +110,14 @@ def main() -> None:
         grads += g
     scope = fluid.global_scope()
     values = {p: np.array(scope.find_var(p).get_tensor()) for p in params}
+    if role is not None and a.model == "mp":  # each trainer checkpoints what it holds: its shard
+        ckpt = os.path.join(a.out, f"ckpt_trainer{tid}")
+        saved = fluid.io.save_persistables(exe, ckpt, prog)
+        fresh = fluid.Scope()
+        fluid.io.load_persistables(exe, ckpt, prog, scope=fresh)
+        shard = np.array(fresh.find_var("fc_1.w_0").get_tensor())
+        print(f"trainer {tid} checkpoint: fc_1.w_0 {list(shard.shape)} reloaded "
+              f"{'equal' if np.array_equal(shard, values['fc_1.w_0']) else 'DIFFERENT'}; {len(saved)} vars")
     if role is not None:  # DESIGN.md §4: a trainer cannot write what a pserver holds
         try:
             scope.var("learning_rate_0").get_tensor().set(np.zeros(1, np.float32))
