@@ -7,21 +7,12 @@ ids -> embedding([vocab, 64], is_sparse, is_distributed) -> fc(2) -> softmax CE 
 import argparse
 import json
 import os
-import resource
 import time
 
 import numpy as np
 
 import placegroup as fluid
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident set (VmHWM: unlike ru_maxrss, not inherited across exec)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+from placegroup.resources import peak_rss_mb
 
 
 def main() -> None:

@@ -26,15 +26,7 @@ import os
 import numpy as np
 
 import placegroup as fluid
-
-
-def peak_rss_mb() -> float:
-    """This process's peak resident memory (VmHWM), in MiB."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+from placegroup.resources import peak_rss_mb
 
 
 def click_log(vocab: int, steps: int, batch: int, seed: int):

@@ -27,14 +27,7 @@ import time
 import numpy as np
 
 import placegroup as fluid
-
-
-def peak_rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+from placegroup.resources import peak_rss_mb
 
 
 def batches(classes: int, dim: int, steps: int, batch: int, seed: int = 0):

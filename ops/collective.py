@@ -88,12 +88,20 @@ def _gather_infer(ins, a):
     return {"Out": ins["X"]._replace(shape=tuple(shape))}
 
 
-def _scatter_infer(ins, a):
-    shape, axis, n = _axis_infer("c_reducescatter", ins, a)
-    check(shape[axis] == -1 or shape[axis] % n == 0,
-          f"c_reducescatter: dim {axis} of X{shape} ({shape[axis]}) does not divide into nranks={n} equal parts")
-    shape[axis] = -1 if shape[axis] == -1 else shape[axis] // n
-    return {"Out": ins["X"]._replace(shape=tuple(shape))}
+def _divide_infer(op: str):
+    """``infer`` of an op whose Out is X with dim ``axis`` cut into ``nranks`` equal parts."""
+
+    def infer(ins, a):
+        shape, axis, n = _axis_infer(op, ins, a)
+        check(shape[axis] == -1 or shape[axis] % n == 0,
+              f"{op}: dim {axis} of X{shape} ({shape[axis]}) does not divide into nranks={n} equal parts")
+        shape[axis] = -1 if shape[axis] == -1 else shape[axis] // n
+        return {"Out": ins["X"]._replace(shape=tuple(shape))}
+
+    return infer
+
+
+_scatter_infer = _divide_infer("c_reducescatter")
 
 
 def _x_out(op):
@@ -191,14 +199,6 @@ def c_reducescatter(xp, ins, attrs, comm):
 # -- c_split: this rank's part, no communication ---------------------------------------------
 
 
-def _split_infer(ins, a):
-    shape, axis, n = _axis_infer("c_split", ins, a)
-    check(shape[axis] == -1 or shape[axis] % n == 0,
-          f"c_split: dim {axis} of X{shape} ({shape[axis]}) does not divide into nranks={n} equal parts")
-    shape[axis] = -1 if shape[axis] == -1 else shape[axis] // n
-    return {"Out": ins["X"]._replace(shape=tuple(shape))}
-
-
 def _split_grad(op):
     xo = _x_out(op)
     if not xo:
@@ -207,7 +207,7 @@ def _split_grad(op):
                    {"axis": op.attrs["axis"], "nranks": op.attrs["nranks"]})]
 
 
-@register("c_split", ins=("X",), outs=("Out",), attrs={"axis": 0, "nranks": 1}, infer=_split_infer,
+@register("c_split", ins=("X",), outs=("Out",), attrs={"axis": 0, "nranks": 1}, infer=_divide_infer("c_split"),
           grad=_split_grad, role="comm", wants_comm=True)
 def c_split(xp, ins, attrs, comm):
     """Out = part ``comm.rank`` of X cut into ``comm.size`` equal parts along ``axis``: after an

@@ -10,8 +10,7 @@ only inserts forward ones.
 from __future__ import annotations
 
 from placegroup.errors import PassError
-from placegroup.transpiler.model_parallel import is_model_parallel
-from placegroup.transpiler.passes import Job, PassResult
+from placegroup.transpiler.passes import Job, PassResult, updates
 
 
 def allreduce_gradients(job: Job, ctx) -> PassResult:
@@ -19,28 +18,18 @@ def allreduce_gradients(job: Job, ctx) -> PassResult:
     if ctx.pservers or ctx.trainers <= 1:
         return PassResult(job, False)
     block = job.main.global_block()
-    changed = False
-    i = 0
-    while i < len(block.ops):
-        op = block.ops[i]
-        grad_slots = op.opdef.input_slots("Grad") if op.role == "optimize" else []
-        if grad_slots and is_model_parallel(block.var(op.param)):  # a shard: nothing to all-reduce
-            grad_slots = []
-        if not grad_slots:
-            i += 1
-            continue
-        slot = grad_slots[0]
+    found = updates(block)  # model-parallel shards excluded: nothing to all-reduce
+    for op, slot in found:
         grad = block.var(op.input(slot)[0])
         if grad.type == "selected_rows":
             raise PassError(f"{op.param!r} has a sparse (SelectedRows) gradient: collective data parallel "
                             f"all-reduces dense gradients only; keep sparse tables on pservers")
         summed = block.create_var(f"{grad.name}@ALLREDUCE", shape=grad.shape, dtype=grad.dtype, type=grad.type)
-        a = block.insert_op(i, "c_allreduce_sum", {"X": [grad]}, {"Out": [summed]}, role="optimize", infer=False)
-        m = block.insert_op(i + 1, "scale", {"X": [summed]}, {"Out": [summed]}, {"scale": 1.0 / ctx.trainers},
+        at = block.ops.index(op)
+        a = block.insert_op(at, "c_allreduce_sum", {"X": [grad]}, {"Out": [summed]}, role="optimize", infer=False)
+        m = block.insert_op(at + 1, "scale", {"X": [summed]}, {"Out": [summed]}, {"scale": 1.0 / ctx.trainers},
                             role="optimize", infer=False)
         a.param = m.param = op.param
         op.inputs[slot] = [summed.name]
-        changed = True
-        i += 3
     job.main._bump()
-    return PassResult(job, changed)
+    return PassResult(job, bool(found))

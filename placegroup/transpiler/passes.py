@@ -48,6 +48,17 @@ class TranspileContext:
                     pservers=list(self.pservers), sync_mode=self.sync_mode, staleness=self.staleness)
 
 
+def updates(block) -> list[tuple]:
+    """``[(op, grad slot)]``: the optimizer ops of the block with a gradient input, except
+    those of model-parallel shards, which stay on their trainers (model_parallel.py)."""
+    out = []
+    for op in block.ops:
+        slots = op.opdef.input_slots("Grad") if op.role == "optimize" else []
+        if slots and not block.var(op.param).attrs.get("model_parallel"):
+            out.append((op, slots[0]))
+    return out
+
+
 def run_passes(job: Job, passes: Sequence[tuple[str, Callable]], ctx: TranspileContext) -> Job:
     done: list[str] = []
     for name, fn in passes:
