@@ -115,6 +115,18 @@ class Mailbox:
         for peer, frames in self.t.poll(timeout_ms):
             self._file(peer, frames)
 
+    def pump_once(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for any message; True if one came."""
+        before = len(self.values) + len(self.done)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            n = self.t.poll(int(min(deadline - time.monotonic(), 1.0) * 1000) + 1)
+            for peer, frames in n:
+                self._file(peer, frames)
+            if n:
+                return True
+        return len(self.values) + len(self.done) > before
+
     def wait(self, keys: Sequence[tuple], timeout: float, describe) -> list:
         """The values for ``keys`` (``(var, version, source)``), draining sockets until all are
         there. A source that said ``done`` before that version is skipped (its slot is None);
@@ -137,20 +149,30 @@ class Mailbox:
                 raise CommTimeout(describe(missing))
             self.pump(int(min(left, 1.0) * 1000) + 1)
 
-    def wait_any(self, keys: Sequence[tuple], timeout: float, describe) -> tuple:
+    def _oldest(self, var: str, src: str):
+        """The key of ``src``'s oldest pending value of ``var``, any version (async mode)."""
+        found = [k for k in self.values if k[0] == var and k[2] == src]
+        return min(found, key=lambda k: k[1]) if found else None
+
+    def wait_any(self, keys: Sequence[tuple], timeout: float, describe, any_version: bool = False) -> tuple:
         """``(key, value)`` of the first of ``keys`` to arrive (value None: its source is done,
-        ``PeersDone`` when every one is). ``CommTimeout`` as ``wait``."""
+        ``PeersDone`` when every one is). With ``any_version`` a key's version is ignored and
+        each source's oldest value comes first. ``CommTimeout`` as ``wait``."""
         self.flush()
         deadline = None
         while True:
             for k in keys:
-                if k in self.values:
-                    return k, self.values.pop(k)
-            live = [k for k in keys if not self._gone_before(k)]
+                hit = self._oldest(k[0], k[2]) if any_version else (k if k in self.values else None)
+                if hit is not None:
+                    return hit, self.values.pop(hit)
+            if any_version:  # a done source has nothing more to come, whatever the version
+                live = [k for k in keys if k[2] not in self.done]
+            else:
+                live = [k for k in keys if not self._gone_before(k)]
             if not live:
                 raise PeersDone()
             if len(live) < len(keys):
-                return next(k for k in keys if self._gone_before(k)), None
+                return next(k for k in keys if k not in live), None
             if deadline is None:
                 deadline = time.monotonic() + timeout
             left = deadline - time.monotonic()

@@ -157,6 +157,7 @@ class Runtime:
         self.cluster = Cluster.from_program(program)
         self.me = self.cluster.find(program.executor)
         self.digest = program.cluster.get("digest", "")
+        self.async_mode = not program.cluster.get("sync_mode", True)
         self.xp = xp
         self.peer_timeout = peer_timeout or _timeout("PLACEGROUP_PEER_TIMEOUT", 60.0)
         self.start_timeout = _timeout("PLACEGROUP_START_TIMEOUT", 120.0)
@@ -173,6 +174,7 @@ class Runtime:
         self.mailbox.on_fetch = self._on_fetch
         self.started = False
         self.served = False  # a pserver has served the whole job (NOTE(pserver-run))
+        self.initial_sent: set = set()
         self.failed = False
         self.closed = False
         _live.add(self)
@@ -253,9 +255,7 @@ class Runtime:
         self.vals = vals
         mailbox = self.mailbox
         if step <= 0:
-            for n, peers in plan.initial:
-                for p in peers:
-                    mailbox.post(p, n, -1, as_host(vals[n]))
+            self._send_initial(plan, vals)
         for ds in plan.steps:
             gathered: dict = {}
             if ds.remote:
@@ -315,19 +315,29 @@ class Runtime:
 
     def _run_each(self, ds: DistStep, vals: dict, step: int, gathered: dict) -> None:
         """An *each* edge (DESIGN.md §4): the op runs once per arriving instance, in arrival
-        order, and what it makes goes back to the instance that triggered it."""
+        order, and what it makes goes back to the instance that triggered it.
+
+        NOTE(async-each): in sync mode every instance of this step's version is waited for. In
+        async mode (``sync_mode=False``) trainers run at their own pace: a pass over the program
+        starts only when some instance has arrived (``serve``), and each each-op then answers
+        at most one, of any version, oldest first; what it sends back is tagged with the version
+        it answered, which is the version the asking trainer waits for. So a pass is one
+        trainer's update, and the lr schedule's step counter, run once per pass, counts them."""
         r = ds.each
         version = step if r.when == SAME else step - 1
         keys = [(r.var, version, src) for src in r.sources]
         ran = 0
         while keys:
+            if self.async_mode and (ran or not any(self.mailbox._oldest(k[0], k[2]) for k in keys)):
+                return  # async: one instance per pass (serve() waits until one is there)
             try:
-                key, value = self.mailbox.wait_any(keys, self.peer_timeout, self._describe(ds, step))
+                key, value = self.mailbox.wait_any(keys, self.peer_timeout, self._describe(ds, step),
+                                                   any_version=self.async_mode)
             except PeersDone:
                 if ran:
                     return
                 raise
-            keys.remove(key)
+            keys = [k for k in keys if k[2] != key[2]]
             if value is None:  # that instance is done
                 continue
             gathered[r.slot] = to_device(self.xp, value)
@@ -336,11 +346,30 @@ class Runtime:
             src = key[2]
             for n, peers in ds.pushes:
                 if src in peers:
-                    self.mailbox.post(src, n, step, as_host(vals[n]))
+                    self.mailbox.post(src, n, key[1] if self.async_mode else step, as_host(vals[n]))
+
+    def _send_initial(self, plan: DistPlan, vals: dict) -> None:
+        """The values others read before this program writes them (version -1), once."""
+        if id(plan) in self.initial_sent:
+            return
+        self.initial_sent.add(id(plan))
+        for n, peers in plan.initial:
+            for p in peers:
+                self.mailbox.post(p, n, -1, as_host(vals[n]))
 
     def serve(self, plan: DistPlan, vals: dict) -> None:
         """A pserver's ``exe.run``: steps until every trainer has said done."""
+        self._send_initial(plan, vals)
+        trainers = {e.name for e in self.cluster.executors if e.role == ExecutorRole.TRAINER}
+        each = [(ds.each.var, src) for ds in plan.steps if ds.each is not None for src in ds.each.sources]
         while True:
+            while self.async_mode and not any(self.mailbox._oldest(v, src) for v, src in each):
+                if trainers <= set(self.mailbox.done):  # NOTE(async-each): wait for an instance
+                    return
+                self.mailbox.flush()
+                if not self.mailbox.pump_once(self.peer_timeout):
+                    raise CommTimeout(f"executor {self.me} heard from no trainer for {self.peer_timeout:.0f}s "
+                                      f"(async mode; PLACEGROUP_PEER_TIMEOUT sets the limit)")
             try:
                 self.run_step(plan, vals, self.step)
             except PeersDone:

@@ -197,3 +197,16 @@ def test_many_classes_example_shards_the_last_layer(tmp_path):
     want = float(re.search(r"step  10  loss ([0-9.]+)", local).group(1))
     got = [float(v) for v in re.findall(r"\[trainer\.\d\] step  10  loss ([0-9.]+)", text)]
     assert abs(sum(got) / 2 - want) < 2e-4 * want, (want, got)
+
+
+def test_async_with_one_trainer_is_the_one_process_run(tmp_path):
+    """Async mode: each gradient applied alone as it arrives (each edge). One trainer: exact."""
+    _check_equivalent(tmp_path, 1, 2, "--model", "wide", "--optimizer", "momentum", "--steps", "6", "--async")
+
+
+def test_async_two_trainers_train_without_waiting_for_each_other(tmp_path):
+    code, log = _run(tmp_path, 2, 2, "--model", "linear", "--steps", "40", "--async", "--stop-early", "10")
+    assert code == 0, log
+    first, second = (np.load(tmp_path / f"trainer{i}.npz")["losses"] for i in range(2))
+    assert len(first) == 40 and len(second) == 10
+    assert first[-10:].mean() < 0.9 * first[:10].mean()  # it trains

@@ -67,6 +67,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--stop-early", type=int, default=-1, help="trainer 1 stops after this many steps")
     ap.add_argument("--unfused", action="store_true", help="model parallel: gather the whole logits")
+    ap.add_argument("--async", dest="async_", action="store_true", help="sync_mode=False")
     ap.add_argument("--fetch-merged", action="store_true",
                     help="also fetch the bias gradient (on trainers: the pserver-held merged one)")
     a = ap.parse_args()
@@ -87,7 +88,7 @@ def main() -> None:
         # (and a model-parallel layer needs them too: its trainers exchange activations)
         trainers = os.getenv("PADDLE_INIT_TRAINERS") if pservers and a.model != "mp" \
             else os.getenv("PADDLE_TRAINER_ENDPOINTS")
-        t.transpile(pservers=pservers, trainers=trainers)
+        t.transpile(pservers=pservers, trainers=trainers, sync_mode=not a.async_)
         prog = t.get_program(endpoint, role)
         if role == "TRAINER" and os.environ.get("PLACEGROUP_TEST_NO_TRAINER"):
             return  # a trainer that never shows up
