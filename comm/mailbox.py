@@ -149,6 +149,37 @@ class Mailbox:
                 raise CommTimeout(describe(missing))
             self.pump(int(min(left, 1.0) * 1000) + 1)
 
+    def newest(self, var: str, src: str, min_version: int):
+        """``(version, value)`` of the newest value of ``var`` from ``src`` of at least
+        ``min_version`` that has arrived (older ones dropped), or None; never waits."""
+        self.pump(0)
+        found = [k for k in self.values if k[0] == var and k[2] == src and k[1] >= min_version]
+        if not found:
+            return None
+        best = max(found, key=lambda k: k[1])
+        value = self.values.pop(best)
+        for k in [k for k in self.values if k[0] == var and k[2] == src and k[1] < best[1]]:
+            del self.values[k]
+        return best[1], value
+
+    def wait_newest(self, var: str, src: str, min_version: int, timeout: float, describe) -> tuple:
+        """``(version, value)``: the newest value of ``var`` from ``src`` of at least
+        ``min_version`` (waiting for one if none has come); older ones are dropped."""
+        self.flush()
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [k for k in self.values if k[0] == var and k[2] == src and k[1] >= min_version]
+            if found:
+                best = max(found, key=lambda k: k[1])
+                value = self.values.pop(best)
+                for k in [k for k in self.values if k[0] == var and k[2] == src and k[1] < best[1]]:
+                    del self.values[k]  # superseded
+                return best[1], value
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CommTimeout(describe([(var, min_version, src)]))
+            self.pump(int(min(left, 1.0) * 1000) + 1)
+
     def _oldest(self, var: str, src: str):
         """The key of ``src``'s oldest pending value of ``var``, any version (async mode)."""
         found = [k for k in self.values if k[0] == var and k[2] == src]

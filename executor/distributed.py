@@ -158,6 +158,10 @@ class Runtime:
         self.me = self.cluster.find(program.executor)
         self.digest = program.cluster.get("digest", "")
         self.async_mode = not program.cluster.get("sync_mode", True)
+        self.staleness = int(program.cluster.get("staleness", 0)) if not self.async_mode else 0
+        self.staleness_seen: dict[int, int] = {}  # lag -> how many loop-carried reads had it
+        self.have_version: dict[str, int] = {}  # loop-carried var -> the version in the scope
+        self.current_staleness = 0
         self.xp = xp
         self.peer_timeout = peer_timeout or _timeout("PLACEGROUP_PEER_TIMEOUT", 60.0)
         self.start_timeout = _timeout("PLACEGROUP_START_TIMEOUT", 120.0)
@@ -208,6 +212,9 @@ class Runtime:
             version = step if r.when == SAME else (-1 if r.when == CONSTANT or step == 0 else step - 1)
             if ds is None:
                 version = step
+            if self.staleness and r.when == CARRIED and r.kind == "broadcast" and version > -1:
+                self._take_stale(vals, ds, r, version)
+                continue
             spans.append((r, len(keys), len(r.sources)))
             keys += [(r.var, version, src) for src in r.sources]
         if not keys:
@@ -221,6 +228,26 @@ class Runtime:
                 gathered[r.slot] = [v for v in values if v is not None]
             else:
                 vals[r.var] = values[0]
+                if r.when == CARRIED:
+                    self.have_version[r.var] = keys[at][1]
+
+    def _take_stale(self, vals, ds, r: RemoteIn, version: int) -> None:
+        """NOTE(ssp): bounded staleness k: a loop-carried value of ``version`` may be any newer
+        than ``version - k`` that has arrived; the newest is taken, older ones dropped, and
+        how far behind it was is recorded (``staleness_seen``)."""
+        have = self.have_version.get(r.var, -2)
+        newer = self.mailbox.newest(r.var, r.sources[0], have + 1)  # never waits
+        if newer is not None:
+            have, value = newer
+            vals[r.var] = to_device(self.xp, value)
+        if have < version - self.staleness:  # too stale: wait for one recent enough
+            have, value = self.mailbox.wait_newest(
+                r.var, r.sources[0], version - self.staleness, self.peer_timeout, self._describe(ds, version))
+            vals[r.var] = to_device(self.xp, value)
+        self.have_version[r.var] = have
+        lag = max(0, version - have)
+        self.staleness_seen[lag] = self.staleness_seen.get(lag, 0) + 1
+        self.current_staleness = max(self.current_staleness, lag) if ds is not None else lag
 
     # -- fetches: a peer asks for a var this executor holds ------------------------------------
     def _on_fetch(self, peer: str, wanted) -> None:
@@ -253,6 +280,7 @@ class Runtime:
 
     def run_step(self, plan: DistPlan, vals: dict, step: int) -> None:
         self.vals = vals
+        self.current_staleness = 0
         mailbox = self.mailbox
         if step <= 0:
             self._send_initial(plan, vals)
@@ -270,7 +298,10 @@ class Runtime:
                     mailbox.post(p, n, step, v)
         # NOTE(deferred-flush): what this step posted leaves at the next wait (the parameter
         # pull that ends a dense step, the next step's prefetch, a fetch) or at close, in one
-        # message per peer: a sparse step's gradients travel with the next step's ids.
+        # message per peer: a sparse step's gradients travel with the next step's ids. With
+        # bounded staleness a trainer may not wait at all for a while: it sends now.
+        if self.staleness:
+            mailbox.flush()
         self.completed = step
         if self.fetches:
             self._answer_fetches()

@@ -274,6 +274,17 @@ class Executor:
         # an op may update a persistable var in place later (NOTE(sparse-copy)): hand out a copy
         return value.copy() if value is vals[name] and plan is not None and name in plan.persistable else value
 
+    @property
+    def staleness(self) -> int:
+        """How many versions behind the newest the parameters this trainer's last step read
+        were (0 in sync mode; at most k with ``staleness=k``)."""
+        return self._runtime.current_staleness if self._runtime is not None else 0
+
+    @property
+    def staleness_seen(self) -> dict:
+        """lag -> how many loop-carried reads of this executor had it (bounded staleness)."""
+        return dict(self._runtime.staleness_seen) if self._runtime is not None else {}
+
     def close(self) -> None:
         """Release what the executor holds. A distributed trainer tells the pservers it is
         done (they stop serving when every trainer has); its sockets close."""

@@ -210,3 +210,16 @@ def test_async_two_trainers_train_without_waiting_for_each_other(tmp_path):
     first, second = (np.load(tmp_path / f"trainer{i}.npz")["losses"] for i in range(2))
     assert len(first) == 40 and len(second) == 10
     assert first[-10:].mean() < 0.9 * first[:10].mean()  # it trains
+
+
+def test_bounded_staleness_lets_a_fast_trainer_run_ahead_at_most_k_steps(tmp_path):
+    """SSP(k=2): with trainer 1 slowed down, trainer 0 reads parameters up to 2 versions old,
+    never more (asserted from what it recorded); k = 0 is sync and sees none."""
+    import ast
+    import re
+
+    code, log = _run(tmp_path, 2, 2, "--steps", "30", "--staleness", "2", "--slow", "0.03")
+    assert code == 0, log
+    seen = ast.literal_eval(re.search(r"trainer 0 staleness seen: (\{.*\})", log).group(1))
+    assert max(seen) <= 2 and max(seen) > 0, seen
+    assert sum(seen.values()) == 60  # two loop-carried parameters, 30 steps

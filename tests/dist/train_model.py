@@ -8,6 +8,7 @@ Writes ``<out>/<role><id>.npz`` with the per-step losses and, for trainers, ever
 """
 import argparse
 import os
+import time
 
 import numpy as np
 
@@ -68,6 +69,8 @@ def main() -> None:
     ap.add_argument("--stop-early", type=int, default=-1, help="trainer 1 stops after this many steps")
     ap.add_argument("--unfused", action="store_true", help="model parallel: gather the whole logits")
     ap.add_argument("--async", dest="async_", action="store_true", help="sync_mode=False")
+    ap.add_argument("--staleness", type=int, default=0)
+    ap.add_argument("--slow", type=float, default=0.0, help="trainer 1 sleeps this long per step")
     ap.add_argument("--fetch-merged", action="store_true",
                     help="also fetch the bias gradient (on trainers: the pserver-held merged one)")
     a = ap.parse_args()
@@ -88,7 +91,7 @@ def main() -> None:
         # (and a model-parallel layer needs them too: its trainers exchange activations)
         trainers = os.getenv("PADDLE_INIT_TRAINERS") if pservers and a.model != "mp" \
             else os.getenv("PADDLE_TRAINER_ENDPOINTS")
-        t.transpile(pservers=pservers, trainers=trainers, sync_mode=not a.async_)
+        t.transpile(pservers=pservers, trainers=trainers, sync_mode=not a.async_, staleness=a.staleness)
         prog = t.get_program(endpoint, role)
         if role == "TRAINER" and os.environ.get("PLACEGROUP_TEST_NO_TRAINER"):
             return  # a trainer that never shows up
@@ -109,6 +112,8 @@ def main() -> None:
         loss, *g = exe.run(prog, feed={"x": xb[lo:hi], "y": yb[lo:hi]}, fetch_list=[cost] + extra)
         losses.append(float(loss[0]))
         grads += g
+        if a.slow and tid == 1:
+            time.sleep(a.slow)
     scope = fluid.global_scope()
     values = {p: np.array(scope.find_var(p).get_tensor()) for p in params}
     if role is not None and a.model == "mp":  # each trainer checkpoints what it holds: its shard
@@ -124,6 +129,8 @@ def main() -> None:
             scope.var("learning_rate_0").get_tensor().set(np.zeros(1, np.float32))
         except fluid.PlacementError as e:
             print(f"set guard: {e}")
+    if a.staleness:
+        print(f"trainer {tid} staleness seen: {exe.staleness_seen}")
     exe.close()
     if grads:
         values["grads"] = np.array(grads)
