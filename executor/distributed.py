@@ -161,6 +161,9 @@ class Runtime:
         self.staleness = int(program.cluster.get("staleness", 0)) if not self.async_mode else 0
         self.staleness_seen: dict[int, int] = {}  # lag -> how many loop-carried reads had it
         self.have_version: dict[str, int] = {}  # loop-carried var -> the version in the scope
+        self.updates: dict[int, int] = {}       # async pserver: updates applied per each-op
+        self.last_seen: dict[tuple, int] = {}   # (each-op, trainer) -> updates when it last got one
+        self.each_vars: set = set()
         self.current_staleness = 0
         self.xp = xp
         self.peer_timeout = peer_timeout or _timeout("PLACEGROUP_PEER_TIMEOUT", 60.0)
@@ -358,6 +361,8 @@ class Runtime:
         version = step if r.when == SAME else step - 1
         keys = [(r.var, version, src) for src in r.sources]
         ran = 0
+        if self.async_mode:  # a trainer's instances are answered in its own order (its step)
+            keys = [k for k in keys if self._in_order(k[0], k[2])]
         while keys:
             if self.async_mode and (ran or not any(self.mailbox._oldest(k[0], k[2]) for k in keys)):
                 return  # async: one instance per pass (serve() waits until one is there)
@@ -375,6 +380,12 @@ class Runtime:
             self._call(ds, vals, step, gathered)
             ran += 1
             src = key[2]
+            if self.async_mode:  # how many others' updates came in since src last got this value
+                done = self.updates.get(ds.step.index, 0)
+                lag = done - self.last_seen.get((ds.step.index, src), done)
+                self.updates[ds.step.index] = done + 1
+                self.last_seen[(ds.step.index, src)] = done + 1
+                self.staleness_seen[lag] = self.staleness_seen.get(lag, 0) + 1
             for n, peers in ds.pushes:
                 if src in peers:
                     self.mailbox.post(src, n, key[1] if self.async_mode else step, as_host(vals[n]))
@@ -388,24 +399,41 @@ class Runtime:
             for p in peers:
                 self.mailbox.post(p, n, -1, as_host(vals[n]))
 
+    def _in_order(self, var: str, src: str) -> bool:
+        """Async: ``src``'s oldest ``var`` is not newer than anything else it has pending for
+        this executor's each-ops, so one trainer's gradient of step s is applied before its
+        prefetch of step s+1 is answered (it reads its own update, as in one process)."""
+        mine = self.mailbox._oldest(var, src)
+        if mine is None:
+            return True
+        return all((other := self.mailbox._oldest(v, src)) is None or other[1] >= mine[1]
+                   for v in self.each_vars)
+
     def serve(self, plan: DistPlan, vals: dict) -> None:
         """A pserver's ``exe.run``: steps until every trainer has said done."""
         self._send_initial(plan, vals)
         trainers = {e.name for e in self.cluster.executors if e.role == ExecutorRole.TRAINER}
         each = [(ds.each.var, src) for ds in plan.steps if ds.each is not None for src in ds.each.sources]
-        while True:
-            while self.async_mode and not any(self.mailbox._oldest(v, src) for v, src in each):
-                if trainers <= set(self.mailbox.done):  # NOTE(async-each): wait for an instance
+        self.each_vars = {v for v, _ in each}
+        try:
+            while True:
+                while self.async_mode and not any(self.mailbox._oldest(v, src) for v, src in each):
+                    if trainers <= set(self.mailbox.done):  # NOTE(async-each): wait for an instance
+                        return
+                    self.mailbox.flush()
+                    if not self.mailbox.pump_once(self.peer_timeout):
+                        raise CommTimeout(f"executor {self.me} heard from no trainer for "
+                                          f"{self.peer_timeout:.0f}s (async mode; PLACEGROUP_PEER_TIMEOUT "
+                                          f"sets the limit)")
+                try:
+                    self.run_step(plan, vals, self.step)
+                except PeersDone:
                     return
-                self.mailbox.flush()
-                if not self.mailbox.pump_once(self.peer_timeout):
-                    raise CommTimeout(f"executor {self.me} heard from no trainer for {self.peer_timeout:.0f}s "
-                                      f"(async mode; PLACEGROUP_PEER_TIMEOUT sets the limit)")
-            try:
-                self.run_step(plan, vals, self.step)
-            except PeersDone:
-                return
-            self.step += 1
+                self.step += 1
+        finally:
+            if self.staleness_seen:  # issue #6: the distribution of staleness it saw
+                log.info("%s: staleness of the updates it applied (lag: count): %s", self.me,
+                         dict(sorted(self.staleness_seen.items())))
 
     # -- shutting down -------------------------------------------------------------------------
     def fail(self, err: BaseException) -> None:

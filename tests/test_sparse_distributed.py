@@ -15,9 +15,9 @@ from tests.conftest import TIME_FACTOR
 SCRIPT = os.path.join(os.path.dirname(__file__), "dist", "train_sparse.py")
 
 
-def _compare(tmp_path, pservers, *args, blocks=False):
+def _compare(tmp_path, pservers, *args, blocks=False, trainers=2):
     out = io.StringIO()
-    code = launch(SCRIPT, ["--out", str(tmp_path), *args], 2, pservers, grace=20 * TIME_FACTOR, out=out,
+    code = launch(SCRIPT, ["--out", str(tmp_path), *args], trainers, pservers, grace=20 * TIME_FACTOR, out=out,
                   extra_env={"PLACEGROUP_PEER_TIMEOUT": str(30 * TIME_FACTOR)})
     assert code == 0, out.getvalue()
     for k in range(pservers if not blocks else 0):  # each pserver saved its own shard, only it
@@ -27,7 +27,7 @@ def _compare(tmp_path, pservers, *args, blocks=False):
     subprocess.run([sys.executable, SCRIPT, "--out", str(tmp_path), *args], check=True, env=env,
                    timeout=120 * TIME_FACTOR)
     ref = np.load(tmp_path / "local0.npz")
-    runs = [np.load(tmp_path / f"trainer{i}.npz") for i in range(2)]
+    runs = [np.load(tmp_path / f"trainer{i}.npz") for i in range(trainers)]
     np.testing.assert_allclose(np.mean([r["losses"] for r in runs], axis=0), ref["losses"], rtol=1e-5, atol=1e-6)
     for r in runs:
         assert ("emb" in r.files) == blocks  # a distributed table never exists on a trainer
@@ -49,6 +49,11 @@ def test_sparse_training_on_2_pservers_equals_one_process(tmp_path, optimizer):
 def test_sparse_table_sliced_into_blocks_when_not_distributed(tmp_path):
     """embedding(is_sparse=True) alone: an ordinary sliced parameter, gradient as SelectedRows."""
     _compare(tmp_path, 2, "--optimizer", "momentum", "--vocab", "3000", "--blocks", blocks=True)
+
+
+def test_async_sparse_with_one_trainer_equals_one_process(tmp_path):
+    """Sparse tables in async mode (issue #6): prefetch and update on each edges of any version."""
+    _compare(tmp_path, 2, "--optimizer", "adagrad", "--async", trainers=1)
 
 
 def test_lazy_adam_and_three_shards(tmp_path):

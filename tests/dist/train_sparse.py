@@ -46,6 +46,7 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=8)
     ap.add_argument("--optimizer", default="sgd")
     ap.add_argument("--lazy", action="store_true")
+    ap.add_argument("--async", dest="async_", action="store_true", help="sync_mode=False")
     ap.add_argument("--blocks", action="store_true",
                     help="is_distributed=False: the sparse table is sliced into row blocks instead")
     ap.add_argument("--steps", type=int, default=8)
@@ -62,7 +63,8 @@ def main() -> None:
     else:
         endpoint = os.environ["POD_IP"] + ":" + os.environ["PADDLE_INIT_PORT"]
         t = fluid.DistributeTranspiler()
-        t.transpile(pservers=os.environ["PADDLE_INIT_PSERVERS"], trainers=os.environ["PADDLE_INIT_TRAINERS"])
+        t.transpile(pservers=os.environ["PADDLE_INIT_PSERVERS"], trainers=os.environ["PADDLE_INIT_TRAINERS"],
+                    sync_mode=not a.async_)
         prog = t.get_program(endpoint, role)
         exe.run(t.get_startup_program(endpoint, role))
         if role == "PSERVER":
