@@ -2,7 +2,8 @@
 
 Builds fit_a_line (13 -> 1, batch 20, SGD) or a wide MLP with a few million parameters,
 transpiles it for the cluster in the environment, and times ``exe.run`` per step on
-trainers. The data are random numbers of the right shapes: this measures speed only.
+trainers. The data are made up: a fixed random batch per trainer and a linear target with noise, so
+the loss can be compared between modes; it measures speed and convergence, not accuracy.
 """
 import argparse
 import json
@@ -36,6 +37,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--batch", type=int, default=20)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--mode", choices=("sync", "ssp", "async"), default="sync")
+    ap.add_argument("--slow", type=float, default=0.0, help="the last trainer sleeps this long per step")
     a = ap.parse_args()
     x, cost = build(a.model)
     exe = fluid.Executor(fluid.CPUPlace())
@@ -46,7 +49,8 @@ def main() -> None:
     else:
         endpoint = os.environ["POD_IP"] + ":" + os.environ["PADDLE_INIT_PORT"]
         t = fluid.DistributeTranspiler()
-        t.transpile(pservers=os.environ["PADDLE_INIT_PSERVERS"], trainers=os.environ["PADDLE_INIT_TRAINERS"])
+        t.transpile(pservers=os.environ["PADDLE_INIT_PSERVERS"], trainers=os.environ["PADDLE_INIT_TRAINERS"],
+                    sync_mode=a.mode != "async", staleness=2 if a.mode == "ssp" else 0)
         prog = t.get_program(endpoint, role)
         exe.run(t.get_startup_program(endpoint, role))
         if role == "PSERVER":
@@ -56,24 +60,32 @@ def main() -> None:
         n, tid = t.trainer_num, t.trainer_id
     rng = np.random.default_rng(tid)
     per = a.batch // n
-    feed = {"x": rng.normal(size=(per, x.shape[1])).astype(np.float32),
-            "y": rng.normal(size=(per, 1)).astype(np.float32)}
-    times = []
+    xs = rng.normal(size=(per, x.shape[1])).astype(np.float32)
+    w_true = np.random.default_rng(99).normal(size=(x.shape[1], 1)) / np.sqrt(x.shape[1])
+    feed = {"x": xs, "y": (xs @ w_true + 0.1 * rng.normal(size=(per, 1))).astype(np.float32)}
+    times, losses = [], []
+    slow = a.slow if n > 1 and tid == n - 1 else 0.0
+    w0 = time.perf_counter()
     for i in range(a.steps):
         if i == a.warmup:
             rt = getattr(exe, "_runtime", None)
             sent0, recv0 = (rt.transport.bytes_sent, rt.transport.bytes_received) if rt else (0, 0)
         t0 = time.perf_counter()
-        exe.run(prog, feed=feed, fetch_list=[cost])
+        loss, = exe.run(prog, feed=feed, fetch_list=[cost])
+        losses.append(float(loss[0]))
+        if slow:
+            time.sleep(slow)
         if i >= a.warmup:
             times.append(time.perf_counter() - t0)
+    wall = time.perf_counter() - w0
     rt = getattr(exe, "_runtime", None)
     n_timed = a.steps - a.warmup
     moved = ((rt.transport.bytes_sent - sent0 + rt.transport.bytes_received - recv0) / n_timed) if rt else 0
     exe.close()
     with open(os.path.join(a.out, f"{role or 'local'}{tid}.json"), "w") as f:
         json.dump({"median_s": float(np.median(times)), "mean_s": float(np.mean(times)),
-                   "bytes_per_step": moved}, f)
+                   "bytes_per_step": moved, "wall_s": wall, "examples": a.steps * per,
+                   "final_loss": float(np.mean(losses[-20:]))}, f)
 
 
 if __name__ == "__main__":
