@@ -21,7 +21,6 @@ Run::
 from __future__ import annotations
 
 import argparse
-import os
 
 import numpy as np
 
@@ -40,6 +39,11 @@ def click_log(vocab: int, steps: int, batch: int, seed: int):
         clicks = (rng.random((batch, 1)) < rate).astype(np.int64)
         out.append((ids.astype(np.int64), clicks))
     return out
+
+
+def shards_held() -> list:
+    """The table shards this process holds (on a pserver, after serving)."""
+    return sorted(n for n in fluid.global_scope().local_var_names() if n.startswith("ad_emb.shard"))
 
 
 def build(vocab: int, dim: int):
@@ -65,26 +69,11 @@ def main() -> None:
     fluid.default_startup_program().random_seed = 3
     loss = build(a.vocab, a.dim)
     exe = fluid.Executor(fluid.CPUPlace())
-    role = os.getenv("TRAINING_ROLE")
-    prog, tid, n = fluid.default_main_program(), 0, 1
     table_mib = a.vocab * a.dim * 4 / 2 ** 20
-    if role is None:
-        exe.run(fluid.default_startup_program())
-    else:
-        endpoint = os.getenv("POD_IP", "127.0.0.1") + ":" + os.getenv("PADDLE_INIT_PORT", "6174")
-        t = fluid.DistributeTranspiler()
-        t.transpile(pservers=os.getenv("PADDLE_INIT_PSERVERS"), trainers=os.getenv("PADDLE_INIT_TRAINERS", "1"))
-        prog = t.get_program(endpoint, role)
-        exe.run(t.get_startup_program(endpoint, role))
-        if role.upper() == "PSERVER":
-            shards = [n for n in fluid.global_scope().local_var_names() if n.startswith("ad_emb.shard")]
-            rows = sum(fluid.global_scope().find_var(s).get_tensor().shape()[0] for s in shards)
-            exe.run(prog)
-            exe.close()
-            print(f"pserver: held {shards} ({rows:,} of {a.vocab:,} rows); peak memory "
-                  f"{peak_rss_mb():,.0f} MiB")
-            return
-        tid, n = t.trainer_id, t.trainer_num
+    prog, role, tid, n = fluid.transpile_from_env(exe)  # seed 002 §3.5's environment, if set
+    if role == "PSERVER":
+        print(f"pserver: held {shards_held()} ({a.vocab:,} rows in all); peak memory {peak_rss_mb():,.0f} MiB")
+        return
     log = click_log(a.vocab, a.steps, a.batch_size, seed=0)
     base = np.mean([c.mean() for _, c in log])
     base_loss = -(base * np.log(base) + (1 - base) * np.log(1 - base))

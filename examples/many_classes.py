@@ -21,7 +21,6 @@ Run::
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import numpy as np
@@ -56,17 +55,7 @@ def main() -> None:
     loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits=logits, label=label))
     fluid.optimizer.SGD(learning_rate=0.5).minimize(loss)
     exe = fluid.Executor(fluid.CPUPlace())
-    prog, tid, n = fluid.default_main_program(), 0, 1
-    if os.getenv("TRAINING_ROLE"):
-        endpoint = os.getenv("POD_IP", "127.0.0.1") + ":" + os.getenv("PADDLE_INIT_PORT", "6174")
-        t = fluid.DistributeTranspiler()
-        t.transpile(pservers=os.getenv("PADDLE_INIT_PSERVERS") or "",
-                    trainers=os.getenv("PADDLE_TRAINER_ENDPOINTS"))
-        prog = t.get_program(endpoint, "trainer")
-        exe.run(t.get_startup_program(endpoint, "trainer"))
-        tid, n = t.trainer_id, t.trainer_num
-    else:
-        exe.run(fluid.default_startup_program())
+    prog, _, tid, n = fluid.transpile_from_env(exe)  # seed 002 §3.5's environment, if set
     shard = fluid.global_scope().find_var("fc_0.w_0").get_tensor().shape()
     print(f"trainer {tid} of {n}: holds fc_0.w_0 {shard} of [{a.dim}, {a.classes}]")
     t0 = time.perf_counter()

@@ -19,7 +19,6 @@ Run::
 from __future__ import annotations
 
 import argparse
-import os
 
 import numpy as np
 
@@ -72,24 +71,12 @@ def main() -> None:
     train_x, train_y, test_x, test_y = load_digits()
     exe = fluid.Executor(fluid.CPUPlace())
 
-    role = os.getenv("TRAINING_ROLE")
-    prog, tid, n = fluid.default_main_program(), 0, 1
-    if role is None:
-        exe.run(fluid.default_startup_program())
-    else:
-        endpoint = os.getenv("POD_IP", "127.0.0.1") + ":" + os.getenv("PADDLE_INIT_PORT", "6174")
-        t = fluid.DistributeTranspiler()
-        t.transpile(pservers=os.getenv("PADDLE_INIT_PSERVERS"), trainers=os.getenv("PADDLE_INIT_TRAINERS", "1"))
-        prog = t.get_program(endpoint, role)
-        exe.run(t.get_startup_program(endpoint, role))
-        if role.upper() == "PSERVER":
-            exe.run(prog)
-            exe.close()
-            print("pserver: every trainer is done")
-            return
-        tid, n = t.trainer_id, t.trainer_num
-        if tid == 0:
-            print("parameter placement:\n" + placement_report(prog))
+    prog, role, tid, n = fluid.transpile_from_env(exe)  # seed 002 §3.5's environment, if set
+    if role == "PSERVER":
+        print("pserver: every trainer is done")
+        return
+    if tid == 0 and role is not None:
+        print("parameter placement:\n" + placement_report(prog))
 
     steps = len(train_x) // a.batch_size  # whole batches only: they split evenly over trainers
     for pass_id in range(a.passes):

@@ -16,6 +16,7 @@ if not _os.path.isdir(_os.path.join(_here, "ops")):
 
 from placegroup import dataset, initializer, io, layers, optimizer, reader, regularizer, unique_name  # noqa: E402,E501
 from placegroup.data_feeder import DataFeeder  # noqa: E402
+from placegroup.from_env import transpile_from_env  # noqa: E402
 from placegroup.reader import batch  # noqa: E402
 from placegroup.backward import append_backward  # noqa: E402
 from placegroup.errors import (CommTimeout, OpError, PassError, PlacementError,  # noqa: E402
@@ -39,5 +40,5 @@ __all__ = [
     "Scope", "SerializationError", "Variable", "append_backward", "batch", "dataset",
     "default_main_program", "default_startup_program", "global_scope", "initializer", "io",
     "is_compiled_with_cuda", "layers", "optimizer", "program_guard", "reader", "regularizer",
-    "scope_guard", "unique_name",
+    "scope_guard", "transpile_from_env", "unique_name",
 ]

@@ -223,3 +223,19 @@ def test_bounded_staleness_lets_a_fast_trainer_run_ahead_at_most_k_steps(tmp_pat
     seen = ast.literal_eval(re.search(r"trainer 0 staleness seen: (\{.*\})", log).group(1))
     assert max(seen) <= 2 and max(seen) > 0, seen
     assert sum(seen.values()) == 60  # two loop-carried parameters, 30 steps
+
+
+def test_sliced_wide_layer_example_on_3_pservers(tmp_path):
+    """examples/sliced_wide_layer.py: blocks on 3 pservers, the same test accuracy as one process."""
+    import re
+
+    example = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "sliced_wide_layer.py")
+    env = {k: v for k, v in os.environ.items() if k != "TRAINING_ROLE"}
+    local = subprocess.run([sys.executable, example, "--passes", "2"], capture_output=True, text=True, env=env,
+                           timeout=120 * TIME_FACTOR, check=True).stdout
+    out = io.StringIO()
+    assert launch(example, ["--passes", "2"], 2, 3, grace=20 * TIME_FACTOR, out=out) == 0, out.getvalue()
+    text = out.getvalue()
+    assert "rows 0..682 of fc_1.w_0" in text  # seed 000: a 2048-row weight in 3 blocks
+    want = re.search(r"test accuracy ([0-9.]+)", local).group(1)
+    assert re.findall(r"\[trainer\.\d\] test accuracy ([0-9.]+)", text) == [want, want]

@@ -1,0 +1,56 @@
+"""``transpile_from_env``: the seed 002 §3.5 boilerplate, once.
+
+Every script that runs both in one process and as one process of a cluster reads the same
+environment (docs/launch.md), transpiles, runs its startup program, and, on a pserver, serves.
+This does that and says what this process is.
+
+Example::
+
+    exe = fluid.Executor(fluid.CPUPlace())
+    prog, role, tid, n = fluid.transpile_from_env(exe)
+    if role == "PSERVER":
+        return                      # it has served every trainer
+    for step, batch in enumerate(batches):
+        lo, hi = tid * len(batch) // n, (tid + 1) * len(batch) // n
+        exe.run(prog, feed=feed_of(batch[lo:hi]), fetch_list=[loss])
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def transpile_from_env(exe, main=None, startup=None, **transpile_kw: Any) -> tuple:
+    """Transpile for the cluster the environment names, if any, and run the startup program.
+
+    Without ``TRAINING_ROLE`` this is one process: ``(main, None, 0, 1)``. Otherwise the
+    program of this process's role and endpoint (``POD_IP``:``PADDLE_INIT_PORT``); the trainers
+    are named by ``PADDLE_TRAINER_ENDPOINTS`` when there are no pservers, or when
+    ``trainer_endpoints=True`` (model-parallel layers), else counted by ``PADDLE_INIT_TRAINERS``.
+    A pserver serves here until every trainer is done, then closes ``exe``.
+
+    Returns:
+        ``(program, role, trainer_id, trainer_num)``; role is ``"TRAINER"``, ``"PSERVER"`` or None.
+    """
+    from placegroup.framework import default_main_program, default_startup_program
+    from placegroup.transpiler import DistributeTranspiler
+
+    main = main if main is not None else default_main_program()
+    startup = startup if startup is not None else default_startup_program()
+    role = os.getenv("TRAINING_ROLE")
+    if role is None:
+        exe.run(startup)
+        return main, None, 0, 1
+    role = role.upper()
+    pservers = os.getenv("PADDLE_INIT_PSERVERS") or ""
+    by_endpoint = transpile_kw.pop("trainer_endpoints", False) or not pservers
+    trainers = os.getenv("PADDLE_TRAINER_ENDPOINTS") if by_endpoint else os.getenv("PADDLE_INIT_TRAINERS", "1")
+    endpoint = os.getenv("POD_IP", "127.0.0.1") + ":" + os.getenv("PADDLE_INIT_PORT", "6174")
+    t = DistributeTranspiler()
+    t.transpile(pservers=pservers, trainers=trainers, program=main, startup_program=startup, **transpile_kw)
+    prog = t.get_program(endpoint, role)
+    exe.run(t.get_startup_program(endpoint, role))
+    if role == "PSERVER":
+        exe.run(prog)
+        exe.close()
+    return prog, role, t.trainer_id, t.trainer_num
