@@ -1,0 +1,111 @@
+"""The plan of one executor for one placed program (DESIGN.md §4), computed once.
+
+Which ops run here, in program order; for each input held elsewhere, the edge (broadcast,
+gather, each), its sources and which version to wait for (NOTE(versions) in
+executor/distributed.py); after each op, which executors its outputs go to.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from placegroup.cluster import Cluster, classify
+from placegroup.errors import PlacementError
+from placegroup.executor.executor import Step
+from placegroup.place_group import ExecutorRole
+
+CARRIED, SAME, CONSTANT = "carried", "same", "constant"
+
+
+@dataclasses.dataclass
+class RemoteIn:
+    slot: str
+    var: str
+    kind: str        # broadcast | gather
+    sources: tuple   # wire names, trainer-id order
+    when: str        # same | carried | constant
+
+
+class DistStep:
+    """A local op with its remote inputs and the pushes of its outputs."""
+
+    __slots__ = ("step", "remote", "each", "pushes")
+
+    def __init__(self, step: Step, remote: list, pushes: list) -> None:
+        self.step = step
+        each = [r for r in remote if r.kind == "each"]
+        if len(each) > 1:
+            raise PlacementError(f"op #{step.index} `{step.op.type}` has {len(each)} each-edges; "
+                                 f"an op runs once per arriving instance of one input")
+        self.each = each[0] if each else None
+        self.remote = [r for r in remote if r.kind != "each"]
+        self.pushes = pushes  # [(var, [peer names])]
+
+
+def _last_writers(block) -> dict[str, int]:
+    last = {}
+    for i, op in enumerate(block.ops):
+        for n in op.output_arg_names:
+            last[n] = i
+    return last
+
+
+class DistPlan:
+    def __init__(self, program, me, cluster: Cluster, xp) -> None:
+        block = program.global_block()
+        self.me = me
+        self.startup = bool(program.cluster.get("startup"))
+        last = _last_writers(block)
+        runners = [cluster.matching(op.place) for op in block.ops]
+        # consumers[v] = executors that read v but do not hold it (computed once, DESIGN.md §4)
+        consumers: dict[str, set] = {}
+        for i, op in enumerate(block.ops):
+            for slot, names in op.inputs.items():
+                for n in names:
+                    for r in runners[i]:
+                        edge = classify(cluster, op, slot, block.var(n), r, i)
+                        if edge.kind != "local" and me in edge.sources:
+                            consumers.setdefault(n, set()).add(r.name)
+        self.steps: list[DistStep] = []
+        self.initial: list[tuple[str, list]] = []
+        taken: set[str] = set()  # a value waited for once per step serves every later reader
+        for i, op in enumerate(block.ops):
+            if me not in runners[i]:
+                continue
+            remote = []
+            for slot, names in op.inputs.items():
+                for n in names:
+                    edge = classify(cluster, op, slot, block.var(n), me, i)
+                    if edge.kind == "local":
+                        continue
+                    if any(s.role == ExecutorRole.PSERVER for s in edge.sources) and me.role == ExecutorRole.PSERVER:
+                        raise PlacementError(f"op #{i} `{op.type}` on {me} reads {n!r} from another pserver; "
+                                             f"pserver-to-pserver edges are not supported yet")
+                    when = SAME if last.get(n, i) < i else (CARRIED if n in last else CONSTANT)
+                    if edge.kind == "broadcast":
+                        if n in taken:
+                            continue
+                        taken.add(n)
+                    remote.append(RemoteIn(slot, n, edge.kind, tuple(s.name for s in edge.sources), when))
+            pushes = [(n, sorted(consumers[n])) for n in op.output_arg_names
+                      if last.get(n) == i and n in consumers]
+            st = Step(i, op, xp)
+            if op.opdef.wants_rank:
+                st.attrs["_rank"] = runners[i].index(me)
+            if st.comm is not None:  # a collective: every member contributes its own instance
+                st.comm = [e.name for e in runners[i]]  # the group, in rank order; bound at run time
+            self.steps.append(DistStep(st, remote, pushes))
+        # values held here that others read before this program writes them: sent at start
+        held = {n for n, v in block.vars.items() if me in cluster.matching(v.place)}
+        for n in sorted(held & set(consumers)):
+            first_read = min(i for i, op in enumerate(block.ops) if n in op.input_arg_names)
+            if n not in last or last[n] >= first_read:
+                self.initial.append((n, sorted(consumers[n])))
+        self.carried = [r for s in self.steps for r in s.remote if r.when == CARRIED]
+        sent = {n for s in self.steps for n, _ in s.pushes} | {n for n, _ in self.initial}
+        for s in self.steps:  # a var another executor receives zero-copy is never overwritten
+            s.step.grant_inplace(sent)
+        self.persistable = {name for name, v in block.vars.items() if v.persistable}
+        self.feed_meta = {name: (v, np.dtype(v.dtype), v.shape) for name, v in block.vars.items()}
+        self.holders = {n: cluster.matching(v.place) for n, v in block.vars.items()}
