@@ -228,10 +228,10 @@ def train(passes: int = DEFAULT_PASSES, batch_size: int = 20, lr: float | None =
             else:
                 os.makedirs(save_dir, exist_ok=True)
                 path = os.path.join(save_dir, "prog.bin")
-                io.save_program(main, path)
+                io.save_program(main_run, path)  # transpiled: its placements, for placegroup dump
                 saved.append(path)
                 if hasattr(io, "save_persistables"):
-                    names = io.save_persistables(exe, save_dir, main)
+                    names = io.save_persistables(exe, save_dir, main_run)
                     saved += [os.path.join(save_dir, n) for n in names]
                 log(f"saved the trained program to {path}" +
                     (" and its persistables beside it" if len(saved) > 1 else ""))

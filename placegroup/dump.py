@@ -95,6 +95,9 @@ def placements(program) -> list[PlaceGroup | None]:
 
 
 # -- text -----------------------------------------------------------------------------------
+UNEVEN_MIN_BYTES = 1 << 20  # below this, no pserver waits long enough for balance to matter
+
+
 def load_report(program) -> list[str]:
     """Per pserver: bytes of parameters and of optimizer state it holds, and a warning when
     the heaviest holds more than 1.5x the lightest (issue #3: uneven load makes every sync
@@ -116,7 +119,7 @@ def load_report(program) -> list[str]:
     lines = [f"// {'pserver':<22} {'param bytes':>12} {'state bytes':>12}"]
     lines += [f"// {ep:<22} {p:>12,} {st:>12,}" for ep, (p, st) in load.items()]
     totals = [p + st for p, st in load.values()]
-    if len(totals) > 1 and min(totals) * 1.5 < max(totals):
+    if len(totals) > 1 and min(totals) * 1.5 < max(totals) and max(totals) >= UNEVEN_MIN_BYTES:
         lines.append(f"// WARNING: uneven load: the heaviest pserver holds {max(totals):,} bytes, the "
                      f"lightest {min(totals):,}; consider slice_var_up=True or a smaller min_block_size")
     return lines

@@ -160,3 +160,17 @@ def test_bad_cross_placement_read_is_reported(fresh_programs):
                                              r"'fc_0.w_0@GRAD' @trainer, which 2 executors hold"):
         check_placement(prog)
     assert PlaceGroup.parse("trainer").is_replicated
+
+
+@pytest.mark.parametrize("slice_var_up, warns", [(False, True), (True, False)])
+def test_dump_reports_the_load_per_pserver(fresh_programs, slice_var_up, warns):
+    from placegroup.dump import render_text
+
+    x = fluid.layers.data(name="x", shape=[1000])
+    cost = fluid.layers.mean(fluid.layers.fc(input=x, size=1000))
+    fluid.optimizer.SGD(0.01).minimize(cost)
+    t = fluid.DistributeTranspiler()
+    t.transpile(0, pservers=PS2, trainers=2, slice_var_up=slice_var_up)
+    text = render_text(t.get_program("127.0.0.1:7164", "pserver"))
+    assert "param bytes" in text and "127.0.0.1:7165" in text
+    assert ("WARNING: uneven load" in text) == warns
