@@ -180,7 +180,7 @@ class Mailbox:
                 raise CommTimeout(describe([(var, min_version, src)]))
             self.pump(int(min(left, 1.0) * 1000) + 1)
 
-    def _oldest(self, var: str, src: str):
+    def oldest(self, var: str, src: str):
         """The key of ``src``'s oldest pending value of ``var``, any version (async mode)."""
         found = [k for k in self.values if k[0] == var and k[2] == src]
         return min(found, key=lambda k: k[1]) if found else None
@@ -193,7 +193,7 @@ class Mailbox:
         deadline = None
         while True:
             for k in keys:
-                hit = self._oldest(k[0], k[2]) if any_version else (k if k in self.values else None)
+                hit = self.oldest(k[0], k[2]) if any_version else (k if k in self.values else None)
                 if hit is not None:
                     return hit, self.values.pop(hit)
             if any_version:  # a done source has nothing more to come, whatever the version

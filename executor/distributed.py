@@ -266,7 +266,7 @@ class Runtime:
         if self.async_mode:  # a trainer's instances are answered in its own order (its step)
             keys = [k for k in keys if self._in_order(k[0], k[2])]
         while keys:
-            if self.async_mode and (ran or not any(self.mailbox._oldest(k[0], k[2]) for k in keys)):
+            if self.async_mode and (ran or not any(self.mailbox.oldest(k[0], k[2]) for k in keys)):
                 return  # async: one instance per pass (serve() waits until one is there)
             try:
                 key, value = self.mailbox.wait_any(keys, self.peer_timeout, self._describe(ds, step),
@@ -305,10 +305,10 @@ class Runtime:
         """Async: ``src``'s oldest ``var`` is not newer than anything else it has pending for
         this executor's each-ops, so one trainer's gradient of step s is applied before its
         prefetch of step s+1 is answered (it reads its own update, as in one process)."""
-        mine = self.mailbox._oldest(var, src)
+        mine = self.mailbox.oldest(var, src)
         if mine is None:
             return True
-        return all((other := self.mailbox._oldest(v, src)) is None or other[1] >= mine[1]
+        return all((other := self.mailbox.oldest(v, src)) is None or other[1] >= mine[1]
                    for v in self.each_vars)
 
     def serve(self, plan: DistPlan, vals: dict) -> None:
@@ -319,7 +319,7 @@ class Runtime:
         self.each_vars = {v for v, _ in each}
         try:
             while True:
-                while self.async_mode and not any(self.mailbox._oldest(v, src) for v, src in each):
+                while self.async_mode and not any(self.mailbox.oldest(v, src) for v, src in each):
                     if trainers <= set(self.mailbox.done):  # NOTE(async-each): wait for an instance
                         return
                     self.mailbox.flush()
