@@ -63,6 +63,13 @@ class Mailbox:
         self.outbox.clear()
         self.pending_bytes = 0
 
+    def flush_peer(self, peer: str) -> None:
+        """Send what waits for ``peer`` only."""
+        vals = self.outbox.pop(peer, None)
+        if vals:
+            self._send(peer, pack("values", self.t.me, self.step_of(), vals))
+            self.pending_bytes = sum(getattr(v[2], "nbytes", 0) for vs in self.outbox.values() for v in vs)
+
     def _send(self, peer: str, frames) -> None:
         self.t.send(peer, frames)
 
@@ -185,11 +192,16 @@ class Mailbox:
         found = [k for k in self.values if k[0] == var and k[2] == src]
         return min(found, key=lambda k: k[1]) if found else None
 
-    def wait_any(self, keys: Sequence[tuple], timeout: float, describe, any_version: bool = False) -> tuple:
+    def wait_any(self, keys: Sequence[tuple], timeout: float, describe, any_version: bool = False,
+                 hold: float = 0.0) -> tuple:
         """``(key, value)`` of the first of ``keys`` to arrive (value None: its source is done,
         ``PeersDone`` when every one is). With ``any_version`` a key's version is ignored and
-        each source's oldest value comes first. ``CommTimeout`` as ``wait``."""
-        self.flush()
+        each source's oldest value comes first. ``hold`` seconds: first wait that long without
+        flushing, so values for a source still to be answered can travel with its answer
+        (NOTE(each-batching) in executor/distributed.py). ``CommTimeout`` as ``wait``."""
+        held_until = time.monotonic() + hold if hold else None
+        if held_until is None:
+            self.flush()
         deadline = None
         while True:
             for k in keys:
@@ -204,6 +216,12 @@ class Mailbox:
                 raise PeersDone()
             if len(live) < len(keys):
                 return next(k for k in keys if k not in live), None
+            if held_until is not None:
+                if time.monotonic() < held_until:
+                    self.pump(1)
+                    continue
+                held_until = None
+                self.flush()
             if deadline is None:
                 deadline = time.monotonic() + timeout
             left = deadline - time.monotonic()

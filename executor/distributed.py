@@ -32,6 +32,7 @@ from placegroup.executor.dist_plan import CARRIED, CONSTANT, SAME, DistPlan, Dis
 from placegroup.place_group import ExecutorRole
 
 log = logging.getLogger("placegroup.executor")
+EACH_HOLD_S = 0.002  # NOTE(each-batching)
 
 
 def peer_links(cluster: Cluster, me) -> tuple[dict, str | None]:
@@ -269,8 +270,11 @@ class Runtime:
             if self.async_mode and (ran or not any(self.mailbox.oldest(k[0], k[2]) for k in keys)):
                 return  # async: one instance per pass (serve() waits until one is there)
             try:
+                # NOTE(each-batching): in sync mode, what waits for a trainer not yet answered
+                # (a parameter update) is held back briefly, to leave with that trainer's answer
                 key, value = self.mailbox.wait_any(keys, self.peer_timeout, self._describe(ds, step),
-                                                   any_version=self.async_mode)
+                                                   any_version=self.async_mode,
+                                                   hold=0.0 if self.async_mode else EACH_HOLD_S)
             except PeersDone:
                 if ran:
                     return
@@ -291,6 +295,8 @@ class Runtime:
             for n, peers in ds.pushes:
                 if src in peers:
                     self.mailbox.post(src, n, key[1] if self.async_mode else step, as_host(vals[n]))
+            if not self.async_mode:
+                self.mailbox.flush_peer(src)
 
     def _send_initial(self, plan: DistPlan, vals: dict) -> None:
         """The values others read before this program writes them (version -1), once."""
