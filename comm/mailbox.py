@@ -20,11 +20,12 @@ import numpy as np
 from placegroup.comm.framing import FrameError, pack, pack_fetch, unpack
 from placegroup.ops.selected_rows import SelectedRows
 from placegroup.comm.transport import Transport
-from placegroup.errors import CommTimeout, RemoteError
+from placegroup.errors import CommTimeout, PeerLost, RemoteError
 
 log = logging.getLogger("placegroup.comm")
 DEBUG = int(os.environ.get("PLACEGROUP_DEBUG", "0"))  # >= 2: log every message
 EAGER_BYTES = 256 * 1024  # NOTE(eager-flush)
+LOST_GRACE = float(os.environ.get("PLACEGROUP_LOST_GRACE", "2"))  # NOTE(peer-lost): a restart may reconnect
 
 
 class PeersDone(Exception):
@@ -154,6 +155,7 @@ class Mailbox:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise CommTimeout(describe(missing))
+            self._check_lost(missing, describe)
             self.pump(int(min(left, 1.0) * 1000) + 1)
 
     def newest(self, var: str, src: str, min_version: int):
@@ -185,6 +187,7 @@ class Mailbox:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise CommTimeout(describe([(var, min_version, src)]))
+            self._check_lost([(var, min_version, src)], describe)
             self.pump(int(min(left, 1.0) * 1000) + 1)
 
     def oldest(self, var: str, src: str):
@@ -228,6 +231,16 @@ class Mailbox:
             if left <= 0:
                 raise CommTimeout(describe(live))
             self.pump(int(min(left, 1.0) * 1000) + 1)
+
+    def _check_lost(self, missing, describe) -> None:
+        """NOTE(peer-lost): a source whose connection dropped more than LOST_GRACE seconds ago
+        and has not come back will send nothing more: fail now, naming it."""
+        now = time.monotonic()
+        for k in missing:
+            since = self.t.lost.get(k[2])
+            if since is not None and now - since > LOST_GRACE and k[2] not in self.done:
+                raise PeerLost(f"peer {k[2]} is gone (its connection dropped {now - since:.1f}s ago and "
+                               f"did not come back); " + describe([k]))
 
     def _gone_before(self, key: tuple) -> bool:
         last = self.done.get(key[2])

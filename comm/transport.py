@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import time
 from typing import Sequence
 
 import zmq
@@ -62,6 +63,8 @@ class Transport:
         self.known: set[str] = set()      # ROUTER peers that said hello
         self.pending: dict[str, list] = {}  # frames for ROUTER peers not yet known
         self.gone: set[str] = set()       # peers that said done: nothing more is sent to them
+        self.lost: dict[str, float] = {}  # peer -> when its connection dropped (monitored DEALERs)
+        self.monitors: dict = {}          # monitor socket -> peer
         self.bytes_sent = 0               # payload bytes handed to sockets (bench/ reads them)
         self.bytes_received = 0
         if bind is not None:
@@ -76,6 +79,11 @@ class Transport:
             self.dealers[peer] = s
             self.socket_peer[s] = peer
             self.poller.register(s, zmq.POLLIN)
+            # NOTE(peer-lost): the connection to a peer we connect to is watched; when it drops
+            # (the peer's process died), waits on that peer fail at once instead of timing out
+            mon = s.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECTED)
+            self.monitors[mon] = peer
+            self.poller.register(mon, zmq.POLLIN)
             s.send_multipart(pack("hello", me, -1, digest=digest), copy=False)
 
     def _socket(self, kind: int, max_message: int) -> zmq.Socket:
@@ -116,6 +124,9 @@ class Transport:
         """Messages that arrived within ``timeout_ms``: ``[(peer, frames)]`` (may be empty)."""
         out = []
         for s, _ in self.poller.poll(timeout_ms):
+            if s in self.monitors:
+                self._watch(s)
+                continue
             while True:
                 try:
                     frames = s.recv_multipart(zmq.NOBLOCK, copy=False)
@@ -130,7 +141,25 @@ class Transport:
                 out.append((peer, frames))
         return out
 
+    def _watch(self, mon) -> None:
+        from zmq.utils.monitor import recv_monitor_message
+
+        while True:
+            try:
+                event = recv_monitor_message(mon, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            peer = self.monitors[mon]
+            if event["event"] == zmq.EVENT_DISCONNECTED:
+                self.lost.setdefault(peer, time.monotonic())
+            elif event["event"] == zmq.EVENT_CONNECTED:
+                self.lost.pop(peer, None)
+
     def close(self) -> None:
+        for s in list(self.dealers.values()):
+            s.disable_monitor()
+        for mon in self.monitors:
+            mon.close(0)
         for s in list(self.dealers.values()) + ([self.router] if self.router is not None else []):
             s.close()
         self.ctx.term()

@@ -34,6 +34,10 @@ class CommTimeout(PlacegroupError):
     """A remote value did not arrive in time."""
 
 
+class PeerLost(CommTimeout):
+    """A peer this executor waits for is gone (its connection dropped, or it fell silent)."""
+
+
 class RemoteError(PlacegroupError):
     """A peer reported an error, carried to us as data."""
 

@@ -239,3 +239,32 @@ def test_sliced_wide_layer_example_on_3_pservers(tmp_path):
     assert "rows 0..682 of fc_1.w_0" in text  # seed 000: a 2048-row weight in 3 blocks
     want = re.search(r"test accuracy ([0-9.]+)", local).group(1)
     assert re.findall(r"\[trainer\.\d\] test accuracy ([0-9.]+)", text) == [want, want]
+
+
+def test_a_killed_pserver_is_named_at_once_not_after_the_timeout(tmp_path):
+    """A trainer waiting on a pserver whose process died fails within seconds with PeerLost
+    naming it, although PLACEGROUP_PEER_TIMEOUT is a minute (issue #7's first part)."""
+    import signal
+
+    from placegroup.launch import cluster_envs
+
+    procs = {}
+    try:
+        for tag, role, env in cluster_envs(1, 2):
+            full = {**os.environ, **env, "PLACEGROUP_PEER_TIMEOUT": "60"}
+            procs[tag] = subprocess.Popen([sys.executable, SCRIPT, "--out", str(tmp_path), "--steps", "100000",
+                                           "--slow", "0"], env=full, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True)
+        time.sleep(4 * TIME_FACTOR)  # the trainer is training
+        assert procs["trainer.0"].poll() is None
+        procs["pserver.0"].send_signal(signal.SIGKILL)
+        t0 = time.monotonic()
+        out, _ = procs["trainer.0"].communicate(timeout=30 * TIME_FACTOR)
+        assert procs["trainer.0"].returncode != 0
+        assert time.monotonic() - t0 < 15 * TIME_FACTOR
+        assert "PeerLost: peer pserver@" in out and "is gone" in out, out[-2000:]
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+            p.wait()
