@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sys
 import weakref
 
 
@@ -28,6 +29,8 @@ from placegroup.cluster import Cluster
 from placegroup.comm.mailbox import Mailbox, PeersDone, as_host, to_device
 from placegroup.comm.transport import Transport
 from placegroup.errors import CommTimeout, OpError, PlacegroupError
+from placegroup.executor.executor import DEBUG
+from placegroup.printer import format_op
 from placegroup.executor.dist_plan import CARRIED, CONSTANT, SAME, DistPlan, DistStep, RemoteIn
 from placegroup.place_group import ExecutorRole
 
@@ -235,6 +238,8 @@ class Runtime:
 
     def _call(self, ds: DistStep, vals: dict, step: int, gathered: dict) -> None:
         st = ds.step
+        if DEBUG:
+            print(f"[{self.me} step {step}] run {format_op(st.op, st.index)}", file=sys.stderr)
         if isinstance(st.comm, list):  # bind the op's group to this runtime once
             from placegroup.comm.collectives import RingCommunicator
 

@@ -13,6 +13,8 @@ Thread-safety: one executor runs one program at a time; use one executor per thr
 """
 from __future__ import annotations
 
+import os
+import sys
 import weakref
 from typing import Any, Callable, Sequence
 
@@ -21,6 +23,9 @@ import numpy as np
 from placegroup.errors import OpError, ProgramError
 from placegroup.executor.scope import Scope, global_scope, to_numpy
 from placegroup.ops.registry import EMPTY_VAR
+from placegroup.printer import format_op
+
+DEBUG = int(os.environ.get("PLACEGROUP_DEBUG", "0")) >= 1  # 1: log every op run, 2: messages, 3: passes
 
 
 class LocalComm:
@@ -210,6 +215,8 @@ class Executor:
         if feed:
             self._feed(plan, vals, feed)
         for step in plan.steps:
+            if DEBUG:
+                print(f"[placegroup] run {format_op(step.op, step.index)}", file=sys.stderr)
             try:
                 step.run(vals)
             except Exception as e:  # wrapped with the op's context, original chained

@@ -1,0 +1,24 @@
+"""STYLE.md rule 15: a size budget. The package's source stays under a line budget per
+subpackage; a pass file over ~200 lines must justify itself in its docstring."""
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BUDGET = {"placegroup": 7000, "executor": 1200, "ops": 3200, "comm": 1300}
+PASS_LINES = 220
+
+
+def _lines(path: pathlib.Path) -> int:
+    return sum(1 for _ in path.open(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("package", sorted(BUDGET))
+def test_subpackage_within_its_line_budget(package):
+    total = sum(_lines(p) for p in (ROOT / package).rglob("*.py"))
+    assert total <= BUDGET[package], f"{package}/ has {total} lines, over its budget of {BUDGET[package]}"
+
+
+def test_each_pass_is_small():
+    for p in (ROOT / "placegroup" / "transpiler").glob("*.py"):
+        assert _lines(p) <= PASS_LINES, f"{p.name} has {_lines(p)} lines: split it, or say why in its docstring"
