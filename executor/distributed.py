@@ -22,6 +22,8 @@ import atexit
 import logging
 import os
 import sys
+
+import numpy as np
 import weakref
 
 
@@ -65,6 +67,10 @@ class Runtime:
         self.digest = program.cluster.get("digest", "")
         self.async_mode = not program.cluster.get("sync_mode", True)
         self.staleness = int(program.cluster.get("staleness", 0)) if not self.async_mode else 0
+        # NOTE(merge-steps): a trainer merges the gradients of m steps into one push; on the wire
+        # its step s is round s // m, which is what pservers count
+        self.merge = int(program.cluster.get("merge_steps", 1)) if self.me.role == ExecutorRole.TRAINER else 1
+        self.accumulated: dict = {}  # (var, peers) -> sum of this round's values
         self.staleness_seen: dict[int, int] = {}  # lag -> how many loop-carried reads had it
         self.have_version: dict[str, int] = {}  # loop-carried var -> the version in the scope
         self.updates: dict[int, int] = {}       # async pserver: updates applied per each-op
@@ -121,6 +127,10 @@ class Runtime:
             version = step if r.when == SAME else (-1 if r.when == CONSTANT or step == 0 else step - 1)
             if ds is None:
                 version = step
+            if self.merge > 1 and version >= 0:
+                if r.when == SAME and (step + 1) % self.merge and r.var in vals:
+                    continue  # mid-round: the pservers made nothing new (NOTE(merge-steps))
+                version //= self.merge
             if self.staleness and r.when == CARRIED and r.kind == "broadcast" and version > -1:
                 self._take_stale(vals, ds, r, version)
                 continue
@@ -139,6 +149,25 @@ class Runtime:
                 vals[r.var] = values[0]
                 if r.when == CARRIED:
                     self.have_version[r.var] = keys[at][1]
+
+    def _merge_pushes(self, ds: DistStep, vals: dict, step: int) -> None:
+        """NOTE(merge-steps): sum what this op sends over a round of ``merge`` steps, and send
+        the mean at the round's last step, as round ``step // merge``."""
+        last = (step + 1) % self.merge == 0
+        for n, peers in ds.pushes:
+            v = as_host(vals[n])
+            if not isinstance(v, np.ndarray):
+                raise OpError(f"{self.me}: merge_steps needs dense values; {n!r} is a {type(v).__name__}")
+            key = (n, tuple(peers))
+            acc = self.accumulated.get(key)
+            acc = v.astype(v.dtype, copy=True) if acc is None else acc + v
+            if not last:
+                self.accumulated[key] = acc
+                continue
+            self.accumulated.pop(key, None)
+            mean = (acc / self.merge).astype(v.dtype, copy=False)
+            for p in peers:
+                self.mailbox.post(p, n, step // self.merge, mean)
 
     def _take_stale(self, vals, ds, r: RemoteIn, version: int) -> None:
         """NOTE(ssp): bounded staleness k: a loop-carried value of ``version`` may be any newer
@@ -180,6 +209,7 @@ class Runtime:
     def fetch_remote(self, plan: DistPlan, names: list, step: int) -> dict:
         """The values of ``names`` (held elsewhere) at ``step``, asked of one holder each."""
         keys = []
+        step //= self.merge  # the holder counts rounds (NOTE(merge-steps))
         for n in names:
             holder = plan.holders[n][0].name
             self.mailbox.request(holder, [(n, step)])
@@ -201,6 +231,9 @@ class Runtime:
                 self._run_each(ds, vals, step, gathered)
                 continue
             self._call(ds, vals, step, gathered)
+            if self.merge > 1 and ds.pushes:
+                self._merge_pushes(ds, vals, step)
+                continue
             for n, peers in ds.pushes:
                 v = as_host(vals[n])
                 for p in peers:
@@ -214,7 +247,7 @@ class Runtime:
         self.completed = step
         if self.fetches:
             self._answer_fetches()
-        if plan.carried and not plan.startup:
+        if plan.carried and not plan.startup and (step + 1) % self.merge == 0:
             self.settle()  # values the step did not read (none, normally): no mixing versions
             self.pending = {r.var: (r, step) for r in plan.carried}
         self.started = True
@@ -367,7 +400,8 @@ class Runtime:
                 log.warning("%s: closing without the last parameters: %s", self.me, e)
         self.closed = True
         if self.me.role == ExecutorRole.TRAINER:
-            self.mailbox.step_of = lambda: self.step - 1  # the last step this trainer ran
+            # the last step (round, NOTE(merge-steps)) whose values this trainer sent
+            self.mailbox.step_of = lambda: self.step // self.merge - 1
             self.mailbox.broadcast([e.name for e in self.cluster.executors
                                     if e.role == ExecutorRole.PSERVER], "done")
         self.mailbox.close()

@@ -83,6 +83,7 @@ class ClusterSchema(pydantic.BaseModel):
     pservers: list[str] = []
     sync_mode: bool = True
     staleness: int = 0
+    merge_steps: int = 1    # trainer steps whose gradients are merged before one push (issue #6)
     digest: str = ""        # of the whole transpiled job: every process must agree
     startup: bool = False   # this is the job's startup program (its values have version -1)
 

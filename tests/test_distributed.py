@@ -268,3 +268,18 @@ def test_a_killed_pserver_is_named_at_once_not_after_the_timeout(tmp_path):
             if p.poll() is None:
                 p.kill()
             p.wait()
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_merge_steps_equals_one_step_on_the_merged_batch(tmp_path, optimizer):
+    """merge_steps=2: each trainer sends the mean gradient of 2 steps, applied once; the same
+    parameters as one process taking one step on both batches together (issue #6)."""
+    code, log = _run(tmp_path, 2, 2, "--model", "wide", "--optimizer", optimizer, "--steps", "8",
+                     "--batch", "10", "--merge-steps", "2")
+    assert code == 0, log
+    ref = _local(tmp_path, "--model", "wide", "--optimizer", optimizer, "--steps", "4", "--batch", "20")
+    for i in range(2):
+        run = np.load(tmp_path / f"trainer{i}.npz")
+        for name in ref.files:
+            if name != "losses":
+                np.testing.assert_allclose(run[name], ref[name], rtol=1e-5, atol=1e-6, err_msg=name)

@@ -64,7 +64,8 @@ class DistributeTranspiler:
                   pservers: str = "127.0.0.1:6174", trainers: int | str = 1, sync_mode: bool | None = None,
                   startup_program: Program | None = None, current_endpoint: str = "127.0.0.1:6174", *,
                   slice_var_up: bool | None = None, split_method: Any = None,
-                  min_block_size: int | None = None, staleness: int | None = None) -> None:
+                  min_block_size: int | None = None, staleness: int | None = None,
+                  merge_steps: int | None = None) -> None:
         """Run the passes over copies of ``program`` and ``startup_program``.
 
         Args:
@@ -96,9 +97,14 @@ class DistributeTranspiler:
             slice_var_up=cfg.slice_var_up if slice_var_up is None else slice_var_up,
             min_block_size=cfg.min_block_size if min_block_size is None else min_block_size,
             split_method=split_method or cfg.split_method or RoundRobin,
-            staleness=cfg.staleness if staleness is None else staleness, mp_fused=cfg.mp_fused)
+            staleness=cfg.staleness if staleness is None else staleness, mp_fused=cfg.mp_fused,
+            merge_steps=cfg.merge_steps if merge_steps is None else merge_steps)
         self.sync_mode = ctx.sync_mode
         main = program or default_main_program()
+        if ctx.merge_steps > 1 and (not ctx.pservers or any(
+                v.is_parameter and v.attrs.get("distributed") for v in main.list_vars())):
+            raise ValueError("merge_steps > 1 is supported with pservers and dense parameters only "
+                             "(not yet with distributed tables or collective data parallel)")
         startup = startup_program or default_startup_program()
         self._job = run_passes(Job(main, startup), PASSES, ctx)
 

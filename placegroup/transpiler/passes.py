@@ -42,10 +42,12 @@ class TranspileContext:
     split_method: Callable
     staleness: int = 0
     mp_fused: bool = True
+    merge_steps: int = 1
 
     def cluster(self) -> dict:
         return dict(trainers=self.trainers, trainer_endpoints=list(self.trainer_endpoints),
-                    pservers=list(self.pservers), sync_mode=self.sync_mode, staleness=self.staleness)
+                    pservers=list(self.pservers), sync_mode=self.sync_mode, staleness=self.staleness,
+                    merge_steps=self.merge_steps)
 
 
 def updates(block) -> list[tuple]:

@@ -70,6 +70,7 @@ def main() -> None:
     ap.add_argument("--unfused", action="store_true", help="model parallel: gather the whole logits")
     ap.add_argument("--async", dest="async_", action="store_true", help="sync_mode=False")
     ap.add_argument("--staleness", type=int, default=0)
+    ap.add_argument("--merge-steps", type=int, default=1)
     ap.add_argument("--slow", type=float, default=0.0, help="trainer 1 sleeps this long per step")
     ap.add_argument("--fetch-merged", action="store_true",
                     help="also fetch the bias gradient (on trainers: the pserver-held merged one)")
@@ -91,7 +92,8 @@ def main() -> None:
         # (and a model-parallel layer needs them too: its trainers exchange activations)
         trainers = os.getenv("PADDLE_INIT_TRAINERS") if pservers and a.model != "mp" \
             else os.getenv("PADDLE_TRAINER_ENDPOINTS")
-        t.transpile(pservers=pservers, trainers=trainers, sync_mode=not a.async_, staleness=a.staleness)
+        t.transpile(pservers=pservers, trainers=trainers, sync_mode=not a.async_, staleness=a.staleness,
+                    merge_steps=a.merge_steps)
         prog = t.get_program(endpoint, role)
         if role == "TRAINER" and os.environ.get("PLACEGROUP_TEST_NO_TRAINER"):
             return  # a trainer that never shows up
