@@ -97,7 +97,7 @@ def build(n_features: int, optimizer: str, lr: float, total_steps: int):
     return x, y, avg_cost, test_program
 
 
-def distribute(exe, main, startup):
+def distribute(exe, main, startup, mode: str = "sync"):
     """Seed 002 §3.5: transpile for the cluster the environment names, if it names one.
 
     Returns ``(main_program, role, trainer_id, trainer_num)``; ``role`` is None in one process.
@@ -111,7 +111,8 @@ def distribute(exe, main, startup):
     current_endpoint = os.getenv("POD_IP", "127.0.0.1") + ":" + port
     t = fluid.DistributeTranspiler()
     t.transpile(pservers=os.getenv("PADDLE_INIT_PSERVERS"), trainers=os.getenv("PADDLE_INIT_TRAINERS", "1"),
-                program=main, startup_program=startup)
+                program=main, startup_program=startup, sync_mode=mode != "async",
+                staleness=2 if mode == "ssp" else 0)
     prog = t.get_program(current_endpoint, role)
     exe.run(t.get_startup_program(current_endpoint, role))
     if role.upper() == "PSERVER":
@@ -133,7 +134,7 @@ def evaluate(exe, program, feeder, batches, avg_cost) -> float:
 def train(passes: int = DEFAULT_PASSES, batch_size: int = 20, lr: float | None = None,
           optimizer: str = "sgd", use_cuda: bool = False, save_dir: str | None = None,
           data: str = "auto", seed: int = 1, progress: bool | None = None, log=print,
-          drop_last: bool = False) -> dict:
+          drop_last: bool = False, mode: str = "sync") -> dict:
     """Train fit_a_line and return what happened.
 
     Args:
@@ -146,6 +147,7 @@ def train(passes: int = DEFAULT_PASSES, batch_size: int = 20, lr: float | None =
         data: ``"auto"``, ``"uci_housing"`` or ``"diabetes"``.
         seed: the programs' random seed (initial weights) and the shuffle seed.
         progress: show a tqdm bar (None: only on a terminal).
+        mode: in a cluster, "sync", "ssp" (bounded staleness 2) or "async".
         drop_last: skip each pass's last, short batch. Distributed sync training equals the
             one-process run exactly when every batch splits evenly over the trainers.
         log: called with each line of the report.
@@ -175,7 +177,7 @@ def train(passes: int = DEFAULT_PASSES, batch_size: int = 20, lr: float | None =
         train_reader = reader.batch(reader.shuffle(module.train(), buf_size=500, seed=seed),
                                     batch_size=batch_size, drop_last=drop_last)
         test_reader = reader.batch(module.test(), batch_size=batch_size)
-        main_run, role, tid, n = distribute(exe, main, startup)
+        main_run, role, tid, n = distribute(exe, main, startup, mode)
         if role == "PSERVER":
             log("pserver: every trainer is done")
             return {"dataset": name, "role": role}
@@ -254,10 +256,11 @@ def main(argv=None) -> int:
                    help="auto: uci_housing when its file is present, else diabetes")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--drop-last", action="store_true", help="skip each pass's last, short batch")
+    p.add_argument("--mode", choices=("sync", "ssp", "async"), default="sync", help="in a cluster")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
     train(passes=a.passes, batch_size=a.batch_size, lr=a.lr, optimizer=a.optimizer,
-          use_cuda=a.use_cuda, save_dir=a.save_dir, data=a.data, seed=a.seed, drop_last=a.drop_last,
+          use_cuda=a.use_cuda, save_dir=a.save_dir, data=a.data, seed=a.seed, drop_last=a.drop_last, mode=a.mode,
           progress=False if a.no_progress else None)
     return 0
 

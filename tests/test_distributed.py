@@ -283,3 +283,21 @@ def test_merge_steps_equals_one_step_on_the_merged_batch(tmp_path, optimizer):
         for name in ref.files:
             if name != "losses":
                 np.testing.assert_allclose(run[name], ref[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_async_and_ssp_fit_a_line_converge_within_5_percent_of_sync(tmp_path):
+    """Issue #6's check on examples/fit_a_line.py: the trained model's loss in async and SSP(2)
+    mode is within 5% of the sync one."""
+    import re
+
+    example = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "fit_a_line.py")
+    final = {}
+    for mode in ("sync", "async", "ssp"):
+        out = io.StringIO()
+        code = launch(example, ["--mode", mode, "--passes", "20", "--data", "diabetes", "--no-progress"], 2, 2,
+                      grace=20 * TIME_FACTOR, out=out)
+        assert code == 0, out.getvalue()
+        final[mode] = float(re.search(r"\[trainer\.0\] train loss of the trained model ([0-9.]+)",
+                                      out.getvalue()).group(1))
+    assert abs(final["async"] - final["sync"]) <= 0.05 * final["sync"], final
+    assert abs(final["ssp"] - final["sync"]) <= 0.05 * final["sync"], final
