@@ -42,22 +42,10 @@ def main() -> None:
     a = ap.parse_args()
     x, cost = build(a.model)
     exe = fluid.Executor(fluid.CPUPlace())
-    role = os.environ.get("TRAINING_ROLE")
-    n, tid, prog = 1, 0, fluid.default_main_program()
-    if role is None:
-        exe.run(fluid.default_startup_program())
-    else:
-        endpoint = os.environ["POD_IP"] + ":" + os.environ["PADDLE_INIT_PORT"]
-        t = fluid.DistributeTranspiler()
-        t.transpile(pservers=os.environ["PADDLE_INIT_PSERVERS"], trainers=os.environ["PADDLE_INIT_TRAINERS"],
-                    sync_mode=a.mode != "async", staleness=2 if a.mode == "ssp" else 0)
-        prog = t.get_program(endpoint, role)
-        exe.run(t.get_startup_program(endpoint, role))
-        if role == "PSERVER":
-            exe.run(prog)
-            exe.close()
-            return
-        n, tid = t.trainer_num, t.trainer_id
+    prog, role, tid, n = fluid.transpile_from_env(
+        exe, sync_mode=a.mode != "async", staleness=2 if a.mode == "ssp" else 0)
+    if role == "PSERVER":
+        return  # it has served every trainer
     rng = np.random.default_rng(tid)
     per = a.batch // n
     xs = rng.normal(size=(per, x.shape[1])).astype(np.float32)

@@ -16,3 +16,14 @@ def fresh_programs():
     with fluid.program_guard(main, startup), fluid.unique_name.guard(), \
             fluid.scope_guard(fluid.Scope()):
         yield main, startup
+
+
+def build_fit_a_line(lr: float = 0.01):
+    """Seed 002's model (x -> fc(1) -> square_error_cost -> mean, SGD) in the default programs;
+    returns the mean cost."""
+    x = fluid.layers.data(name="x", shape=[13])
+    y = fluid.layers.data(name="y", shape=[1])
+    pred = fluid.layers.fc(input=x, size=1)
+    avg = fluid.layers.mean(fluid.layers.square_error_cost(input=pred, label=y))
+    fluid.optimizer.SGD(learning_rate=lr).minimize(avg)
+    return avg

@@ -9,11 +9,11 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-import placegroup as fluid
 from placegroup import __version__
 from placegroup.cli import main
 from placegroup.io import save_program
 from placegroup.place_group import ExecutorId, PlaceGroup
+from tests.conftest import build_fit_a_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PSERVER = "pserver/127.0.0.1:7164"
@@ -21,11 +21,7 @@ PS_ARGS = ["--role", "pserver", "--endpoint", "127.0.0.1:7164"]
 
 
 def fit_a_line():
-    x = fluid.layers.data(name="x", shape=[13])
-    y = fluid.layers.data(name="y", shape=[1])
-    pred = fluid.layers.fc(input=x, size=1)
-    avg = fluid.layers.mean(fluid.layers.square_error_cost(input=pred, label=y))
-    fluid.optimizer.SGD(learning_rate=0.01).minimize(avg)
+    build_fit_a_line(0.01)
 
 
 @pytest.fixture

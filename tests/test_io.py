@@ -13,17 +13,13 @@ import placegroup as fluid
 import placegroup.io as pio
 from placegroup.errors import SerializationError
 from placegroup.place_group import ExecutorId
+from tests.conftest import build_fit_a_line
 
 STEPS = 6
 
 
 def fit_a_line():
-    x = fluid.layers.data(name="x", shape=[13])
-    y = fluid.layers.data(name="y", shape=[1])
-    pred = fluid.layers.fc(input=x, size=1)
-    avg = fluid.layers.mean(fluid.layers.square_error_cost(input=pred, label=y))
-    fluid.optimizer.SGD(learning_rate=0.05).minimize(avg)
-    return avg
+    return build_fit_a_line(0.05)
 
 
 def batches(seed=0):

@@ -12,17 +12,13 @@ import placegroup as fluid
 from placegroup import serialize
 from placegroup.errors import SerializationError
 from placegroup.place_group import ExecutorId, PlaceGroup
+from tests.conftest import build_fit_a_line
 
 PSERVER = "pserver/127.0.0.1:7164"
 
 
 def fit_a_line():
-    x = fluid.layers.data(name="x", shape=[13])
-    y = fluid.layers.data(name="y", shape=[1])
-    pred = fluid.layers.fc(input=x, size=1)
-    avg = fluid.layers.mean(fluid.layers.square_error_cost(input=pred, label=y))
-    fluid.optimizer.SGD(learning_rate=0.01).minimize(avg)
-    return avg
+    return build_fit_a_line(0.01)
 
 
 def place_by_hand(main):
