@@ -49,13 +49,20 @@ class Transport:
         connect: peer name -> ``ip:port`` for each peer this executor connects to.
         digest: the program digest sent in ``hello`` (every executor runs one program).
         max_message: the largest message a socket accepts, in bytes (ZMQ_MAXMSGSIZE).
+        security: sets up CURVE on each socket (``comm/security.py``), or None: plain TCP.
+        peer_timeout: seconds of silence after which libzmq drops a connection (heartbeats).
     """
 
     def __init__(self, me: str, bind: str | None, connect: dict[str, str], digest: str,
-                 max_message: int = -1) -> None:
+                 max_message: int = -1, security=None, peer_timeout: float = 60.0) -> None:
         self.me = me
         self.digest = digest
+        self.max_message = max_message
+        self.security = security
+        self.peer_timeout = peer_timeout
         self.ctx = zmq.Context(io_threads=1)
+        if security is not None:
+            security.start(self.ctx)
         self.poller = zmq.Poller()
         self.router = None
         self.dealers: dict[str, zmq.Socket] = {}
@@ -68,12 +75,12 @@ class Transport:
         self.bytes_sent = 0               # payload bytes handed to sockets (bench/ reads them)
         self.bytes_received = 0
         if bind is not None:
-            self.router = self._socket(zmq.ROUTER, max_message)
+            self.router = self._socket(zmq.ROUTER, server=True)
             self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
             self.router.bind(f"tcp://{bind_address(bind)}")
             self.poller.register(self.router, zmq.POLLIN)
         for peer, ep in connect.items():
-            s = self._socket(zmq.DEALER, max_message)
+            s = self._socket(zmq.DEALER, server=False)
             s.setsockopt(zmq.IDENTITY, me.encode())
             s.connect(f"tcp://{ep}")
             self.dealers[peer] = s
@@ -86,11 +93,20 @@ class Transport:
             self.poller.register(mon, zmq.POLLIN)
             s.send_multipart(pack("hello", me, -1, digest=digest), copy=False)
 
-    def _socket(self, kind: int, max_message: int) -> zmq.Socket:
+    def _socket(self, kind: int, server: bool) -> zmq.Socket:
         s = self.ctx.socket(kind)
         s.setsockopt(zmq.LINGER, LINGER_MS)
-        if max_message > 0:
-            s.setsockopt(zmq.MAXMSGSIZE, max_message)
+        if self.max_message > 0:
+            s.setsockopt(zmq.MAXMSGSIZE, self.max_message)
+        # NOTE(heartbeats): libzmq's IO thread pings every connection and drops one silent for
+        # peer_timeout; it answers pings while Python computes, so a slow peer is never lost,
+        # and no Python thread is needed. A dropped connection shows in the monitors (_watch).
+        ivl = int(min(1.0, self.peer_timeout / 4) * 1000)
+        s.setsockopt(zmq.HEARTBEAT_IVL, max(ivl, 10))
+        s.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(self.peer_timeout * 1000))
+        s.setsockopt(zmq.HEARTBEAT_TTL, int(self.peer_timeout * 1000))
+        if self.security is not None:
+            self.security.apply(s, server)
         return s
 
     def send(self, peer: str, frames: Sequence) -> None:
@@ -158,6 +174,8 @@ class Transport:
     def close(self) -> None:
         for s in list(self.dealers.values()):
             s.disable_monitor()
+        if self.security is not None:
+            self.security.stop()
         for mon in self.monitors:
             mon.close(0)
         for s in list(self.dealers.values()) + ([self.router] if self.router is not None else []):

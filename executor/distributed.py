@@ -82,7 +82,9 @@ class Runtime:
         self.start_timeout = _timeout("PLACEGROUP_START_TIMEOUT", 120.0)
         connect, bind = peer_links(self.cluster, self.me)
         self.step = 0
-        self.transport = Transport(self.me.name, bind, connect, self.digest)
+        self.transport = Transport(self.me.name, bind, connect, self.digest,
+                                   max_message=int(os.environ.get("PLACEGROUP_MAX_MESSAGE", -1)),
+                                   peer_timeout=self.peer_timeout)
         self.mailbox = Mailbox(self.transport, lambda: self.step)
         self.peers = [e.name for e in self.cluster.executors if e != self.me]
         self.plans: dict[int, tuple] = {}
