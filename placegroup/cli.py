@@ -4,10 +4,12 @@ Subcommands::
 
     placegroup dump prog.bin [--format text|json|dot] [--role R --endpoint EP]
     placegroup launch --trainers 2 --pservers 2 script.py [args]
+    placegroup keys DIR [--clients N] [--force]
     placegroup --version
 
 ``dump`` shows who runs what (the rendering is in ``placegroup/dump.py``, the formats in
-``docs/ir.md``); ``launch`` starts a local cluster (``placegroup/launch.py``). A file that is
+``docs/ir.md``); ``launch`` starts a local cluster (``placegroup/launch.py``); ``keys`` makes
+the CURVE keys that ``PLACEGROUP_KEYS`` points to (``comm/security.py``, docs/security.md). A file that is
 missing or not a valid prog.bin gives one line on stderr and exit status 2, never a traceback.
 
 Example::
@@ -102,9 +104,14 @@ def dump(path: str, fmt: str, role: str | None, endpoint: str | None) -> None:
 @click.option("--pservers", type=click.IntRange(min=0), default=2, show_default=True)
 @click.option("--grace", type=float, default=30.0, show_default=True,
               help="Seconds pservers get to finish after the last trainer.")
+@click.option("--keys", type=click.Path(exists=True), default=None,
+              help="CURVE keys (`placegroup keys DIR`): encrypt and authenticate every socket.")
+@click.option("--resume", is_flag=True, help="Resume from the newest complete checkpoint "
+              "(PLACEGROUP_RESUME=1; docs/checkpoint.md).")
 @click.argument("script", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def launch(trainers: int, pservers: int, grace: float, script: str, args: tuple) -> None:
+def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume: bool, script: str,
+           args: tuple) -> None:
     """Run SCRIPT [ARGS] in every process of a local cluster on 127.0.0.1.
 
     Each process gets the seeds' environment (TRAINING_ROLE, PADDLE_INIT_PSERVERS, ...);
@@ -113,7 +120,32 @@ def launch(trainers: int, pservers: int, grace: float, script: str, args: tuple)
     """
     from placegroup.launch import launch as run_cluster
 
-    sys.exit(run_cluster(script, list(args), trainers, pservers, grace=grace))
+    sys.exit(run_cluster(script, list(args), trainers, pservers, grace=grace, keys=keys,
+                         extra_env={"PLACEGROUP_RESUME": "1"} if resume else None))
+
+
+@main.command(short_help="Make CURVE keys: encrypted traffic, only listed clients in.")
+@click.argument("directory", metavar="DIR", type=click.Path(file_okay=False))
+@click.option("--clients", type=click.IntRange(min=1), default=1, show_default=True,
+              help="How many client keypairs (client-0 ... client-N-1), e.g. one per process.")
+@click.option("--force", is_flag=True, help="Replace the keys DIR already holds.")
+def keys(directory: str, clients: int, force: bool) -> None:
+    """Write a server keypair, client keypairs and allowed/ into DIR (docs/security.md).
+
+    Secret files get mode 0600. Every process then runs with PLACEGROUP_KEYS=DIR (and
+    PLACEGROUP_CLIENT_KEY=client-<i> to use another client keypair than client-0).
+    """
+    from placegroup.comm.security import SecurityError, write_keys
+
+    try:
+        written = write_keys(directory, clients=clients, force=force)
+    except SecurityError as e:
+        raise DumpError(str(e)) from None
+    except OSError as e:
+        raise DumpError(f"cannot write keys into {directory!r}: {e.strerror or e}") from None
+    for path in written:
+        click.echo(f"{oct(path.stat().st_mode & 0o777)[2:]} {path}")
+    click.echo(f"export PLACEGROUP_KEYS={os.path.abspath(directory)}")
 
 
 # NOTE(subcommands): each further subcommand (``placegroup launch``, placegroup/launch.py)

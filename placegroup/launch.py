@@ -42,7 +42,18 @@ class Proc:
     tag: str
     role: str
     popen: subprocess.Popen
+    endpoint: str = ""
     thread: threading.Thread | None = None
+
+    def describe(self) -> str:
+        return f"{self.tag} ({self.role}, {self.endpoint}, pid {self.popen.pid})"
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+    return f"exit code {code}"
 
 
 def cluster_envs(trainers: int, pservers: int, host: str = "127.0.0.1") -> list[tuple[str, str, dict]]:
@@ -92,7 +103,8 @@ def _stop(procs: Sequence[Proc], grace: float) -> None:
 
 
 def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace: float = 30.0,
-           out=None, python: str = sys.executable, extra_env: dict | None = None) -> int:
+           out=None, python: str = sys.executable, extra_env: dict | None = None,
+           keys: str | None = None) -> int:
     """Run ``script`` as a local cluster; return the exit code (the first failure's, or 0).
 
     Args:
@@ -101,16 +113,24 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
         grace: seconds the pservers get to finish after the last trainer, and processes get
             after SIGTERM before SIGKILL.
         out: where the prefixed output goes (default ``sys.stdout``).
+        keys: a key directory or config file (``placegroup keys``, docs/security.md), exported
+            to every process as ``PLACEGROUP_KEYS``; one already in the environment passes
+            through without it.
     """
     if trainers < 1 or pservers < 0:
         raise ValueError(f"need at least one trainer and no negative pservers, got {trainers}, {pservers}")
+    if keys is not None:
+        from placegroup.comm.security import KEYS_ENV, Security
+
+        Security.from_path(keys)  # a path that is not there fails here, not in every process
+        extra_env = {**(extra_env or {}), KEYS_ENV: os.path.abspath(keys)}
     out = out or sys.stdout
     lock = threading.Lock()
     procs: list[Proc] = []
     for tag, role, env in cluster_envs(trainers, pservers):
         popen = subprocess.Popen([python, script, *args], env={**os.environ, **(extra_env or {}), **env},
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        p = Proc(tag, role, popen)
+        p = Proc(tag, role, popen, env["PADDLE_CURRENT_ENDPOINT"])
         p.thread = threading.Thread(target=_pump, args=(p, out, lock), daemon=True)
         p.thread.start()
         procs.append(p)
@@ -120,11 +140,13 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
         trainers_done_at = None
         while True:
             failed = [p for p in procs if p.popen.poll() not in (None, 0)]
-            if failed:
+            if failed:  # polled every 50 ms: the others' failures it causes come later
                 first = failed[0]
                 code = first.popen.returncode
                 with lock:
-                    out.write(f"[launch] {first.tag} failed with exit code {code}; stopping the others\n")
+                    out.write(f"[launch] {first.describe()} failed first ({_exit_text(code)}); "
+                              f"stopping the others\n")
+                code = code if code > 0 else 128 - code
                 break
             running = [p for p in procs if p.popen.poll() is None]
             if not running:
