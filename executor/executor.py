@@ -129,6 +129,10 @@ class Plan:
         # name -> (var, numpy dtype, declared shape): a feed is checked against these each step
         self.feed_meta = {name: (v, np.dtype(v.dtype), v.shape) for name, v in block.vars.items()}
         self.persistable = {name for name, v in block.vars.items() if v.persistable}
+        # what the checkpoint schedule asks of a program run by one process (placegroup/checkpoint.py):
+        # a startup program only initializes; a training step optimizes
+        self.initializes = bool(block.ops) and all(op.role == "init" for op in block.ops)
+        self.trains = any(op.role == "optimize" for op in block.ops)
 
 
 def _fetch_name(f: Any) -> str:
@@ -140,6 +144,11 @@ class Executor:
 
     Args:
         place: ``CPUPlace()`` (default) or ``CUDAPlace(i)``.
+        peer_timeout: seconds a distributed executor waits for a silent peer.
+        checkpoint: a ``fluid.io.CheckpointConfig``: after the startup program, resume from
+            the newest complete checkpoint; after every N training steps, save this process's
+            part (docs/checkpoint.md). The ``PLACEGROUP_CHECKPOINT_*`` and ``PLACEGROUP_RESUME``
+            environment variables override its fields, or stand for it.
 
     Example::
 
@@ -148,7 +157,7 @@ class Executor:
         loss, = exe.run(main, feed={"x": xs, "y": ys}, fetch_list=[avg_cost])
     """
 
-    def __init__(self, place: Any = None, peer_timeout: float | None = None) -> None:
+    def __init__(self, place: Any = None, peer_timeout: float | None = None, checkpoint: Any = None) -> None:
         from placegroup.places import CPUPlace
 
         self.place = place if place is not None else CPUPlace()
@@ -156,6 +165,24 @@ class Executor:
         self._plans: dict[int, tuple[Any, int, Plan]] = {}
         self._runtime = None  # the sockets of a distributed executor, made at its first run
         self.peer_timeout = peer_timeout
+        self._checkpoint = checkpoint
+        self._ckpt: Any = False  # the Checkpointer (None: no schedule), made at the first run
+        self._steps_done = 0     # training steps this executor ran (one process)
+
+    def _checkpointer(self):
+        if self._ckpt is False:  # the environment is read at the first run, not at construction
+            from placegroup.checkpoint import Checkpointer, CheckpointConfig
+
+            config = CheckpointConfig.from_env(self._checkpoint)
+            self._ckpt = Checkpointer(config) if config is not None else None
+        return self._ckpt
+
+    @property
+    def resumed_step(self) -> int:
+        """The global step this run resumed from (0 when it did not): the checkpoint holds the
+        state after that many steps, so a trainer skips that many batches (docs/checkpoint.md)."""
+        ck = self._checkpointer()
+        return ck.resumed_step if ck is not None else 0
 
     def _plan(self, program) -> Plan:
         key = id(program)
@@ -221,6 +248,12 @@ class Executor:
                 step.run(vals)
             except Exception as e:  # wrapped with the op's context, original chained
                 raise OpError(step.explain(vals, e)) from e
+        ck = self._checkpointer()
+        if ck is not None and plan.initializes:
+            ck.after_startup(self, program, scope)
+        elif ck is not None and plan.trains:
+            self._steps_done += 1
+            ck.after_step(self, program, scope, self._steps_done)
         return [self._fetch(vals, f, return_numpy, plan) for f in fetch_list or ()]
 
     def _run_distributed(self, program, feed, fetch_list, scope: Scope, return_numpy: bool) -> list:
@@ -238,23 +271,28 @@ class Executor:
         scope.set_guard = _set_guard(plan, rt.me)
         scope.get_hook = rt.settle_one
         scope.settle = rt.settle
+        ck = self._checkpointer()
         try:
             if feed:
                 self._feed(plan, vals, feed)
             if plan.startup:
                 rt.run_step(plan, vals, -1)
+                if ck is not None:
+                    ck.after_startup(self, program, scope)
             elif rt.me.role == ExecutorRole.PSERVER:
                 # NOTE(pserver-run): the first call serves the whole job; as seed 002 §3.5 runs
                 # the trainers' loop on pservers too, later calls return at once, and each
                 # fetch is the value this pserver holds, or None for a var held elsewhere.
                 if not rt.served:
-                    rt.serve(plan, vals)
+                    rt.serve(plan, vals, None if ck is None else _saver(self, ck, rt, program, scope))
                     rt.served = True
                 return [self._fetch(vals, f, return_numpy, plan) if _fetch_name(f) in vals else None
                         for f in fetch_list or ()]
             else:
                 rt.run_step(plan, vals, rt.step)
                 rt.step += 1
+                if ck is not None and ck.due(rt.step):  # after the pservers' update (it settles)
+                    ck.after_step(self, program, scope, rt.step)
             names = [_fetch_name(f) for f in fetch_list or ()]
             rt.settle([n for n in names if n in rt.pending])
             remote = [n for n in names if n not in vals and plan.holders.get(n) and rt.me not in plan.holders[n]]
@@ -299,6 +337,16 @@ class Executor:
         if self._runtime is not None:
             self._runtime.close()
             self._runtime = None
+
+
+def _saver(exe, ck, rt, program, scope):
+    """The checkpoint hook after each step of a distributed executor: when a save is due, what
+    the step posted leaves first, so the peers go on while this one writes."""
+    def after_step(steps_done: int) -> None:
+        if ck.due(steps_done):
+            rt.mailbox.flush()
+            ck.after_step(exe, program, scope, steps_done)
+    return after_step
 
 
 def _set_guard(plan, me):

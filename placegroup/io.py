@@ -42,8 +42,9 @@ import pydantic
 from placegroup.errors import SerializationError
 from placegroup.executor.scope import Scope, global_scope, to_numpy
 
-__all__ = ["is_parameter", "is_persistable", "load_params", "load_persistables", "load_program",
-           "load_vars", "save_params", "save_persistables", "save_program", "save_vars"]
+__all__ = ["is_parameter", "is_persistable", "latest_checkpoint", "load_checkpoint", "load_params",
+           "load_persistables", "load_program", "load_vars", "index_vars", "save_checkpoint",
+           "save_params", "save_persistables", "save_program", "save_vars", "CheckpointConfig"]
 
 VAR_MAGIC = b"PGVARS"
 VAR_FORMAT_VERSION = 1
@@ -202,6 +203,59 @@ def _read(path: str, name: str | None = None) -> dict[str, np.ndarray]:
         raise SerializationError(f"{what}no file {path!r}: nothing was saved there (saved vars "
                                  f"need the same dirname and filename)") from None
     return _parse(data, path)
+
+
+def index_vars(path: str, chunk: int = 1 << 22) -> dict[str, tuple[int, np.dtype, list[int]]]:
+    """name -> (offset of its data in the file, little-endian dtype, shape) for each record of a
+    var file, every record checked as ``load_vars`` checks it, its checksum computed over
+    ``chunk``-byte reads: no var is ever held in memory, so a caller can then read only the
+    rows it needs of a table larger than memory (placegroup/checkpoint.py).
+
+    Raises:
+        SerializationError: naming the file (and the var) for a missing, truncated, corrupted
+            or foreign file.
+    """
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise SerializationError(f"no file {path!r}: the checkpoint's manifest names it") from None
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(_FILE_HEAD.size)
+        if len(head) < _FILE_HEAD.size:
+            raise SerializationError(f"{path}: truncated: {size} bytes, shorter than the "
+                                     f"{_FILE_HEAD.size}-byte header")
+        magic, version, count = _FILE_HEAD.unpack(head)
+        if magic != VAR_MAGIC or version != VAR_FORMAT_VERSION:
+            raise SerializationError(f"{path}: not a placegroup var file of format version "
+                                     f"{VAR_FORMAT_VERSION} (magic {magic!r}, version {version})")
+        out: dict = {}
+        for i in range(count):
+            where = f"{path}: record {i + 1} of {count}"
+            rec = f.read(_REC_HEAD.size)
+            if len(rec) < _REC_HEAD.size:
+                raise SerializationError(f"{where}: truncated: the file ends inside its head")
+            hlen, dlen, digest = _REC_HEAD.unpack(rec)
+            header = f.read(hlen) if hlen <= size else b""
+            meta = _header(header)
+            where += f" (var {meta.name!r})" if meta is not None else ""
+            offset = f.tell()
+            if len(header) < hlen or offset + dlen > size:
+                raise SerializationError(f"{where}: truncated: needs {hlen + dlen} bytes")
+            check = hashlib.blake2b(header, digest_size=16)
+            for _ in range(0, dlen, chunk):
+                check.update(f.read(min(chunk, offset + dlen - f.tell())))
+            if check.digest() != digest:
+                raise SerializationError(f"{where}: checksum mismatch: the file was modified or "
+                                         f"corrupted after it was written")
+            if meta is None or meta.dtype not in DTYPES or meta.name in out or \
+                    dlen != math.prod(meta.shape) * np.dtype(meta.dtype).itemsize:
+                raise SerializationError(f"{where}: malformed header (a name once, a dtype of "
+                                         f"{sorted(DTYPES)}, a shape its bytes fill)")
+            out[meta.name] = (offset, np.dtype(meta.dtype).newbyteorder("<"), meta.shape)
+        if f.tell() != size:
+            raise SerializationError(f"{path}: {size - f.tell()} stray bytes after the last of {count} records")
+    return out
 
 
 def _file_of(dirname: str, name: str) -> str:
@@ -383,3 +437,9 @@ def load_persistables(executor, dirname: str, main_program=None, filename: str |
                       scope: Scope | None = None) -> list[str]:
     """``load_vars`` of every persistable var; see ``save_persistables``."""
     return load_vars(executor, dirname, main_program, None, is_persistable, filename, scope=scope)
+
+
+# Checkpoints (issue #7: every N steps, resumed onto any number of pservers) are here for the
+# user, as in Fluid; they live in placegroup/checkpoint.py.
+from placegroup.checkpoint import CheckpointConfig, load_checkpoint, save_checkpoint  # noqa: E402
+from placegroup.checkpoint_store import latest_checkpoint  # noqa: E402

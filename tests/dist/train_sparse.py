@@ -5,6 +5,8 @@
 Ids follow a Zipf law, so batches repeat ids and hit the small (hot) ids most. Writes
 ``<out>/<role><id>.npz``: trainers their per-step losses and fc parameters, pservers their
 table shards (so the test can put the table together and compare it with one process's).
+``--checkpoint-dir``/``--checkpoint-every``/``--resume`` as in train_model.py: a resumed trainer
+trains only the batches after the checkpoint and records the first as ``start``.
 """
 import argparse
 import os
@@ -52,9 +54,14 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--checkpoint-dir", default=None)
+    ap.add_argument("--checkpoint-every", type=int, default=0)
+    ap.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint")
     a = ap.parse_args()
     cost = build(a.vocab, a.dim, a.optimizer, a.lazy, distributed=not a.blocks)
-    exe = fluid.Executor(fluid.CPUPlace())
+    ckpt = None if a.checkpoint_dir is None else fluid.io.CheckpointConfig(
+        dirname=a.checkpoint_dir, every=a.checkpoint_every, resume=a.resume)
+    exe = fluid.Executor(fluid.CPUPlace(), checkpoint=ckpt)
     role = os.environ.get("TRAINING_ROLE")
     n, tid, prog = 1, 0, fluid.default_main_program()
     if role is None:
@@ -88,7 +95,8 @@ def main() -> None:
         if not a.blocks:
             assert fluid.global_scope().find_var("emb") is None, "the whole table must never be on a trainer"
     losses = []
-    for ids, label in batches(a.vocab, a.steps, a.batch):
+    start = exe.resumed_step  # the checkpoint holds the state after this many steps
+    for ids, label in batches(a.vocab, a.steps, a.batch)[start:]:
         lo, hi = tid * len(ids) // n, (tid + 1) * len(ids) // n
         loss, = exe.run(prog, feed={"ids": ids[lo:hi], "label": label[lo:hi]}, fetch_list=[cost])
         losses.append(float(loss[0]))
@@ -96,7 +104,7 @@ def main() -> None:
     values = {p: np.array(scope.find_var(p).get_tensor()) for p in ("fc_0.w_0", "fc_0.b_0", "emb")
               if scope.find_var(p) is not None}
     exe.close()
-    np.savez(os.path.join(a.out, tag + ".npz"), losses=np.array(losses), **values)
+    np.savez(os.path.join(a.out, tag + ".npz"), losses=np.array(losses), start=start, **values)
 
 
 if __name__ == "__main__":
