@@ -49,6 +49,28 @@ def _endpoints(spec: Any, default_port: str, what: str) -> list[str]:
     return out
 
 
+def _check_merge_steps(main: Program, m: int) -> None:
+    """merge_steps > 1 sums dense gradients (docs/distributed.md, "Modes").
+
+    Raises:
+        ValueError: a distributed table, or another parameter with a sparse gradient.
+    """
+    if m <= 1:
+        return
+    tables = sorted(v.name for v in main.list_vars() if v.is_parameter and v.attrs.get("distributed"))
+    if tables:
+        raise ValueError(f"merge_steps={m} cannot be used with distributed tables {tables}: each step "
+                         f"prefetches the rows it looks up from the pservers, which count rounds of "
+                         f"{m} steps, so a step inside a round has no version of the rows to ask for. "
+                         f"Use merge_steps=1 with these tables (sparse tables train in every mode)")
+    block = main.global_block()
+    sparse = sorted({op.param for op in block.ops if op.role == "optimize" for slot in op.opdef.input_slots("Grad")
+                     if block.var(op.input(slot)[0]).type == "selected_rows"})
+    if sparse:
+        raise ValueError(f"merge_steps={m} sums dense gradients; {sparse} have sparse (SelectedRows) "
+                         f"gradients (embedding(is_sparse=True)). Use merge_steps=1, or is_sparse=False")
+
+
 class DistributeTranspiler:
     """Rewrites a single-process model into the one shared, placed program.
 
@@ -73,9 +95,12 @@ class DistributeTranspiler:
             pservers: ``"ip:port,ip:port"`` (a bare ip takes ``$PADDLE_INIT_PORT``).
             trainers: a count, or ``"ip:port,..."`` (needed for trainer-to-trainer edges).
             sync_mode: merge the trainers' gradients each step (True) or apply each alone.
+            merge_steps: m local steps make one round, whose mean gradient is applied once
+                (docs/distributed.md, "Modes"; dense gradients only).
 
         Raises:
-            ValueError: malformed endpoints. PassError: a pass failed (names the pass).
+            ValueError: malformed endpoints; merge_steps > 1 with sparse gradients.
+            PassError: a pass failed (names the pass).
         """
         cfg = self.config
         port = os.environ.get("PADDLE_INIT_PORT", "6174")
@@ -101,10 +126,7 @@ class DistributeTranspiler:
             merge_steps=cfg.merge_steps if merge_steps is None else merge_steps)
         self.sync_mode = ctx.sync_mode
         main = program or default_main_program()
-        if ctx.merge_steps > 1 and (not ctx.pservers or any(
-                v.is_parameter and v.attrs.get("distributed") for v in main.list_vars())):
-            raise ValueError("merge_steps > 1 is supported with pservers and dense parameters only "
-                             "(not yet with distributed tables or collective data parallel)")
+        _check_merge_steps(main, ctx.merge_steps)
         startup = startup_program or default_startup_program()
         self._job = run_passes(Job(main, startup), PASSES, ctx)
 
