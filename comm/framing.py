@@ -3,7 +3,9 @@
 ``pack`` makes the frame list of one message (a msgpack header, then each array's raw
 buffer, zero-copy); ``unpack`` validates a received frame list and gives a ``Message`` whose
 arrays are numpy views of the received frames (no copy). Anything malformed raises
-``FrameError``; the caller drops it with a log line.
+``FrameError`` and nothing else, whatever the bytes (tests/test_hostile.py fuzzes it); the
+caller drops it with a log line. What a well-formed message may carry is the receiver's
+business (comm/expect.py, docs/protocol.md "What is dropped").
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from placegroup.ops.selected_rows import SelectedRows
 PROTOCOL_VERSION = 1
 KINDS = ("hello", "values", "done", "error", "fetch")
 MAX_HEADER = 64 * 1024
+MAX_DIMS = 32  # numpy 1.x's limit (2.x allows 64): a deeper shape is refused, not a numpy error
 _NUMERIC = frozenset("biuf")
 
 
@@ -84,9 +87,20 @@ def _dtype(dts: str) -> np.dtype:
     return d
 
 
+def _int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)  # msgpack's true is no count
+
+
+def _short(x) -> str:
+    """``repr(x)`` cut short: a hostile header must not make a 64 KiB log line."""
+    r = repr(x)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
 def _view(frame, dtype: np.dtype, shape: tuple) -> np.ndarray:
     """A numpy view of a zmq.Frame (or of any buffer, for in-process use), checked for size."""
-    buf = memoryview(frame.buffer if hasattr(frame, "buffer") else frame).cast("B")
+    buf = memoryview(frame.buffer if hasattr(frame, "buffer") else frame)
+    buf = buf.cast("B") if buf.nbytes else memoryview(b"")  # an empty (0, n) array cannot be cast
     n = math.prod(shape)
     if buf.nbytes != n * dtype.itemsize:
         raise FrameError(f"frame of {buf.nbytes} bytes does not hold {dtype}{list(shape)}")
@@ -110,11 +124,12 @@ def unpack(frames: Sequence) -> Message:
         raise FrameError(f"header is not msgpack: {e}") from None
     if not isinstance(head, dict):
         raise FrameError("header is not a map")
-    if head.get("v") != PROTOCOL_VERSION:
-        raise FrameError(f"protocol version {head.get('v')!r}, expected {PROTOCOL_VERSION}")
+    v = head.get("v")
+    if not _int(v) or v != PROTOCOL_VERSION:
+        raise FrameError(f"protocol version {_short(v)}, expected {PROTOCOL_VERSION}")
     kind, src, step = head.get("kind"), head.get("src"), head.get("step")
-    if kind not in KINDS or not isinstance(src, str) or not isinstance(step, int):
-        raise FrameError(f"bad kind/src/step: {kind!r}, {src!r}, {step!r}")
+    if kind not in KINDS or not isinstance(src, str) or not _int(step):
+        raise FrameError(f"bad kind/src/step: {_short(kind)}, {_short(src)}, {_short(step)}")
     entries = head.get("vals", [])
     if not isinstance(entries, list):
         raise FrameError("vals is not a list")
@@ -122,28 +137,34 @@ def unpack(frames: Sequence) -> Message:
     i = 1
     for e in entries:
         if kind == "fetch":
-            if not (isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and isinstance(e[1], int)):
-                raise FrameError(f"bad fetch entry {e!r}")
+            if not (isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and _int(e[1])):
+                raise FrameError(f"bad fetch entry {_short(e)}")
             out.vals.append((e[0], e[1], None))
             continue
-        rows_entry = isinstance(e, list) and len(e) == 6 and e[4] == "rows" and isinstance(e[5], int) and e[5] >= 0
+        rows_entry = isinstance(e, list) and len(e) == 6 and e[4] == "rows" and _int(e[5]) and e[5] >= 0
         if not (isinstance(e, list) and (len(e) == 5 and e[4] == "dense" or rows_entry) and isinstance(e[0], str)
-                and isinstance(e[1], int) and isinstance(e[2], str) and isinstance(e[3], list)):
-            raise FrameError(f"bad vals entry {e!r}")
+                and _int(e[1]) and isinstance(e[2], str) and isinstance(e[3], list)):
+            raise FrameError(f"bad vals entry {_short(e)}")
         var, version, dts, shape, vkind = e[:5]
-        try:
-            dtype = _dtype(dts)
-        except TypeError:
-            raise FrameError(f"var {var!r}: unknown dtype {dts!r}") from None
-        if dtype.kind not in _NUMERIC or not all(isinstance(d, int) and d >= 0 for d in shape):
-            raise FrameError(f"var {var!r}: dtype {dts!r} / shape {shape!r} not allowed")
+        try:  # a numeric dtype.str is short ("<f4"); numpy takes its time over "f4," * 20000
+            dtype = _dtype(dts) if len(dts) <= 16 else None
+        except (TypeError, ValueError, SyntaxError):  # numpy parses "(2" and friends as it can
+            dtype = None
+        if dtype is None:
+            raise FrameError(f"var {_short(var)}: unknown dtype {_short(dts)}")
+        if dtype.kind not in _NUMERIC or len(shape) > MAX_DIMS or not all(_int(d) and d >= 0 for d in shape):
+            raise FrameError(f"var {_short(var)}: dtype {_short(dts)} / shape {_short(shape)} not allowed")
         need = 2 if vkind == "rows" else 1
         if i + need > len(frames):
-            raise FrameError(f"var {var!r}: missing frames ({len(frames)} frames for {len(entries)} values)")
+            raise FrameError(f"var {_short(var)}: missing frames ({len(frames)} frames for {len(entries)} values)")
         if vkind == "rows":
             if not shape:
-                raise FrameError(f"var {var!r}: SelectedRows values need a row dimension")
+                raise FrameError(f"var {_short(var)}: SelectedRows values need a row dimension")
             rows = _view(frames[i], np.dtype(np.int64), (shape[0],))
+            # a row id outside the var would index past it in the kernel that scatters the rows
+            if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= e[5]):
+                raise FrameError(f"var {_short(var)}: row ids {int(rows.min())}..{int(rows.max())} "
+                                 f"outside its height {e[5]}")
             value = SelectedRows(rows, _view(frames[i + 1], dtype, tuple(shape)), e[5])
         else:
             value = _view(frames[i], dtype, tuple(shape))

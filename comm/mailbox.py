@@ -25,7 +25,7 @@ from placegroup.errors import CommTimeout, PeerLost, RemoteError
 log = logging.getLogger("placegroup.comm")
 DEBUG = int(os.environ.get("PLACEGROUP_DEBUG", "0"))  # >= 2: log every message
 EAGER_BYTES = 256 * 1024  # NOTE(eager-flush)
-LOST_GRACE = float(os.environ.get("PLACEGROUP_LOST_GRACE", "2"))  # NOTE(peer-lost): a restart may reconnect
+LOST_GRACE = float(os.environ.get("PLACEGROUP_LOST_GRACE", "1"))  # NOTE(peer-lost)
 
 
 class PeersDone(Exception):
@@ -42,6 +42,14 @@ class Mailbox:
         self.step_of = step_of          # the executor's current step, for headers
         # called with (peer, [(var, version)]) when a peer asks for values (kind "fetch")
         self.on_fetch = None
+        self.start_timeout = float(os.environ.get("PLACEGROUP_START_TIMEOUT", "120"))
+        self.describe_peer = lambda peer: peer  # "trainer:1" -> who that is, for errors
+        # NOTE(hostile-input): what arrives is checked against the plans' expectations
+        self.expected = None            # comm.expect.Expectations once a plan is known; None: take all
+        self.held: dict[tuple, Any] = {}  # values no plan expects yet (NOTE(expect-early))
+        self.held_bytes = 0
+        self.dropped: dict[str, int] = {}   # reason -> how many messages or values were dropped
+        self._drop_log: dict[tuple, tuple] = {}  # (peer, reason) -> (last logged, dropped since)
 
     # -- sending -------------------------------------------------------------------------------
     def post(self, peer: str, var: str, version: int, value: Any) -> None:
@@ -86,23 +94,31 @@ class Mailbox:
 
     # -- receiving -----------------------------------------------------------------------------
     def _file(self, peer: str, frames) -> None:
+        """File one received message (NOTE(hostile-input)): whatever it is, this never raises
+        but ``RemoteError`` for a well-formed ``error`` from a peer this executor talks to."""
+        ex = self.expected
+        if ex is not None and peer not in ex.senders:  # before parsing anything a stranger sent
+            # strangers share one log key: random bytes on the port come with a new name each
+            self._drop("", "stranger", f"dropped {len(frames)} frame(s) from {_who(peer, True)}: not an "
+                                       f"executor this one is linked to")
+            return
         try:
             m = unpack(frames)
         except FrameError as e:
-            log.warning("%s: dropped a message from %s: %s", self.t.me, peer, e)
+            self._drop(peer, "malformed", f"dropped a message from {_who(peer)}: {e}")
             return
         if DEBUG >= 2:
             print(f"[{self.t.me}] <- {peer}: {m.kind} {[(v[0], v[1]) for v in m.vals]}", file=sys.stderr)
         if m.src != peer:
-            log.warning("%s: dropped a message from %s claiming to be %s", self.t.me, peer, m.src)
+            self._drop(peer, "spoofed", f"dropped a {m.kind} from {_who(peer)} claiming to be {m.src[:80]!r}")
             return
         if m.kind == "values":
             for var, version, value in m.vals:
-                self.values[(var, version, peer)] = value
+                self._file_value(peer, var, version, value)
         elif m.kind == "hello":
             if m.digest != self.t.digest:
-                log.warning("%s: %s runs another program (digest %s, ours %s)", self.t.me, peer,
-                            m.digest, self.t.digest)
+                self._note(peer, "digest", logging.WARNING, f"{peer} runs another program (digest "
+                                                            f"{m.digest[:40]!r}, ours {self.t.digest})")
                 self._send(peer, pack("error", self.t.me, -1, msg=(
                     f"{self.t.me} runs another program than {peer}: transpile the same model with "
                     f"the same arguments in every process")))
@@ -110,7 +126,7 @@ class Mailbox:
                 self.t.hello_from(peer)
         elif m.kind == "fetch":
             if self.on_fetch is None:
-                log.warning("%s: dropped a fetch from %s: nothing here serves fetches", self.t.me, peer)
+                self._drop(peer, "fetch", f"dropped a fetch from {peer}: nothing here serves fetches")
             else:
                 self.on_fetch(peer, [(var, version) for var, version, _ in m.vals])
         elif m.kind == "done":
@@ -118,6 +134,75 @@ class Mailbox:
             self.t.gone.add(peer)
         elif m.kind == "error":
             raise RemoteError(f"{peer} failed: {m.msg}")
+
+    # NOTE(hostile-input): a message is dropped, with a log line, when its sender is not an
+    # executor this one is linked to (any kind: a stranger's `done` must not end a pserver's
+    # serving), when it is malformed (framing.unpack), when its header names another sender
+    # than its connection, and a value when no plan receives that var from that sender or its
+    # dtype or shape is not the declared one. Nothing dropped reaches a kernel; the executor
+    # goes on. Log lines are rate-limited per (peer, reason), all strangers counting as one
+    # peer: one every LOG_EVERY seconds, with the count of those not logged. docs/protocol.md,
+    # "What is dropped".
+    LOG_EVERY = float(os.environ.get("PLACEGROUP_DROP_LOG_EVERY", "10"))
+    LOG_KEYS = 256  # (peer, reason) log keys kept (without a plan, names are not checked)
+    HOLD_BYTES, HOLD_COUNT = 256 << 20, 4096  # NOTE(expect-early)
+
+    def expect(self, table) -> None:
+        """Check what arrives against ``table`` (a ``comm.expect.Expectations``) from now on,
+        together with the tables given before (one per plan). Values held because no plan
+        expected them yet are filed again (NOTE(expect-early)).
+
+        Example:
+            >>> mb.expect(dist_plan.expectations(plan, senders={"trainer:0"}))
+        """
+        if self.expected is None:
+            from placegroup.comm.expect import Expectations
+
+            self.expected = Expectations()
+        self.expected.update(table)
+        held, self.held, self.held_bytes = self.held, {}, 0
+        for (var, version, peer), value in held.items():
+            self._file_value(peer, var, version, value)
+
+    def _file_value(self, peer: str, var: str, version: int, value: Any) -> None:
+        """NOTE(expect-early): expectations are the union of the plans registered so far, and a
+        peer may already run a program this executor has not planned yet (it is still in the
+        one before): a value no plan expects is held, up to HOLD_BYTES and HOLD_COUNT values,
+        and filed when a plan that expects it comes (``expect``); past that it is dropped. A
+        wrong dtype or shape for an expected var is dropped at once."""
+        why = None if self.expected is None else self.expected.check(peer, var, value)
+        if why is None:
+            self.values[(var, version, peer)] = value
+            return
+        reason, detail = why
+        nbytes = getattr(value, "nbytes", 0) or getattr(getattr(value, "values", None), "nbytes", 0)
+        room = self.held_bytes + nbytes <= self.HOLD_BYTES and len(self.held) < self.HOLD_COUNT
+        if reason == "unexpected" and room:
+            self.held[(var, version, peer)] = value
+            self.held_bytes += nbytes
+            self._note(peer, "held", logging.INFO, f"held a value from {peer}: {detail} (yet; it is filed "
+                                                   f"when a plan that expects it comes)")
+            return
+        self._drop(peer, reason, f"dropped a value from {peer}: {detail}")
+
+    def _drop(self, peer: str, reason: str, text: str) -> None:
+        """Count a dropped message (or value) under ``reason`` and log ``text``, rate-limited."""
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+        self._note(peer, reason, logging.WARNING, text)
+
+    def _note(self, peer: str, reason: str, level: int, text: str) -> None:
+        """Log ``text`` unless a line for (peer, reason) went out less than LOG_EVERY s ago."""
+        key = (peer, reason)
+        if key not in self._drop_log and len(self._drop_log) >= self.LOG_KEYS:
+            key = ("*", reason)  # a flood of random identities must not grow this without bound
+        now = time.monotonic()
+        last, since = self._drop_log.get(key, (None, 0))
+        if last is not None and now - last < self.LOG_EVERY:
+            self._drop_log[key] = (last, since + 1)
+            return
+        self._drop_log[key] = (now, 0)
+        more = f" [{since} more like it ({reason}) in the last {now - last:.0f}s]" if since else ""
+        log.log(level, "%s: %s%s", self.t.me, text[:400], more)
 
     def pump(self, timeout_ms: int) -> None:
         for peer, frames in self.t.poll(timeout_ms):
@@ -135,11 +220,12 @@ class Mailbox:
                 return True
         return len(self.values) + len(self.done) > before
 
-    def wait(self, keys: Sequence[tuple], timeout: float, describe) -> list:
+    def wait(self, keys: Sequence[tuple], timeout: float | None, describe) -> list:
         """The values for ``keys`` (``(var, version, source)``), draining sockets until all are
         there. A source that said ``done`` before that version is skipped (its slot is None);
-        if every key's source is done, ``PeersDone``. After ``timeout`` seconds without them,
-        ``CommTimeout(describe(missing))``."""
+        if every key's source is done, ``PeersDone``. The wait lasts while the sources are
+        alive (NOTE(peer-lost)): ``PeerLost`` when one is gone or never came; after ``timeout``
+        seconds (None: no limit), ``CommTimeout(describe(missing))``."""
         self.flush()
         values = self.values
         deadline = None
@@ -151,10 +237,10 @@ class Mailbox:
                     raise PeersDone()
                 return out
             if deadline is None:
-                deadline = time.monotonic() + timeout
+                deadline = _deadline(timeout)
             left = deadline - time.monotonic()
             if left <= 0:
-                raise CommTimeout(describe(missing))
+                raise CommTimeout(_timed_out(describe(missing), timeout))
             self._check_lost(missing, describe)
             self.pump(int(min(left, 1.0) * 1000) + 1)
 
@@ -175,7 +261,7 @@ class Mailbox:
         """``(version, value)``: the newest value of ``var`` from ``src`` of at least
         ``min_version`` (waiting for one if none has come); older ones are dropped."""
         self.flush()
-        deadline = time.monotonic() + timeout
+        deadline = _deadline(timeout)
         while True:
             found = [k for k in self.values if k[0] == var and k[2] == src and k[1] >= min_version]
             if found:
@@ -186,7 +272,7 @@ class Mailbox:
                 return best[1], value
             left = deadline - time.monotonic()
             if left <= 0:
-                raise CommTimeout(describe([(var, min_version, src)]))
+                raise CommTimeout(_timed_out(describe([(var, min_version, src)]), timeout))
             self._check_lost([(var, min_version, src)], describe)
             self.pump(int(min(left, 1.0) * 1000) + 1)
 
@@ -226,21 +312,37 @@ class Mailbox:
                 held_until = None
                 self.flush()
             if deadline is None:
-                deadline = time.monotonic() + timeout
+                deadline = _deadline(timeout)
             left = deadline - time.monotonic()
             if left <= 0:
-                raise CommTimeout(describe(live))
+                raise CommTimeout(_timed_out(describe(live), timeout))
+            self._check_lost(live, describe)
             self.pump(int(min(left, 1.0) * 1000) + 1)
 
+    def check_peers(self, peers: Sequence[str], what: str) -> None:
+        """``PeerLost`` if one of ``peers`` (not done) is gone or never came (NOTE(peer-lost));
+        ``what``: what this executor was waiting for, for the message."""
+        self._check_lost([("", 0, p) for p in peers], lambda missing: what)
+
     def _check_lost(self, missing, describe) -> None:
-        """NOTE(peer-lost): a source whose connection dropped more than LOST_GRACE seconds ago
-        and has not come back will send nothing more: fail now, naming it."""
-        now = time.monotonic()
+        """NOTE(peer-lost): waiting is unbounded while the awaited peers are alive (a slow peer
+        is no failure; libzmq's heartbeats keep an idle connection up). A source whose
+        connection dropped (its process died, or it fell silent for the peer timeout) and did
+        not come back within LOST_GRACE seconds, or that never connected within
+        PLACEGROUP_START_TIMEOUT, will send nothing: fail now, naming it and what we wait for."""
         for k in missing:
-            since = self.t.lost.get(k[2])
-            if since is not None and now - since > LOST_GRACE and k[2] not in self.done:
-                raise PeerLost(f"peer {k[2]} is gone (its connection dropped {now - since:.1f}s ago and "
-                               f"did not come back); " + describe([k]))
+            src = k[2]
+            state, since = self.t.status(src)
+            if state == "alive" or src in self.done:
+                continue
+            if state == "lost" and since > min(LOST_GRACE, self.t.peer_timeout):
+                raise PeerLost(f"peer {self.describe_peer(src)} is gone: its connection dropped {since:.1f}s ago "
+                               f"and did not come back (its process died, or it was silent for "
+                               f"PLACEGROUP_PEER_TIMEOUT={self.t.peer_timeout:g}s); " + describe([k]))
+            if state == "never" and since > self.start_timeout:
+                raise PeerLost(f"peer {self.describe_peer(src)} never came: no connection in {since:.0f}s "
+                               f"(PLACEGROUP_START_TIMEOUT={self.start_timeout:g}s; is it running?); "
+                               + describe([k]))
 
     def _gone_before(self, key: tuple) -> bool:
         last = self.done.get(key[2])
@@ -248,6 +350,20 @@ class Mailbox:
 
     def close(self) -> None:
         self.t.close()
+
+
+def _who(peer: str, quote: bool = False) -> str:
+    """A peer's name for a log line: escaped unless printable (no forged lines), cut short."""
+    peer = peer if len(peer) <= 40 else peer[:37] + "..."
+    return repr(peer) if quote and peer.isprintable() else peer if peer.isprintable() else ascii(peer)
+
+
+def _deadline(timeout: float | None) -> float:
+    return time.monotonic() + timeout if timeout else float("inf")
+
+
+def _timed_out(what: str, timeout: float | None) -> str:
+    return f"{what}: nothing came in {timeout:g}s although the peer is connected (PLACEGROUP_WAIT_TIMEOUT)"
 
 
 def as_host(value: Any) -> Any:

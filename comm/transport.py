@@ -7,8 +7,8 @@ knows nothing of vars or versions. ``send(peer, frames)`` never blocks on the ne
 NOTE(no-io-thread): there is no Python IO thread. The op that waits for a value drains the
 sockets itself (``Mailbox.wait`` -> ``poll``), so a message costs one wake-up on its way to
 the op (libzmq's IO thread -> the waiting thread), not two (DESIGN.md §8 counts them; the
-issue's "background IO thread" was the other option DESIGN.md allows). Heartbeats, which need
-a thread that runs while the executor computes, come with issue #7.
+issue's "background IO thread" was the other option DESIGN.md allows). Heartbeats need no
+Python thread either: libzmq's IO thread sends and answers them (NOTE(heartbeats)).
 
 Thread-safety: a Transport belongs to the executor thread that made it.
 """
@@ -70,8 +70,13 @@ class Transport:
         self.known: set[str] = set()      # ROUTER peers that said hello
         self.pending: dict[str, list] = {}  # frames for ROUTER peers not yet known
         self.gone: set[str] = set()       # peers that said done: nothing more is sent to them
-        self.lost: dict[str, float] = {}  # peer -> when its connection dropped (monitored DEALERs)
-        self.monitors: dict = {}          # monitor socket -> peer
+        self.lost: dict[str, float] = {}  # peer -> when its connection dropped (NOTE(peer-lost))
+        self.came: set[str] = set()       # peers we have had a connection with
+        self.address: dict[str, str] = {}  # ROUTER peer -> its IP (for error messages)
+        self.fd_peer: dict[int, str] = {}  # ROUTER connection (file descriptor) -> peer
+        self.members: set[str] | None = None  # the peers worth tracking (None: any name)
+        self.monitors: dict = {}          # monitor socket -> peer (None: the ROUTER's)
+        self.started = time.monotonic()
         self.bytes_sent = 0               # payload bytes handed to sockets (bench/ reads them)
         self.bytes_received = 0
         if bind is not None:
@@ -79,6 +84,7 @@ class Transport:
             self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
             self.router.bind(f"tcp://{bind_address(bind)}")
             self.poller.register(self.router, zmq.POLLIN)
+            self._monitor(self.router, None, zmq.EVENT_DISCONNECTED)
         for peer, ep in connect.items():
             s = self._socket(zmq.DEALER, server=False)
             s.setsockopt(zmq.IDENTITY, me.encode())
@@ -86,12 +92,13 @@ class Transport:
             self.dealers[peer] = s
             self.socket_peer[s] = peer
             self.poller.register(s, zmq.POLLIN)
-            # NOTE(peer-lost): the connection to a peer we connect to is watched; when it drops
-            # (the peer's process died), waits on that peer fail at once instead of timing out
-            mon = s.get_monitor_socket(zmq.EVENT_DISCONNECTED | zmq.EVENT_CONNECTED)
-            self.monitors[mon] = peer
-            self.poller.register(mon, zmq.POLLIN)
+            self._monitor(s, peer, zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED)
             s.send_multipart(pack("hello", me, -1, digest=digest), copy=False)
+
+    def _monitor(self, s: zmq.Socket, peer: str | None, events: int) -> None:
+        mon = s.get_monitor_socket(events)
+        self.monitors[mon] = peer
+        self.poller.register(mon, zmq.POLLIN)
 
     def _socket(self, kind: int, server: bool) -> zmq.Socket:
         s = self.ctx.socket(kind)
@@ -150,6 +157,15 @@ class Transport:
                     break
                 if s is self.router:
                     peer = frames[0].bytes.decode("utf-8", "replace")
+                    if peer in self.dealers:
+                        continue  # an impostor: that peer talks to us over our own DEALER
+                    try:
+                        fd = frames[0].get(zmq.SRCFD)
+                    except zmq.ZMQError:  # no metadata: random bytes, read as a ZMTP 1.0 peer
+                        fd = None
+                    if fd is not None and self.fd_peer.get(fd) != peer and (
+                            self.members is None or peer in self.members):
+                        self._arrived(peer, fd, frames[0].get("Peer-Address"))
                     frames = frames[1:]
                 else:
                     peer = self.socket_peer[s]
@@ -157,7 +173,20 @@ class Transport:
                 out.append((peer, frames))
         return out
 
+    def _arrived(self, peer: str, fd: int, address: str) -> None:
+        for old in [f for f, p in self.fd_peer.items() if p == peer]:
+            del self.fd_peer[old]
+        self.fd_peer[fd] = peer
+        self.address[peer] = address
+        self.came.add(peer)
+        self.lost.pop(peer, None)
+
     def _watch(self, mon) -> None:
+        """NOTE(peer-lost): every connection is watched. A connection drops when the peer's
+        process dies (at once: the kernel resets it) or when it is silent past peer_timeout
+        (NOTE(heartbeats): a stopped process, a dead machine, a cut link). A DEALER names its
+        peer; on the ROUTER the event carries the connection's file descriptor, which the
+        peer's messages carry too (ZMQ_SRCFD), so the two meet in ``fd_peer``."""
         from zmq.utils.monitor import recv_monitor_message
 
         while True:
@@ -166,13 +195,28 @@ class Transport:
             except zmq.Again:
                 return
             peer = self.monitors[mon]
+            if peer is None:  # the ROUTER's: a connection (a file descriptor) dropped
+                peer = self.fd_peer.pop(int(event["value"]), None)
+                if peer is None:
+                    continue  # a connection that never said who it was (a port scanner, say)
             if event["event"] == zmq.EVENT_DISCONNECTED:
                 self.lost.setdefault(peer, time.monotonic())
-            elif event["event"] == zmq.EVENT_CONNECTED:
+            else:  # a DEALER's handshake: the peer is there (again)
+                self.came.add(peer)
                 self.lost.pop(peer, None)
 
+    def status(self, peer: str) -> tuple[str, float]:
+        """``("alive", 0)``, ``("lost", seconds since its connection dropped)`` or
+        ``("never", seconds since this transport started)`` for a peer that never connected."""
+        now = time.monotonic()
+        if peer in self.lost:
+            return "lost", now - self.lost[peer]
+        if peer not in self.came:
+            return "never", now - self.started
+        return "alive", 0.0
+
     def close(self) -> None:
-        for s in list(self.dealers.values()):
+        for s in list(self.dealers.values()) + ([self.router] if self.router is not None else []):
             s.disable_monitor()
         if self.security is not None:
             self.security.stop()

@@ -11,8 +11,10 @@ import dataclasses
 import numpy as np
 
 from placegroup.cluster import Cluster, classify
+from placegroup.comm.expect import Expectations
 from placegroup.errors import PlacementError
 from placegroup.executor.executor import Step
+from placegroup.framework import SELECTED_ROWS
 from placegroup.place_group import ExecutorRole
 
 CARRIED, SAME, CONSTANT = "carried", "same", "constant"
@@ -109,3 +111,32 @@ class DistPlan:
         self.persistable = {name for name, v in block.vars.items() if v.persistable}
         self.feed_meta = {name: (v, np.dtype(v.dtype), v.shape) for name, v in block.vars.items()}
         self.holders = {n: cluster.matching(v.place) for n, v in block.vars.items()}
+
+
+def expectations(plan: DistPlan, senders) -> Expectations:
+    """What executor ``plan.me`` accepts while running ``plan`` (comm/expect.py): each remote
+    input (broadcast, gather, each) from its sources with the var's declared dtype and shape;
+    the wire vars of each collective from its group; and, for a trainer, any var another
+    executor holds, from its first holder (the answer to a fetch, ``Runtime.fetch_remote``).
+    ``senders``: the names that may send anything (the executors it is linked to)."""
+    exp = Expectations(senders)
+    meta = plan.feed_meta
+
+    def allow(n: str, src: str) -> None:
+        v = meta[n][0]
+        exp.allow(n, src, meta[n][1], v.shape, v.type == SELECTED_ROWS)
+
+    for ds in plan.steps:
+        for r in ds.remote + ([ds.each] if ds.each is not None else []):
+            for src in r.sources:
+                allow(r.var, src)
+        group = getattr(ds.step.comm, "members", ds.step.comm)  # a list until bound at run time
+        if isinstance(group, (list, tuple)):
+            for src in group:
+                if src != plan.me.name:
+                    exp.allow_collective(ds.step.attrs["_tag"], src)
+    if plan.me.role != ExecutorRole.PSERVER:
+        for n, holders in plan.holders.items():
+            if holders and plan.me not in holders:
+                allow(n, holders[0].name)
+    return exp

@@ -28,12 +28,14 @@ import weakref
 
 
 from placegroup.cluster import Cluster
+from placegroup.comm.expect import message_limit
 from placegroup.comm.mailbox import Mailbox, PeersDone, as_host, to_device
+from placegroup.comm.security import Security
 from placegroup.comm.transport import Transport
 from placegroup.errors import CommTimeout, OpError, PlacegroupError
 from placegroup.executor.executor import DEBUG
 from placegroup.printer import format_op
-from placegroup.executor.dist_plan import CARRIED, CONSTANT, SAME, DistPlan, DistStep, RemoteIn
+from placegroup.executor.dist_plan import CARRIED, CONSTANT, SAME, DistPlan, DistStep, RemoteIn, expectations
 from placegroup.place_group import ExecutorRole
 
 log = logging.getLogger("placegroup.executor")
@@ -78,14 +80,23 @@ class Runtime:
         self.each_vars: set = set()
         self.current_staleness = 0
         self.xp = xp
-        self.peer_timeout = peer_timeout or _timeout("PLACEGROUP_PEER_TIMEOUT", 60.0)
-        self.start_timeout = _timeout("PLACEGROUP_START_TIMEOUT", 120.0)
+        # NOTE(peer-lost): a wait lasts while the awaited peer is alive; peer_timeout is how long
+        # a silent peer counts as alive, wait_timeout (None: no limit) a safety net for bugs
+        self.peer_timeout = peer_timeout or _timeout("PLACEGROUP_PEER_TIMEOUT", 30.0)
+        self.wait_timeout = _timeout("PLACEGROUP_WAIT_TIMEOUT", 0.0) or None
         connect, bind = peer_links(self.cluster, self.me)
         self.step = 0
         self.transport = Transport(self.me.name, bind, connect, self.digest,
-                                   max_message=int(os.environ.get("PLACEGROUP_MAX_MESSAGE", -1)),
-                                   peer_timeout=self.peer_timeout)
+                                   max_message=message_limit(program),  # NOTE(max-message)
+                                   peer_timeout=self.peer_timeout,
+                                   security=Security.from_env())  # docs/security.md
+        # the executors linked to this one: those it connects to, and those that connect to it
+        self.linked = set(connect) | {
+            e.name for e in self.cluster.executors if self.me.name in peer_links(self.cluster, e)[0]}
+        self.transport.members = self.linked
         self.mailbox = Mailbox(self.transport, lambda: self.step)
+        self.mailbox.start_timeout = _timeout("PLACEGROUP_START_TIMEOUT", 120.0)
+        self.mailbox.describe_peer = self._describe_peer
         self.peers = [e.name for e in self.cluster.executors if e != self.me]
         self.plans: dict[int, tuple] = {}
         self.completed = -2          # the last step this executor finished (-1: startup)
@@ -93,7 +104,6 @@ class Runtime:
         self.fetches: list = []      # (peer, var, version) asked for before that step was done
         self.vals: dict | None = None
         self.mailbox.on_fetch = self._on_fetch
-        self.started = False
         self.served = False  # a pserver has served the whole job (NOTE(pserver-run))
         self.initial_sent: set = set()
         self.failed = False
@@ -106,6 +116,9 @@ class Runtime:
             return hit[2]
         plan = DistPlan(program, self.me, self.cluster, self.xp)
         self.plans[id(program)] = (weakref.ref(program), program._version, plan)
+        # NOTE(hostile-input): from now on the mailbox takes only what a plan waits for, and
+        # only from the executors linked to this one
+        self.mailbox.expect(expectations(plan, self.linked))
         return plan
 
     # -- one step ----------------------------------------------------------------------------
@@ -113,10 +126,17 @@ class Runtime:
         def describe(missing) -> str:
             var, ver, src = missing[0]
             where = f"op #{ds.step.index} `{ds.step.op.type}`" if ds is not None else "the end of the step"
-            return (f"executor {self.me} waited {self.peer_timeout:.0f}s in {where} at step {self.step} "
-                    f"for {var!r} version {ver} from {src}; nothing came (is {src} running? "
-                    f"PLACEGROUP_PEER_TIMEOUT sets the limit)")
+            return f"executor {self.me} was waiting in {where} at step {self.step} for {var!r} version {ver} from {src}"
         return describe
+
+    def _describe_peer(self, name: str) -> str:
+        """``trainer:1 (trainer 1, from 127.0.0.1)``: a peer's role and endpoint, for errors."""
+        e = next((e for e in self.cluster.executors if e.name == name), None)
+        if e is None:
+            return name
+        where = e.endpoint or self.transport.address.get(name)
+        role = "pserver" if e.role == ExecutorRole.PSERVER else f"trainer {e.rank}"
+        return f"{name} ({role}{f', at {where}' if where else ''})"
 
     def _take(self, vals, ds: DistStep | None, remote: list, step: int, gathered: dict) -> None:
         keys, spans = [], []
@@ -140,8 +160,7 @@ class Runtime:
             keys += [(r.var, version, src) for src in r.sources]
         if not keys:
             return
-        timeout = self.peer_timeout if self.started else max(self.peer_timeout, self.start_timeout)
-        got = self.mailbox.wait(keys, timeout, self._describe(ds, step))
+        got = self.mailbox.wait(keys, self.wait_timeout, self._describe(ds, step))
         xp = self.xp
         for r, at, n in spans:
             values = [to_device(xp, v) for v in got[at:at + n]]
@@ -182,7 +201,7 @@ class Runtime:
             vals[r.var] = to_device(self.xp, value)
         if have < version - self.staleness:  # too stale: wait for one recent enough
             have, value = self.mailbox.wait_newest(
-                r.var, r.sources[0], version - self.staleness, self.peer_timeout, self._describe(ds, version))
+                r.var, r.sources[0], version - self.staleness, self.wait_timeout, self._describe(ds, version))
             vals[r.var] = to_device(self.xp, value)
         self.have_version[r.var] = have
         lag = max(0, version - have)
@@ -216,7 +235,7 @@ class Runtime:
             holder = plan.holders[n][0].name
             self.mailbox.request(holder, [(n, step)])
             keys.append((n, step, holder))
-        got = self.mailbox.wait(keys, self.peer_timeout, self._describe(None, step))
+        got = self.mailbox.wait(keys, self.wait_timeout, self._describe(None, step))
         return {n: to_device(self.xp, v) for n, v in zip(names, got)}
 
     def run_step(self, plan: DistPlan, vals: dict, step: int) -> None:
@@ -225,7 +244,12 @@ class Runtime:
         mailbox = self.mailbox
         if step <= 0:
             self._send_initial(plan, vals)
+        # NOTE(merge-steps-collective) in placegroup/transpiler/allreduce.py: mid-round, the
+        # updates the trainer runs itself wait for the round's last step
+        mid_round = (step + 1) % self.merge != 0
         for ds in plan.steps:
+            if mid_round and ds.step.op.attrs.get("_round_end"):
+                continue
             gathered: dict = {}
             if ds.remote:
                 self._take(vals, ds, ds.remote, step, gathered)
@@ -252,7 +276,6 @@ class Runtime:
         if plan.carried and not plan.startup and (step + 1) % self.merge == 0:
             self.settle()  # values the step did not read (none, normally): no mixing versions
             self.pending = {r.var: (r, step) for r in plan.carried}
-        self.started = True
 
     def settle_one(self, name: str) -> None:
         """The scope's hook before it hands out ``name``'s value (NOTE(end-of-step))."""
@@ -278,7 +301,7 @@ class Runtime:
         if isinstance(st.comm, list):  # bind the op's group to this runtime once
             from placegroup.comm.collectives import RingCommunicator
 
-            st.comm = RingCommunicator(self.mailbox, st.comm, self.me.name, self.peer_timeout,
+            st.comm = RingCommunicator(self.mailbox, st.comm, self.me.name, self.wait_timeout,
                                        self._describe(ds, step))
         if st.comm is not None:
             st.attrs["_step"] = step
@@ -312,7 +335,7 @@ class Runtime:
             try:
                 # NOTE(each-batching): in sync mode, what waits for a trainer not yet answered
                 # (a parameter update) is held back briefly, to leave with that trainer's answer
-                key, value = self.mailbox.wait_any(keys, self.peer_timeout, self._describe(ds, step),
+                key, value = self.mailbox.wait_any(keys, self.wait_timeout, self._describe(ds, step),
                                                    any_version=self.async_mode,
                                                    hold=0.0 if self.async_mode else EACH_HOLD_S)
             except PeersDone:
@@ -357,8 +380,9 @@ class Runtime:
         return all((other := self.mailbox.oldest(v, src)) is None or other[1] >= mine[1]
                    for v in self.each_vars)
 
-    def serve(self, plan: DistPlan, vals: dict) -> None:
-        """A pserver's ``exe.run``: steps until every trainer has said done."""
+    def serve(self, plan: DistPlan, vals: dict, after_step=None) -> None:
+        """A pserver's ``exe.run``: steps until every trainer has said done. ``after_step(n)``,
+        if given, runs after each step (n steps done): the checkpoint hook (docs/checkpoint.md)."""
         self._send_initial(plan, vals)
         trainers = {e.name for e in self.cluster.executors if e.role == ExecutorRole.TRAINER}
         each = [(ds.each.var, src) for ds in plan.steps if ds.each is not None for src in ds.each.sources]
@@ -369,15 +393,16 @@ class Runtime:
                     if trainers <= set(self.mailbox.done):  # NOTE(async-each): wait for an instance
                         return
                     self.mailbox.flush()
-                    if not self.mailbox.pump_once(self.peer_timeout):
-                        raise CommTimeout(f"executor {self.me} heard from no trainer for "
-                                          f"{self.peer_timeout:.0f}s (async mode; PLACEGROUP_PEER_TIMEOUT "
-                                          f"sets the limit)")
+                    if not self.mailbox.pump_once(1.0):
+                        self.mailbox.check_peers(sorted(trainers), f"executor {self.me} was waiting for any "
+                                                 f"trainer's update (async mode) at pass {self.step}")
                 try:
                     self.run_step(plan, vals, self.step)
                 except PeersDone:
                     return
                 self.step += 1
+                if after_step is not None:
+                    after_step(self.step)
         finally:
             if self.staleness_seen:  # issue #6: the distribution of staleness it saw
                 log.info("%s: staleness of the updates it applied (lag: count): %s", self.me,

@@ -7,6 +7,9 @@ import placegroup as fluid
 
 # One factor scales every timeout in the distributed tests (STYLE.md rule 13).
 TIME_FACTOR = float(os.environ.get("PLACEGROUP_TEST_TIME_FACTOR", "1"))
+# A wait on a live peer has no limit in production (DESIGN.md §7); in the tests (and the
+# processes they start) a bug that deadlocks fails after this many seconds instead of hanging.
+os.environ.setdefault("PLACEGROUP_WAIT_TIMEOUT", str(120 * TIME_FACTOR))
 
 
 @pytest.fixture(autouse=True)

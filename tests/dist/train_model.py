@@ -5,6 +5,10 @@ Run with no TRAINING_ROLE: one process on the whole batch. With the seeds' varia
 Writes ``<out>/<role><id>.npz`` with the per-step losses and, for trainers, every parameter.
 
     python train_model.py --model linear --optimizer sgd --steps 10 --out DIR
+
+With ``--checkpoint-dir`` every process saves its part every ``--checkpoint-every`` steps, and
+with ``--resume`` continues from the newest complete checkpoint (docs/checkpoint.md): a trainer
+then trains only the batches after it and records the first step it trained as ``start``.
 """
 import argparse
 import os
@@ -72,11 +76,18 @@ def main() -> None:
     ap.add_argument("--staleness", type=int, default=0)
     ap.add_argument("--merge-steps", type=int, default=1)
     ap.add_argument("--slow", type=float, default=0.0, help="trainer 1 sleeps this long per step")
+    ap.add_argument("--started-file", action="store_true", help="touch OUT/<tag>.started after a step")
     ap.add_argument("--fetch-merged", action="store_true",
                     help="also fetch the bias gradient (on trainers: the pserver-held merged one)")
+    ap.add_argument("--min-block-size", type=int, default=8192, help="the transpiler's smallest block")
+    ap.add_argument("--checkpoint-dir", default=None)
+    ap.add_argument("--checkpoint-every", type=int, default=0)
+    ap.add_argument("--resume", action="store_true", help="continue from the newest complete checkpoint")
     a = ap.parse_args()
     feeds, cost = build(a.model, a.optimizer)
-    exe = fluid.Executor(fluid.CPUPlace())
+    ckpt = None if a.checkpoint_dir is None else fluid.io.CheckpointConfig(
+        dirname=a.checkpoint_dir, every=a.checkpoint_every, resume=a.resume)
+    exe = fluid.Executor(fluid.CPUPlace(), checkpoint=ckpt)
     role = os.environ.get("TRAINING_ROLE")
     batches = data(a.model, a.steps, a.batch)
     params = [p.name for p in fluid.default_main_program().all_parameters()]
@@ -86,7 +97,8 @@ def main() -> None:
     else:
         port = os.getenv("PADDLE_INIT_PORT", "6174")
         endpoint = os.getenv("POD_IP") + ":" + port
-        t = fluid.DistributeTranspiler(fluid.DistributeTranspilerConfig(mp_fused=not a.unfused))
+        t = fluid.DistributeTranspiler(fluid.DistributeTranspilerConfig(mp_fused=not a.unfused,
+                                                                        min_block_size=a.min_block_size))
         pservers = os.getenv("PADDLE_INIT_PSERVERS")
         # no pservers: collective data parallel, the trainers (by endpoint) are the group
         # (and a model-parallel layer needs them too: its trainers exchange activations)
@@ -109,11 +121,14 @@ def main() -> None:
     if a.fetch_merged:
         extra = ["fc_0.b_0@GRAD" if role is None else "fc_0.b_0@GRAD@MERGED"]
     steps = a.steps if not (tid == 1 and a.stop_early >= 0) else a.stop_early
-    for xb, yb in batches[:steps]:
+    start = exe.resumed_step  # the checkpoint holds the state after this many steps
+    for xb, yb in batches[start:steps]:
         lo, hi = tid * len(xb) // n, (tid + 1) * len(xb) // n
         loss, *g = exe.run(prog, feed={"x": xb[lo:hi], "y": yb[lo:hi]}, fetch_list=[cost] + extra)
         losses.append(float(loss[0]))
         grads += g
+        if a.started_file and len(losses) == 2:
+            open(os.path.join(a.out, f"{tag}.started"), "w").close()
         if a.slow and tid == 1:
             time.sleep(a.slow)
     scope = fluid.global_scope()
@@ -136,7 +151,7 @@ def main() -> None:
     exe.close()
     if grads:
         values["grads"] = np.array(grads)
-    np.savez(os.path.join(a.out, tag + ".npz"), losses=np.array(losses), **values)
+    np.savez(os.path.join(a.out, tag + ".npz"), losses=np.array(losses), start=start, **values)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,136 @@
+"""What an executor accepts, and from whom: the table the mailbox checks arrivals against.
+
+``framing.unpack`` says whether a message is well formed; this says whether it is *wanted*. An
+executor's plan (executor/dist_plan.py, ``expectations``) knows every value it waits for: the
+var, the executors it comes from, its declared dtype and shape. Anything else (a stranger's
+message, a var it never receives from that peer, a wrong dtype or shape) is dropped by the
+mailbox with a log line before a kernel can see it (docs/protocol.md, "What is dropped").
+
+Example:
+    >>> import numpy as np
+    >>> t = Expectations({"trainer:0"})
+    >>> t.allow("w@GRAD", "trainer:0", np.float32, (13, 1))
+    >>> t.check("trainer:0", "w@GRAD", np.zeros((13, 1), np.float32)) is None
+    True
+    >>> t.check("trainer:0", "w@GRAD", np.zeros((13, 2), np.float32))[0]
+    'shape'
+
+Thread-safety: a table is built once per plan and then only read, by the mailbox's thread.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+
+import numpy as np
+
+from placegroup.ops.selected_rows import SelectedRows
+
+MIN_MESSAGE = 256 << 20  # NOTE(max-message)
+MESSAGE_MARGIN = 2
+# a collective's wire var (docs/protocol.md, "Collectives"): <tag><suffix>@<phase><r>
+_COLLECTIVE = re.compile(r"^(.+?)[a-z]*@(?:h0|x0|(?:rs|ag)\d+\.\d+)$")
+
+UNEXPECTED, DTYPE, SHAPE = "unexpected", "dtype", "shape"
+
+
+@dataclasses.dataclass(frozen=True)
+class Expect:
+    """One var this executor receives from one peer."""
+    dtype: np.dtype
+    shape: tuple | None  # None: any; -1 in a dim: any size there
+    rows: bool = False   # a SelectedRows var: its values' row width, and its height, are checked
+
+
+class Expectations:
+    """The senders, vars and collectives one executor accepts (the union over its plans).
+
+    Args:
+        senders: the names that may send anything at all (the executors it is linked to); a
+            var allowed from a name not among them still arrives from nobody.
+    """
+
+    def __init__(self, senders=()) -> None:
+        self.senders: set[str] = set(senders)
+        self.vars: dict[tuple, Expect] = {}    # (var, src) -> Expect
+        self.tags: dict[str, set] = {}         # src -> tags of the collectives it joins with us
+
+    def allow(self, var: str, src: str, dtype, shape, rows: bool = False) -> None:
+        """``src`` may send ``var`` of ``dtype`` and ``shape`` (-1: any size in that dim)."""
+        self.vars[(var, src)] = Expect(np.dtype(dtype), None if shape is None else tuple(shape), rows)
+
+    def allow_collective(self, tag: str, src: str) -> None:
+        """``src`` is in the group of the collective op ``tag``: any of its wire vars (their
+        dtypes and shapes are the collective's to check, by its header phase)."""
+        self.tags.setdefault(src, set()).add(tag)
+
+    def update(self, other: "Expectations") -> None:
+        """Accept what ``other`` accepts, too (a new plan on the same mailbox)."""
+        self.senders |= other.senders
+        self.vars.update(other.vars)
+        for src, tags in other.tags.items():
+            self.tags.setdefault(src, set()).update(tags)
+
+    def check(self, src: str, var: str, value) -> tuple[str, str] | None:
+        """None if ``value`` of ``var`` from ``src`` is wanted, else ``(reason, detail)``;
+        reason is ``UNEXPECTED`` (no plan receives ``var`` from ``src``), ``DTYPE`` or ``SHAPE``."""
+        exp = self.vars.get((var, src))
+        if exp is None:
+            m = _COLLECTIVE.match(var)
+            if m is not None and m.group(1) in self.tags.get(src, ()):
+                return None
+            return UNEXPECTED, f"{var!r} is not a var this executor receives from {src}"
+        rows = isinstance(value, SelectedRows)
+        data = np.asarray(value.values) if rows else value
+        if not isinstance(data, np.ndarray):
+            return DTYPE, f"{var!r}: a {type(value).__name__}, not an array"
+        if rows != exp.rows:
+            want = "SelectedRows" if exp.rows else "a dense tensor"
+            return SHAPE, f"{var!r}: expected {want}, got {'SelectedRows' if rows else 'a dense tensor'}"
+        if data.dtype != exp.dtype:
+            return DTYPE, f"{var!r}: dtype {data.dtype.str}, expected {exp.dtype.str}"
+        if exp.shape is None:
+            return None
+        # SelectedRows: the values hold some rows of the var, so dim 0 is free and the var's
+        # height is checked instead (unpack already checked the row ids against the height)
+        got = ((value.height,) + tuple(data.shape[1:])) if rows else tuple(data.shape)
+        if len(got) != len(exp.shape) or any(d >= 0 and d != g for d, g in zip(exp.shape, got)):
+            what = "height and row width" if rows else "shape"
+            return SHAPE, f"{var!r}: {what} {list(got)}, expected {list(exp.shape)}"
+        return None
+
+
+def message_limit(program, env=None) -> int:
+    """The largest frame a socket of this executor accepts, in bytes (``Transport(max_message=)``;
+    -1: no limit).
+
+    NOTE(max-message): libzmq's ZMQ_MAXMSGSIZE bounds each *frame* (one array here; the header
+    is at most 64 KiB), and a peer that sends a larger one has its *connection* dropped (it
+    reconnects, the frame is lost). So the limit must fit every legitimate value: by default
+    ``MESSAGE_MARGIN`` times the largest var of ``program`` whose shape is fully known, and at
+    least ``MIN_MESSAGE`` (256 MiB) for the vars with a -1 dim, whose size the program does not
+    say. It keeps a stranger from making the process allocate what it claims (a frame header
+    announcing 2^60 bytes). ``PLACEGROUP_MAX_MESSAGE`` (bytes; 0 or -1: no limit) overrides it.
+
+    Example:
+        >>> message_limit(fluid.default_main_program(), {"PLACEGROUP_MAX_MESSAGE": "1048576"})
+        1048576
+
+    Raises:
+        ValueError: ``PLACEGROUP_MAX_MESSAGE`` is not an integer.
+    """
+    env = os.environ if env is None else env
+    raw = env.get("PLACEGROUP_MAX_MESSAGE", "").strip()
+    if raw:
+        try:
+            n = int(raw)
+        except ValueError:
+            raise ValueError(f"PLACEGROUP_MAX_MESSAGE={raw!r}: expected a size in bytes "
+                             f"(0 or -1: no limit)") from None
+        return n if n > 0 else -1
+    biggest = 0
+    for v in program.global_block().vars.values():
+        if v.shape is not None and all(d >= 0 for d in v.shape):
+            biggest = max(biggest, int(np.prod(v.shape, dtype=np.int64)) * np.dtype(v.dtype).itemsize)
+    return max(MIN_MESSAGE, MESSAGE_MARGIN * biggest)
