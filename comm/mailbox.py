@@ -339,6 +339,10 @@ class Mailbox:
                 raise PeerLost(f"peer {self.describe_peer(src)} is gone: its connection dropped {since:.1f}s ago "
                                f"and did not come back (its process died, or it was silent for "
                                f"PLACEGROUP_PEER_TIMEOUT={self.t.peer_timeout:g}s); " + describe([k]))
+            if state == "refused" and since > LOST_GRACE:  # libzmq retries: one refusal may be a race
+                raise PeerLost(f"peer {self.describe_peer(src)} refused this executor's CURVE handshake "
+                               f"{since:.1f}s ago: its server key or our client key is not the one it "
+                               f"expects (PLACEGROUP_KEYS, docs/security.md); " + describe([k]))
             if state == "never" and since > self.start_timeout:
                 raise PeerLost(f"peer {self.describe_peer(src)} never came: no connection in {since:.0f}s "
                                f"(PLACEGROUP_START_TIMEOUT={self.start_timeout:g}s; is it running?); "

@@ -75,6 +75,7 @@ class Transport:
         self.address: dict[str, str] = {}  # ROUTER peer -> its IP (for error messages)
         self.fd_peer: dict[int, str] = {}  # ROUTER connection (file descriptor) -> peer
         self.members: set[str] | None = None  # the peers worth tracking (None: any name)
+        self.refused: dict[str, float] = {}  # DEALER peer -> when it refused our handshake
         self.monitors: dict = {}          # monitor socket -> peer (None: the ROUTER's)
         self.started = time.monotonic()
         self.bytes_sent = 0               # payload bytes handed to sockets (bench/ reads them)
@@ -92,7 +93,8 @@ class Transport:
             self.dealers[peer] = s
             self.socket_peer[s] = peer
             self.poller.register(s, zmq.POLLIN)
-            self._monitor(s, peer, zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED)
+            self._monitor(s, peer, zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
+                          | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
             s.send_multipart(pack("hello", me, -1, digest=digest), copy=False)
 
     def _monitor(self, s: zmq.Socket, peer: str | None, events: int) -> None:
@@ -201,14 +203,20 @@ class Transport:
                     continue  # a connection that never said who it was (a port scanner, say)
             if event["event"] == zmq.EVENT_DISCONNECTED:
                 self.lost.setdefault(peer, time.monotonic())
-            else:  # a DEALER's handshake: the peer is there (again)
+            elif event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:  # the peer is there (again)
                 self.came.add(peer)
                 self.lost.pop(peer, None)
+                self.refused.pop(peer, None)
+            else:  # the peer refused our CURVE key (or spoke another protocol): it never will
+                self.refused.setdefault(peer, time.monotonic())
 
     def status(self, peer: str) -> tuple[str, float]:
-        """``("alive", 0)``, ``("lost", seconds since its connection dropped)`` or
+        """``("alive", 0)``, ``("lost", seconds since its connection dropped)``,
+        ``("refused", seconds since it refused our handshake)`` (docs/security.md) or
         ``("never", seconds since this transport started)`` for a peer that never connected."""
         now = time.monotonic()
+        if peer in self.refused:
+            return "refused", now - self.refused[peer]
         if peer in self.lost:
             return "lost", now - self.lost[peer]
         if peer not in self.came:

@@ -340,3 +340,26 @@ def test_configuration_from_the_environment_and_a_toml_file(tmp_path):
     cfg.write_text('server = "a"\nsever_secret = "b"\n')
     with pytest.raises(SecurityError, match="maps some of"):
         Security.from_env({"PLACEGROUP_KEYS": str(cfg)})
+
+
+def test_a_client_whose_key_is_refused_fails_at_once_naming_the_server(keydirs):
+    """A trainer with a key the pserver does not allow learns it from the refused handshake
+    (PeerLost naming the server and the keys), not after PLACEGROUP_START_TIMEOUT."""
+    from placegroup.comm.mailbox import Mailbox
+    from placegroup.errors import PeerLost
+
+    ours, theirs = keydirs
+    port, = free_ports(1)
+    name = f"pserver@127.0.0.1:{port}"
+    server = Transport(name, f"127.0.0.1:{port}", {}, "digest", security=Security.from_path(ours))
+    client = Transport("trainer:0", None, {name: f"127.0.0.1:{port}"}, "digest",
+                       security=Security.from_path(ours, client=str(theirs / "client-0.key_secret")))
+    mb = Mailbox(client)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(PeerLost, match=rf"peer {name} refused this executor's CURVE handshake.*waiting for w"):
+            mb.wait([("w", 0, name)], 30 * TIME_FACTOR, lambda missing: "waiting for w")
+        assert time.monotonic() - t0 < 10 * TIME_FACTOR
+    finally:
+        client.close()
+        server.close()
