@@ -162,7 +162,7 @@ def unpack(frames: Sequence) -> Message:
                 raise FrameError(f"var {_short(var)}: SelectedRows values need a row dimension")
             rows = _view(frames[i], np.dtype(np.int64), (shape[0],))
             # a row id outside the var would index past it in the kernel that scatters the rows
-            if rows.size and (int(rows.min()) < 0 or int(rows.max()) >= e[5]):
+            if rows.size and int(rows.view(np.uint64).max()) >= e[5]:  # a negative id is huge as uint64
                 raise FrameError(f"var {_short(var)}: row ids {int(rows.min())}..{int(rows.max())} "
                                  f"outside its height {e[5]}")
             value = SelectedRows(rows, _view(frames[i + 1], dtype, tuple(shape)), e[5])

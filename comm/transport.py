@@ -171,7 +171,7 @@ class Transport:
                     frames = frames[1:]
                 else:
                     peer = self.socket_peer[s]
-                self.bytes_received += sum(len(f.buffer) for f in frames)
+                self.bytes_received += sum(map(len, frames))
                 out.append((peer, frames))
         return out
 
