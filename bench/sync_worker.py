@@ -39,6 +39,8 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--mode", choices=("sync", "ssp", "async"), default="sync")
     ap.add_argument("--slow", type=float, default=0.0, help="the last trainer sleeps this long per step")
+    ap.add_argument("--slow-every", type=int, default=1,
+                    help="... in bursts: slow * K every K-th step instead (the same mean)")
     a = ap.parse_args()
     x, cost = build(a.model)
     exe = fluid.Executor(fluid.CPUPlace())
@@ -61,8 +63,8 @@ def main() -> None:
         t0 = time.perf_counter()
         loss, = exe.run(prog, feed=feed, fetch_list=[cost])
         losses.append(float(loss[0]))
-        if slow:
-            time.sleep(slow)
+        if slow and i % a.slow_every == 0:
+            time.sleep(slow * a.slow_every)
         if i >= a.warmup:
             times.append(time.perf_counter() - t0)
     wall = time.perf_counter() - w0
