@@ -75,23 +75,14 @@ def write_part(step_dir: str, tag: str, entries, values, manifest) -> str:
             aside = tempfile.mkdtemp(prefix=f".{tag}.", suffix=".old", dir=step_dir)
             os.replace(final, aside)
         os.rename(tmp, final)
-        _fsync_dir(step_dir)
-        _fsync_dir(os.path.dirname(os.path.abspath(step_dir)))
+        _io.fsync_dir(step_dir)
+        _io.fsync_dir(os.path.dirname(os.path.abspath(step_dir)))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if aside is not None:
         shutil.rmtree(aside, ignore_errors=True)
     return final
-
-
-def _fsync_dir(path: str) -> None:
-    with contextlib.suppress(OSError):  # not every platform can fsync a directory
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def prune(dirname: str, keep: int, tag: str) -> None:

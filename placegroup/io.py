@@ -83,12 +83,18 @@ def _atomic_write(path: str, chunks: Iterable[Any]) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    with contextlib.suppress(OSError):  # not every platform can fsync a directory
-        dfd = os.open(folder, os.O_RDONLY)
+    fsync_dir(folder)
+
+
+def fsync_dir(path: str) -> None:
+    """Make a rename into directory ``path`` durable (a no-op where a directory cannot be
+    fsynced)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
         try:
-            os.fsync(dfd)
+            os.fsync(fd)
         finally:
-            os.close(dfd)
+            os.close(fd)
 
 
 # -- programs -------------------------------------------------------------------------------
