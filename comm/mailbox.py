@@ -352,8 +352,8 @@ class Mailbox:
         last = self.done.get(key[2])
         return last is not None and key[1] > last
 
-    def close(self) -> None:
-        self.t.close()
+    def close(self, linger_ms: int | None = None) -> None:
+        self.t.close(linger_ms)
 
 
 def _who(peer: str, quote: bool = False) -> str:

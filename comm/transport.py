@@ -223,13 +223,17 @@ class Transport:
             return "never", now - self.started
         return "alive", 0.0
 
-    def close(self) -> None:
+    def close(self, linger_ms: int | None = None) -> None:
+        """Close the sockets; what is still queued gets ``linger_ms`` (default LINGER_MS) to
+        leave, none for a lost peer."""
         for s in list(self.dealers.values()) + ([self.router] if self.router is not None else []):
             s.disable_monitor()
         if self.security is not None:
             self.security.stop()
         for mon in self.monitors:
             mon.close(0)
-        for s in list(self.dealers.values()) + ([self.router] if self.router is not None else []):
-            s.close()
+        for peer, s in self.dealers.items():  # what waits for a lost peer will never leave
+            s.close(0 if peer in self.lost or peer in self.refused else linger_ms)
+        if self.router is not None:
+            self.router.close(linger_ms)
         self.ctx.term()

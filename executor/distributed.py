@@ -40,6 +40,7 @@ from placegroup.place_group import ExecutorRole
 
 log = logging.getLogger("placegroup.executor")
 EACH_HOLD_S = 0.002  # NOTE(each-batching)
+FAILED_LINGER_MS = 200
 
 
 def peer_links(cluster: Cluster, me) -> tuple[dict, str | None]:
@@ -431,7 +432,9 @@ class Runtime:
             self.mailbox.step_of = lambda: self.step // self.merge - 1
             self.mailbox.broadcast([e.name for e in self.cluster.executors
                                     if e.role == ExecutorRole.PSERVER], "done")
-        self.mailbox.close()
+        # a failed executor's `error` messages leave at once to live peers; a dead peer's
+        # queue must not hold the exit up for the whole linger (NOTE(peer-lost))
+        self.mailbox.close(FAILED_LINGER_MS if self.failed else None)
         _live.discard(self)
 
 
