@@ -96,9 +96,12 @@ def test_model_parallel_fc_over_the_trainers(tmp_path, trainers, optimizer, fuse
         assert f"trainer {t} checkpoint: fc_1.w_0 [16, {8 // trainers}] reloaded equal" in log
 
 
-def test_model_parallel_with_pservers(tmp_path):
-    """Parameter servers and model parallelism in one program: fc_0 on the pservers, fc_1 sharded."""
-    _check_equivalent(tmp_path, 2, 2, "--model", "mp", "--optimizer", "adam", "--steps", "5",
+@pytest.mark.parametrize("optimizer", ["adam", "momentum"])
+def test_model_parallel_with_pservers(tmp_path, optimizer):
+    """Parameter servers and model parallelism in one program: fc_0 on the pservers, fc_1 sharded.
+    With momentum + piecewise_decay the lr schedule runs on the trainers too (the shards' update
+    reads it) and on the pservers, each counting the same steps."""
+    _check_equivalent(tmp_path, 2, 2, "--model", "mp", "--optimizer", optimizer, "--steps", "8",
                       sharded=("fc_1.w_0", "fc_1.b_0"))
 
 

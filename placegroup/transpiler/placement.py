@@ -6,7 +6,9 @@ Rules, in order:
    (``var.attrs["pinned"]``: embedding shard k lives on pserver k). The ops that belong to it
    (``op.param``: its update, a shard's prefetch) run there, and the vars they write live there.
 2. Learning-rate ops (role ``lr_sched``) run on every pserver (``pserver``, replicated), and
-   the vars they write live on every pserver: each pserver keeps its own step counter.
+   the vars they write live on every pserver: each pserver keeps its own step counter. When a
+   trainer's op reads one too (a model-parallel shard's update), they run, and their vars
+   live, on every trainer as well: each executor counts the same steps.
 3. A persistable var that only pserver-side ops read and nothing in the main program writes
    (a constant learning rate) lives with its readers: on the one pserver that reads it, or
    replicated on all pservers; read by both roles, it is replicated on both.
@@ -26,6 +28,7 @@ from placegroup.transpiler.passes import Job, PassResult
 
 TRAINER = PlaceGroup.parse("trainer")
 PSERVERS = PlaceGroup.parse("pserver")
+BOTH = PlaceGroup(roles=("pserver", "trainer"))
 
 
 def _place_ops(block, ctx) -> dict:
@@ -44,6 +47,11 @@ def _place_ops(block, ctx) -> dict:
             op.place = PSERVERS
         else:
             op.place = TRAINER
+    lr_out = {n for op in block.ops if op.role == "lr_sched" for n in op.output_arg_names}
+    if any(op.place == TRAINER and lr_out & set(op.input_arg_names) for op in block.ops):
+        for op in block.ops:
+            if op.role == "lr_sched":
+                op.place = BOTH
     return homes
 
 
