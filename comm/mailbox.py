@@ -236,13 +236,7 @@ class Mailbox:
                 if all(v is None for v in out) and keys:
                     raise PeersDone()
                 return out
-            if deadline is None:
-                deadline = _deadline(timeout)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise CommTimeout(_timed_out(describe(missing), timeout))
-            self._check_lost(missing, describe)
-            self.pump(int(min(left, 1.0) * 1000) + 1)
+            deadline = self._wait_more(missing, deadline, timeout, describe)
 
     def newest(self, var: str, src: str, min_version: int):
         """``(version, value)`` of the newest value of ``var`` from ``src`` of at least
@@ -261,7 +255,7 @@ class Mailbox:
         """``(version, value)``: the newest value of ``var`` from ``src`` of at least
         ``min_version`` (waiting for one if none has come); older ones are dropped."""
         self.flush()
-        deadline = _deadline(timeout)
+        deadline = None
         while True:
             found = [k for k in self.values if k[0] == var and k[2] == src and k[1] >= min_version]
             if found:
@@ -270,11 +264,7 @@ class Mailbox:
                 for k in [k for k in self.values if k[0] == var and k[2] == src and k[1] < best[1]]:
                     del self.values[k]  # superseded
                 return best[1], value
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise CommTimeout(_timed_out(describe([(var, min_version, src)]), timeout))
-            self._check_lost([(var, min_version, src)], describe)
-            self.pump(int(min(left, 1.0) * 1000) + 1)
+            deadline = self._wait_more([(var, min_version, src)], deadline, timeout, describe)
 
     def oldest(self, var: str, src: str):
         """The key of ``src``'s oldest pending value of ``var``, any version (async mode)."""
@@ -311,13 +301,20 @@ class Mailbox:
                     continue
                 held_until = None
                 self.flush()
-            if deadline is None:
-                deadline = _deadline(timeout)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise CommTimeout(_timed_out(describe(live), timeout))
-            self._check_lost(live, describe)
-            self.pump(int(min(left, 1.0) * 1000) + 1)
+            deadline = self._wait_more(live, deadline, timeout, describe)
+
+    def _wait_more(self, missing, deadline: float | None, timeout: float | None, describe) -> float:
+        """One more round of a wait for ``missing`` (keys): the wait fails as every wait does
+        (``CommTimeout`` past ``timeout``, ``PeerLost``), else the sockets are drained for up
+        to a second. Returns the deadline (set on the first round)."""
+        if deadline is None:
+            deadline = _deadline(timeout)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise CommTimeout(_timed_out(describe(missing), timeout))
+        self._check_lost(missing, describe)
+        self.pump(int(min(left, 1.0) * 1000) + 1)
+        return deadline
 
     def check_peers(self, peers: Sequence[str], what: str) -> None:
         """``PeerLost`` if one of ``peers`` (not done) is gone or never came (NOTE(peer-lost));
