@@ -33,6 +33,8 @@ import functools
 
 import numpy as np
 
+from placegroup.dataset.rows import row_reader
+
 __all__ = ["feature_names", "target_stats", "train", "test"]
 
 feature_names = ["age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"]
@@ -66,12 +68,7 @@ def target_stats() -> tuple[float, float]:
 
 
 def _reader(which: int):
-    def reader():
-        rows = _load()[which]
-        for row in rows:  # copies, so a caller that edits a sample cannot corrupt the cache
-            yield row[:-1].copy(), row[-1:].copy()
-
-    return reader
+    return row_reader(_load, which)
 
 
 def train():

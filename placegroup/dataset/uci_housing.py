@@ -31,6 +31,8 @@ import os
 
 import numpy as np
 
+from placegroup.dataset.rows import row_reader
+
 __all__ = ["feature_names", "data_file", "train", "test", "SOURCE_URL"]
 
 # Paddle 1.x's list, including its odd last name for the target column (the price).
@@ -114,13 +116,7 @@ def _load(path: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _reader(which: int):
     path = data_file()  # fail where the reader is made, naming the paths
-
-    def reader():
-        rows = _load(path)[which]
-        for row in rows:  # copies, so a caller that edits a sample cannot corrupt the cache
-            yield row[:-1].copy(), row[-1:].copy()
-
-    return reader
+    return row_reader(lambda: _load(path), which)
 
 
 def train():
