@@ -14,6 +14,7 @@ them): NOTE(merge-steps-collective).
 from __future__ import annotations
 
 from placegroup.errors import PassError
+from placegroup.framework import SELECTED_ROWS
 from placegroup.transpiler.passes import Job, PassResult, updates
 
 # NOTE(merge-steps-collective): merge_steps m without pservers has the meaning it has with them
@@ -70,7 +71,7 @@ def allreduce_gradients(job: Job, ctx) -> PassResult:
     found = [u for u in _held_by_trainers(block, ctx) if u[2] or m > 1]
     for op, slot, reduce in found:
         grad = block.var(op.input(slot)[0])
-        if grad.type == "selected_rows":  # (merge_steps: the transpiler says so before any pass)
+        if grad.type == SELECTED_ROWS:  # (merge_steps: the transpiler says so before any pass)
             raise PassError(f"{op.param!r} has a sparse (SelectedRows) gradient: collective data parallel "
                             f"all-reduces, and merge_steps sums, dense gradients only; keep sparse tables "
                             f"on pservers")

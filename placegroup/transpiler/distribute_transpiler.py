@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from placegroup.framework import Program, default_main_program, default_startup_program
+from placegroup.framework import SELECTED_ROWS, Program, default_main_program, default_startup_program
 from placegroup.place_group import ExecutorId, ExecutorRole, Node
 from placegroup.transpiler.config import DistributeTranspilerConfig, RoundRobin
 from placegroup.transpiler.allreduce import allreduce_gradients
@@ -65,7 +65,7 @@ def _check_merge_steps(main: Program, m: int) -> None:
                          f"Use merge_steps=1 with these tables (sparse tables train in every mode)")
     block = main.global_block()
     sparse = sorted({op.param for op in block.ops if op.role == "optimize" for slot in op.opdef.input_slots("Grad")
-                     if block.var(op.input(slot)[0]).type == "selected_rows"})
+                     if block.var(op.input(slot)[0]).type == SELECTED_ROWS})
     if sparse:
         raise ValueError(f"merge_steps={m} sums dense gradients; {sparse} have sparse (SelectedRows) "
                          f"gradients (embedding(is_sparse=True)). Use merge_steps=1, or is_sparse=False")
