@@ -48,25 +48,31 @@ def _infer(ins, a):
 
 def _flat_ids(xp, ids, rows: int):
     flat = ids.reshape(-1)
-    bad = (flat < 0) | (flat >= rows)
-    if bool(bad.any()):  # See NOTE(lookup-ids).
-        v = int(flat[bad][0])
+    if flat.shape[0] and (int(flat.min()) < 0 or int(flat.max()) >= rows):  # See NOTE(lookup-ids).
+        v = int(flat[(flat < 0) | (flat >= rows)][0])
         raise IndexError(f"lookup_table: id {v} is out of range for a table of {rows} rows "
                          f"(valid ids are 0..{rows - 1})")
     return flat
 
 
 def _prefetched_positions(xp, w: SelectedRows, flat, pad: int):
-    """Index into ``w.values`` of each id (NOTE(lookup-prefetched)); the padding id maps to 0."""
-    n = w.rows.shape[0]
+    """Index into ``w.values`` of each id (NOTE(lookup-prefetched)); the padding id maps to 0.
+    ``merge_selected_rows`` gives sorted rows, which are searched as they are."""
+    rows = w.rows
+    n = rows.shape[0]
     if n == 0:
         found = xp.zeros(flat.shape, dtype=bool)
         pos = xp.zeros(flat.shape, dtype=xp.int64)
+    elif bool((rows[1:] > rows[:-1]).all()):
+        pos = xp.minimum(xp.searchsorted(rows, flat), n - 1)
+        found = rows[pos] == flat
     else:
-        order = xp.argsort(w.rows)
-        pos = xp.minimum(xp.searchsorted(w.rows[order], flat), n - 1)
-        found = w.rows[order][pos] == flat
+        order = xp.argsort(rows)
+        pos = xp.minimum(xp.searchsorted(rows[order], flat), n - 1)
+        found = rows[order][pos] == flat
         pos = order[pos]
+    if bool(found.all()):
+        return pos
     missing = ~found & (flat != pad)
     if bool(missing.any()):
         v = int(flat[missing][0])

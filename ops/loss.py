@@ -10,7 +10,7 @@ NOTE(tolerable-log): Fluid's cross entropy clips ``log(p)`` to ±1e20 (``Tolerab
 """
 from __future__ import annotations
 
-from placegroup.ops.activation import shifted_logits
+from placegroup.ops.activation import reduce_axis, shifted_logits
 from placegroup.ops.registry import Meta, Slot, check, grad_of, register
 
 _APPROX_INF = 1e20  # See NOTE(tolerable-log).
@@ -64,6 +64,8 @@ def _label_infer(op: str, x: Meta, label: Meta, soft: bool, x_slot: str) -> tupl
 
 def _check_labels(xp, op: str, label, n_classes: int, ignore_index: int) -> None:
     """Raise if a hard label is outside [0, C) and not ``ignore_index`` (NOTE(hard-labels))."""
+    if label.size == 0 or (int(label.min()) >= 0 and int(label.max()) < n_classes):
+        return
     bad = ((label < 0) | (label >= n_classes)) & (label != ignore_index)
     if bool(bad.any()):
         v = int(label[bad].ravel()[0])
@@ -139,14 +141,22 @@ def softmax_with_cross_entropy(xp, ins, a):
     x, label = ins["Logits"], ins["Label"]
     s = shifted_logits(xp, x, -1)
     e = xp.exp(s)
-    total = e.sum(axis=-1, keepdims=True)
+    total = reduce_axis(xp, xp.add, e, -1)
     log_total = xp.log(total)
     if a["soft_label"]:
         return {"Softmax": e / total, "Loss": (label * (log_total - s)).sum(axis=-1, keepdims=True)}
     _check_labels(xp, "softmax_with_cross_entropy", label, x.shape[-1], a["ignore_index"])
+    if not _may_ignore(label, a["ignore_index"]):
+        return {"Softmax": e / total, "Loss": log_total - _pick(xp, s, label)}
     keep = label != a["ignore_index"]
     loss = log_total - _pick(xp, s, xp.where(keep, label, 0))
     return {"Softmax": e / total, "Loss": xp.where(keep, loss, xp.zeros_like(loss))}
+
+
+def _may_ignore(label, ignore_index: int) -> bool:
+    """Whether some label may be ``ignore_index``: not when it is negative (the default, -100)
+    and no label is (the masks that drop ignored rows are then skipped)."""
+    return ignore_index >= 0 or (label.size > 0 and int(label.min()) < 0)
 
 
 @register("softmax_with_cross_entropy_grad", ins=("Label", "Softmax", "Loss@GRAD"),
@@ -157,6 +167,8 @@ def softmax_with_cross_entropy_grad(xp, ins, a):
     p, label, g = ins["Softmax"], ins["Label"], ins["Loss@GRAD"]
     if a["soft_label"]:
         return {"Logits@GRAD": (p - label) * g}
-    keep = label != a["ignore_index"]
     onehot = xp.arange(p.shape[-1]) == label
+    if not _may_ignore(label, a["ignore_index"]):
+        return {"Logits@GRAD": (p - onehot) * g}
+    keep = label != a["ignore_index"]
     return {"Logits@GRAD": xp.where(keep, (p - onehot) * g, xp.zeros_like(p))}
