@@ -108,10 +108,13 @@ def dump(path: str, fmt: str, role: str | None, endpoint: str | None) -> None:
               help="CURVE keys (`placegroup keys DIR`): encrypt and authenticate every socket.")
 @click.option("--resume", is_flag=True, help="Resume from the newest complete checkpoint "
               "(PLACEGROUP_RESUME=1; docs/checkpoint.md).")
+@click.option("--sched", type=click.Choice(["batch", "normal"]), default="batch", show_default=True,
+              help="Scheduling policy of the processes: batch (SCHED_BATCH: woken peers take an idle "
+                   "core instead of preempting the sender) or normal (leave it).")
 @click.argument("script", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume: bool, script: str,
-           args: tuple) -> None:
+def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume: bool, sched: str,
+           script: str, args: tuple) -> None:
     """Run SCRIPT [ARGS] in every process of a local cluster on 127.0.0.1.
 
     Each process gets the seeds' environment (TRAINING_ROLE, PADDLE_INIT_PSERVERS, ...);
@@ -120,7 +123,7 @@ def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume:
     """
     from placegroup.launch import launch as run_cluster
 
-    sys.exit(run_cluster(script, list(args), trainers, pservers, grace=grace, keys=keys,
+    sys.exit(run_cluster(script, list(args), trainers, pservers, grace=grace, keys=keys, sched=sched,
                          extra_env={"PLACEGROUP_RESUME": "1"} if resume else None))
 
 
