@@ -120,14 +120,15 @@ def shard_lookup(xp, ins, a):
     """
     w, n, k, height = ins["W"], a["num_shards"], a["shard_index"], a["height"]
     flat = ins["Ids"].reshape(-1).astype(xp.int64, copy=False)
-    bad = (flat < 0) | (flat >= height) | (flat % n != k)
-    if bool(bad.any()):
+    local, shard = xp.divmod(flat, n)
+    # one pass of cheap checks; the error path works out which id is wrong and why
+    if flat.shape[0] and (bool((shard != k).any()) or int(flat.min()) < 0 or int(flat.max()) >= height):
+        bad = (flat < 0) | (flat >= height) | (shard != k)
         v = int(flat[bad][0])
         why = (f"is out of range for a table of {height} rows" if not 0 <= v < height
                else f"belongs to shard {v % n}")
         raise IndexError(f"shard_lookup: id {v} {why}, but this is shard {k} of {n} of a table of "
                          f"{height} rows (it holds ids i with i % {n} == {k})")
-    local = flat // n
     if local.shape[0] and int(local.max()) >= w.shape[0]:
         raise IndexError(f"shard_lookup: id {int(flat[local >= w.shape[0]][0])} needs local row "
                          f"{int(local.max())} but shard {k} has {w.shape[0]} rows (expected "
@@ -192,11 +193,11 @@ def shard_selected_rows(xp, ins, a):
     if x.height != height:
         raise ValueError(f"shard_selected_rows: X is a SelectedRows of height {x.height}, but the "
                          f"table has height {height}")
-    shard = x.rows % n
+    local, shard = xp.divmod(x.rows, n)
     outs = []
     for k in range(n):
         keep = shard == k
-        outs.append(SelectedRows(x.rows[keep] // n, x.values[keep], shard_rows(height, n, k)))
+        outs.append(SelectedRows(local[keep], x.values[keep], shard_rows(height, n, k)))
     return {"Out": outs}
 
 
