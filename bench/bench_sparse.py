@@ -66,12 +66,15 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=1_000_000)
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--window", type=int, default=20, help="steps per window (NOTE(bench-windows))")
+    ap.add_argument("--sched", choices=["batch", "normal"], default="batch", help="placegroup launch --sched")
+    ap.add_argument("--cpu-bind", choices=["spread", "none"], default="spread", help="placegroup launch --cpu-bind")
     a = ap.parse_args()
     before = floor(a.vocab)  # the machine's speed drifts: the floor is taken before and after
     with tempfile.TemporaryDirectory() as out:
         log = io.StringIO()
         code = launch(os.path.join(HERE, "sparse_worker.py"),
-                      ["--vocab", str(a.vocab), "--steps", str(a.steps), "--out", out], 2, 2, out=log)
+                      ["--vocab", str(a.vocab), "--steps", str(a.steps), "--out", out], 2, 2, out=log,
+                      sched=a.sched, cpu_bind=a.cpu_bind)
         if code:
             sys.exit(f"cluster failed ({code}):\n{log.getvalue()}")
         runs = [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "trainer*.json")))]

@@ -111,10 +111,13 @@ def dump(path: str, fmt: str, role: str | None, endpoint: str | None) -> None:
 @click.option("--sched", type=click.Choice(["batch", "normal"]), default="batch", show_default=True,
               help="Scheduling policy of the processes: batch (SCHED_BATCH: woken peers take an idle "
                    "core instead of preempting the sender) or normal (leave it).")
+@click.option("--cpu-bind", type=click.Choice(["spread", "none"]), default="spread", show_default=True,
+              help="spread: bind each process to its share of the cores (trainer i and pserver i "
+                   "share one when there are more processes than cores); none: run anywhere.")
 @click.argument("script", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume: bool, sched: str,
-           script: str, args: tuple) -> None:
+           cpu_bind: str, script: str, args: tuple) -> None:
     """Run SCRIPT [ARGS] in every process of a local cluster on 127.0.0.1.
 
     Each process gets the seeds' environment (TRAINING_ROLE, PADDLE_INIT_PSERVERS, ...);
@@ -124,6 +127,7 @@ def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume:
     from placegroup.launch import launch as run_cluster
 
     sys.exit(run_cluster(script, list(args), trainers, pservers, grace=grace, keys=keys, sched=sched,
+                         cpu_bind=cpu_bind,
                          extra_env={"PLACEGROUP_RESUME": "1"} if resume else None))
 
 

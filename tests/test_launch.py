@@ -52,3 +52,52 @@ def test_set_sched_on_a_process_that_is_gone_says_false():
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
     assert set_sched(p.pid, "batch") is False
+
+
+def test_cpu_sets_share_the_cores_or_pair_trainer_i_with_pserver_i():
+    from placegroup.launch import cpu_sets
+
+    assert cpu_sets(2, 2, [0, 1]) == {("TRAINER", 0): [0], ("TRAINER", 1): [1],
+                                      ("PSERVER", 0): [0], ("PSERVER", 1): [1]}
+    assert cpu_sets(1, 1, [4, 5, 6, 7]) == {("TRAINER", 0): [4, 5], ("PSERVER", 0): [6, 7]}
+    assert cpu_sets(3, 0, [0, 1, 2, 3, 4]) == {("TRAINER", 0): [0], ("TRAINER", 1): [1], ("TRAINER", 2): [2]}
+    assert cpu_sets(4, 1, [0, 1]) == {("TRAINER", 0): [0], ("TRAINER", 1): [1], ("TRAINER", 2): [0],
+                                      ("TRAINER", 3): [1], ("PSERVER", 0): [0]}
+    with pytest.raises(ValueError, match="no cores"):
+        cpu_sets(1, 1, [])
+
+
+AFFINITY_SCRIPT = """
+import os, threading
+seen = []
+t = threading.Thread(target=lambda: seen.append(sorted(os.sched_getaffinity(0))))
+t.start(); t.join()
+tag = os.environ["TRAINING_ROLE"] + os.environ.get("PADDLE_TRAINER_ID", os.environ.get("PADDLE_PSERVER_ID", ""))
+print(tag, ",".join(map(str, sorted(os.sched_getaffinity(0)))), ",".join(map(str, seen[0])))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+@pytest.mark.parametrize("bind", ["spread", "none"])
+def test_launch_binds_each_process_and_its_threads_to_its_cores(tmp_path, bind):
+    from placegroup.launch import cpu_sets
+
+    script = tmp_path / "affinity.py"
+    script.write_text(AFFINITY_SCRIPT)
+    out = io.StringIO()
+    assert launch(str(script), [], 2, 2, out=out, cpu_bind=bind) == 0, out.getvalue()
+    got = {}
+    for line in out.getvalue().splitlines():
+        if "] " in line:
+            tag, main, thread = line.split("] ", 1)[1].split()
+            assert main == thread  # libzmq's IO thread, started later, inherits the binding
+            got[tag] = [int(c) for c in main.split(",")]
+    cores = sorted(os.sched_getaffinity(0))
+    want = {f"{role}{i}": cs for (role, i), cs in cpu_sets(2, 2, cores).items()} if bind == "spread" \
+        else {tag: cores for tag in ("TRAINER0", "TRAINER1", "PSERVER0", "PSERVER1")}
+    assert got == want
+
+
+def test_an_unknown_cpu_bind_is_refused():
+    with pytest.raises(ValueError, match="cpu_bind must be one of spread, none, got 'all'"):
+        launch(sys.executable, [], 1, 1, cpu_bind="all")
