@@ -32,7 +32,7 @@ class RemoteIn:
 class DistStep:
     """A local op with its remote inputs and the pushes of its outputs."""
 
-    __slots__ = ("step", "remote", "each", "pushes")
+    __slots__ = ("step", "remote", "each", "pushes", "plain")
 
     def __init__(self, step: Step, remote: list, pushes: list) -> None:
         self.step = step
@@ -43,6 +43,10 @@ class DistStep:
         self.each = each[0] if each else None
         self.remote = [r for r in remote if r.kind != "each"]
         self.pushes = pushes  # [(var, [peer names])]
+        # NOTE(lean-loop): most ops of a step read and write only local values; run_step calls
+        # their kernels directly, skipping the checks the others need
+        self.plain = (not self.remote and self.each is None and not pushes and step.comm is None
+                      and not step.op.attrs.get("_round_end"))
 
 
 def _last_writers(block) -> dict[str, int]:

@@ -249,6 +249,13 @@ class Runtime:
         # updates the trainer runs itself wait for the round's last step
         mid_round = (step + 1) % self.merge != 0
         for ds in plan.steps:
+            if ds.plain and not DEBUG:  # NOTE(lean-loop) in executor/dist_plan.py
+                st = ds.step
+                try:
+                    st.call(st.inputs(vals), vals)
+                except Exception as e:  # as _call does
+                    raise OpError(f"[{self.me}, step {step}] " + st.explain(vals, e)) from e
+                continue
             if mid_round and ds.step.op.attrs.get("_round_end"):
                 continue
             gathered: dict = {}
