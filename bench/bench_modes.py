@@ -24,12 +24,13 @@ from placegroup.launch import launch
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sync_worker.py")
 
 
-def run(mode: str, steps: int, slow: float, every: int = 1, trainers: int = 4, pservers: int = 2) -> list[dict]:
+def run(mode: str, steps: int, slow: float, every: int = 1, trainers: int = 4, pservers: int = 2,
+        **launch_kw) -> list[dict]:
     with tempfile.TemporaryDirectory() as out:
         log = io.StringIO()
         args = ["--mode", mode, "--steps", str(steps), "--warmup", "10", "--batch", "40", "--slow", str(slow),
                 "--slow-every", str(every), "--out", out]
-        if launch(WORKER, args, trainers, pservers, out=log):
+        if launch(WORKER, args, trainers, pservers, out=log, **launch_kw):
             sys.exit(log.getvalue())
         return [json.load(open(p)) for p in sorted(glob.glob(os.path.join(out, "TRAINER*.json")))]
 
@@ -38,12 +39,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--slow", type=float, default=0.005)
+    ap.add_argument("--sched", choices=["batch", "normal"], default="batch", help="placegroup launch --sched")
+    ap.add_argument("--cpu-bind", choices=["auto", "spread", "none"], default="auto", help="placegroup launch --cpu-bind")
     a = ap.parse_args()
     print(f"fit_a_line, 4 trainers + 2 pservers, {a.steps} steps each, batch 40 in all")
     print(f"{'mode':<8} {'slow trainer':>13} {'examples/s':>11} {'fastest wall s':>15} {'final loss':>11}")
     for slow, every in ((0.0, 1), (a.slow, 1), (a.slow, 3)):
         for mode in ("sync", "ssp", "async"):
-            runs = run(mode, a.steps, slow, every)
+            runs = run(mode, a.steps, slow, every, sched=a.sched, cpu_bind=a.cpu_bind)
             rate = sum(r["examples"] / r["wall_s"] for r in runs)
             loss = sum(r["final_loss"] for r in runs) / len(runs)
             what = "no" if not slow else f"{1e3 * slow * every:.0f} ms" + (f" /{every}" if every > 1 else "")

@@ -67,7 +67,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--window", type=int, default=20, help="steps per window (NOTE(bench-windows))")
     ap.add_argument("--sched", choices=["batch", "normal"], default="batch", help="placegroup launch --sched")
-    ap.add_argument("--cpu-bind", choices=["spread", "none"], default="spread", help="placegroup launch --cpu-bind")
+    ap.add_argument("--cpu-bind", choices=["auto", "spread", "none"], default="auto", help="placegroup launch --cpu-bind")
     a = ap.parse_args()
     before = floor(a.vocab)  # the machine's speed drifts: the floor is taken before and after
     with tempfile.TemporaryDirectory() as out:

@@ -29,12 +29,12 @@ from placegroup.launch import launch  # noqa: E402
 WORKER = os.path.join(HERE, "sync_worker.py")
 
 
-def _cluster(model: str, steps: int, warmup: int, batch: int, trainers=2, pservers=2) -> list[dict]:
+def _cluster(model: str, steps: int, warmup: int, batch: int, trainers=2, pservers=2, **launch_kw) -> list[dict]:
     with tempfile.TemporaryDirectory() as out:
         log = io.StringIO()
         args = ["--model", model, "--steps", str(steps), "--warmup", str(warmup), "--batch", str(batch),
                 "--out", out]
-        code = launch(WORKER, args, trainers, pservers, out=log)
+        code = launch(WORKER, args, trainers, pservers, out=log, **launch_kw)
         if code:
             raise SystemExit(f"{model} cluster failed ({code}):\n{log.getvalue()}")
         return [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, "TRAINER*.json")))]
@@ -52,11 +52,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--wide-steps", type=int, default=30)
+    ap.add_argument("--sched", choices=["batch", "normal"], default="batch", help="placegroup launch --sched")
+    ap.add_argument("--cpu-bind", choices=["auto", "spread", "none"], default="auto", help="placegroup launch --cpu-bind")
     a = ap.parse_args()
+    how = {"sched": a.sched, "cpu_bind": a.cpu_bind}
     load = os.getloadavg()[0]
     rt = round_trip()
     floor_us = 1e6 / rt
-    fit = _cluster("fit_a_line", a.steps, a.steps // 10, 20)
+    fit = _cluster("fit_a_line", a.steps, a.steps // 10, 20, **how)
     fit_local = _local("fit_a_line", a.steps, a.steps // 10, 20)
     step_us = 1e6 * sum(r["median_s"] for r in fit) / len(fit)
     print(f"floor: one push + pull round trip of 14 floats over raw pyzmq: {floor_us:.1f} us "
@@ -66,7 +69,7 @@ def main() -> None:
           f"{step_us / floor_us:.1f} floor round trips  [target <= 19; Paddle ~97; ambition < 3]")
     print(f"  one process, whole batch: {1e6 * fit_local['median_s']:.1f} us per step")
     print(f"  bytes per trainer step: {fit[0]['bytes_per_step']:,.0f}")
-    wide = _cluster("wide", a.wide_steps, 5, 64)
+    wide = _cluster("wide", a.wide_steps, 5, 64, **how)
     wide_local = _local("wide", a.wide_steps, 5, 64)
     moved = sum(r["bytes_per_step"] for r in wide) / len(wide)
     bw = bandwidth(int(moved / 2))

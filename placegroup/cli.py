@@ -111,9 +111,10 @@ def dump(path: str, fmt: str, role: str | None, endpoint: str | None) -> None:
 @click.option("--sched", type=click.Choice(["batch", "normal"]), default="batch", show_default=True,
               help="Scheduling policy of the processes: batch (SCHED_BATCH: woken peers take an idle "
                    "core instead of preempting the sender) or normal (leave it).")
-@click.option("--cpu-bind", type=click.Choice(["spread", "none"]), default="spread", show_default=True,
+@click.option("--cpu-bind", type=click.Choice(["auto", "spread", "none"]), default="auto", show_default=True,
               help="spread: bind each process to its share of the cores (trainer i and pserver i "
-                   "share one when there are more processes than cores); none: run anywhere.")
+                   "share one when there are more processes than cores); none: run anywhere; auto: "
+                   "spread when no core would hold two trainers or two pservers.")
 @click.argument("script", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume: bool, sched: str,

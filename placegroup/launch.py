@@ -6,8 +6,8 @@ Each process gets the environment the seeds read (DESIGN.md §6): ``TRAINING_ROL
 names ``PADDLE_PSERVERS_IP_PORT_LIST``, ``PADDLE_TRAINERS_NUM``, ``PADDLE_CURRENT_ENDPOINT``,
 ``PADDLE_TRAINER_ENDPOINTS``, and its share of the cores for BLAS (``OMP_NUM_THREADS`` and
 friends, unless already set), under the SCHED_BATCH policy (NOTE(sched-batch); ``--sched
-normal`` to leave it) and bound to its share of the cores (NOTE(cpu-bind); ``--cpu-bind none``
-to leave it). Every line a process prints is prefixed with its role
+normal`` to leave it) and, where that pays, bound to its share of the cores (NOTE(cpu-bind);
+``--cpu-bind spread|none`` to choose). Every line a process prints is prefixed with its role
 (``[trainer.0]``). The first process that fails stops the others; ``launch`` exits with its
 code. When every trainer has finished, the pservers, told by the trainers, return by
 themselves; any still running after ``--grace`` seconds are stopped.
@@ -131,7 +131,7 @@ def set_sched(pid: int, policy: str) -> bool:
     return True
 
 
-CPU_BINDS = ("spread", "none")
+CPU_BINDS = ("auto", "spread", "none")
 
 
 def cpu_sets(trainers: int, pservers: int, cores: Sequence[int]) -> dict[tuple[str, int], list[int]]:
@@ -143,8 +143,11 @@ def cpu_sets(trainers: int, pservers: int, cores: Sequence[int]) -> dict[tuple[s
     pservers, which run while the trainers wait. Left alone, Linux wakes each process on the
     core of the one that woke it, and a core that idles for less than the migration cost (0.5
     ms) does not pull waiting work over, so the two trainers (or pservers) often queue on one
-    core while the other idles. Binding is worth about 9% on 2 cores, 2 trainers + 2 pservers
-    (bench/bench_sparse.py, four alternations: 547k against 500k examples/s).
+    core while the other idles. On 2 cores, 2 trainers + 2 pservers, binding gave 616k against
+    471k examples/s (bench/bench_sparse.py, median of five alternations). With more trainers
+    (or pservers) than cores some must share a core anyway, and there binding only stops the
+    kernel from balancing them: 4 trainers + 2 pservers ran 10-30% slower bound
+    (bench/bench_modes.py), so ``auto`` binds only when ``bind_pays``.
 
     Example::
 
@@ -161,9 +164,15 @@ def cpu_sets(trainers: int, pservers: int, cores: Sequence[int]) -> dict[tuple[s
     return {(role, i): [cores[i % len(cores)]] for role, i in procs}
 
 
+def bind_pays(trainers: int, pservers: int, cores: int) -> bool:
+    """Whether ``auto`` binds (NOTE(cpu-bind)): each core then holds at most one trainer and one
+    pserver."""
+    return trainers <= cores and pservers <= cores
+
+
 def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace: float = 30.0,
            out=None, python: str = sys.executable, extra_env: dict | None = None,
-           keys: str | None = None, sched: str = "batch", cpu_bind: str = "spread") -> int:
+           keys: str | None = None, sched: str = "batch", cpu_bind: str = "auto") -> int:
     """Run ``script`` as a local cluster; return the exit code (the first failure's, or 0).
 
     Args:
@@ -178,15 +187,17 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
         sched: ``"batch"`` runs every process under SCHED_BATCH (NOTE(sched-batch)),
             ``"normal"`` leaves the scheduling policy as it is.
         cpu_bind: ``"spread"`` binds each process to its cores (``cpu_sets``, NOTE(cpu-bind)),
-            ``"none"`` lets them run anywhere.
+            ``"none"`` lets them run anywhere, ``"auto"`` spreads where ``bind_pays``.
     """
     if sched not in SCHED_POLICIES:
         raise ValueError(f"sched must be one of {', '.join(SCHED_POLICIES)}, got {sched!r}")
     if cpu_bind not in CPU_BINDS:
         raise ValueError(f"cpu_bind must be one of {', '.join(CPU_BINDS)}, got {cpu_bind!r}")
     binding = None
-    if cpu_bind == "spread" and hasattr(os, "sched_setaffinity"):
-        binding = cpu_sets(trainers, pservers, sorted(os.sched_getaffinity(0)))
+    if cpu_bind != "none" and hasattr(os, "sched_setaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+        if cpu_bind == "spread" or bind_pays(trainers, pservers, len(cores)):
+            binding = cpu_sets(trainers, pservers, cores)
     if trainers < 1 or pservers < 0:
         raise ValueError(f"need at least one trainer and no negative pservers, got {trainers}, {pservers}")
     if keys is not None:

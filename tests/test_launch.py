@@ -67,6 +67,13 @@ def test_cpu_sets_share_the_cores_or_pair_trainer_i_with_pserver_i():
         cpu_sets(1, 1, [])
 
 
+def test_auto_binds_only_where_no_core_holds_two_trainers_or_two_pservers():
+    from placegroup.launch import bind_pays
+
+    assert bind_pays(2, 2, 2) and bind_pays(1, 0, 1) and bind_pays(2, 2, 8)
+    assert not bind_pays(4, 2, 2) and not bind_pays(2, 3, 2)
+
+
 AFFINITY_SCRIPT = """
 import os, threading
 seen = []
@@ -78,9 +85,9 @@ print(tag, ",".join(map(str, sorted(os.sched_getaffinity(0)))), ",".join(map(str
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
-@pytest.mark.parametrize("bind", ["spread", "none"])
+@pytest.mark.parametrize("bind", ["auto", "spread", "none"])
 def test_launch_binds_each_process_and_its_threads_to_its_cores(tmp_path, bind):
-    from placegroup.launch import cpu_sets
+    from placegroup.launch import bind_pays, cpu_sets
 
     script = tmp_path / "affinity.py"
     script.write_text(AFFINITY_SCRIPT)
@@ -93,11 +100,12 @@ def test_launch_binds_each_process_and_its_threads_to_its_cores(tmp_path, bind):
             assert main == thread  # libzmq's IO thread, started later, inherits the binding
             got[tag] = [int(c) for c in main.split(",")]
     cores = sorted(os.sched_getaffinity(0))
-    want = {f"{role}{i}": cs for (role, i), cs in cpu_sets(2, 2, cores).items()} if bind == "spread" \
+    bound = bind == "spread" or (bind == "auto" and bind_pays(2, 2, len(cores)))
+    want = {f"{role}{i}": cs for (role, i), cs in cpu_sets(2, 2, cores).items()} if bound \
         else {tag: cores for tag in ("TRAINER0", "TRAINER1", "PSERVER0", "PSERVER1")}
     assert got == want
 
 
 def test_an_unknown_cpu_bind_is_refused():
-    with pytest.raises(ValueError, match="cpu_bind must be one of spread, none, got 'all'"):
+    with pytest.raises(ValueError, match="cpu_bind must be one of auto, spread, none, got 'all'"):
         launch(sys.executable, [], 1, 1, cpu_bind="all")
