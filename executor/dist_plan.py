@@ -43,8 +43,8 @@ class DistStep:
         self.each = each[0] if each else None
         self.remote = [r for r in remote if r.kind != "each"]
         self.pushes = pushes  # [(var, [peer names])]
-        # NOTE(lean-loop): most ops of a step read and write only local values; run_step calls
-        # their kernels directly, skipping the checks the others need
+        # NOTE(lean-loop) (executor/executor.py), distributed: most ops of a step read and write
+        # only local values; run_step calls their kernels directly, skipping the others' checks
         self.plain = (not self.remote and self.each is None and not pushes and step.comm is None
                       and not step.op.attrs.get("_round_end"))
 

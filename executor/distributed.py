@@ -249,7 +249,7 @@ class Runtime:
         # updates the trainer runs itself wait for the round's last step
         mid_round = (step + 1) % self.merge != 0
         for ds in plan.steps:
-            if ds.plain and not DEBUG:  # NOTE(lean-loop) in executor/dist_plan.py
+            if ds.plain and not DEBUG:  # NOTE(lean-loop): DistStep.plain
                 st = ds.step
                 try:
                     st.call(st.inputs(vals), vals)
