@@ -95,6 +95,10 @@ def main() -> None:
     print(f"  median {med:,.0f} examples/s over {len(win)} windows of {a.window} steps "
           f"(min {min(win):,.0f}, max {max(win):,.0f}) = {med / f:.2f} of the floor  "
           f"[target >= 0.39; Paddle ~0.19]")
+    steps_s = sum(r["steps_per_s"] for r in runs) / len(runs)
+    fetched = steps_s * sum(r["unique_rows"] for r in runs)
+    print(f"  rows: {fetched:,.0f}/s prefetched (each trainer's distinct ids), {total:,.0f}/s of gradient "
+          f"applied (one per example; the floor gathers and scatters one row per example)")
     print(f"  whole run: {total:,.0f} examples/s ({steps} steps/s per trainer) = "
           f"{total / float(np.mean(floors)):.2f} of the floor's mean")
     cpu = [1e3 * r["cpu_s_per_step"] for r in runs + servers]

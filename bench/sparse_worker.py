@@ -53,6 +53,7 @@ def main() -> None:
     rng = np.random.default_rng(int(os.environ.get("PADDLE_TRAINER_ID", "0")))
     batches = [(((rng.zipf(1.1, size=(a.batch, 1)) * 2654435761) % a.vocab).astype(np.int64),
                 rng.integers(0, 2, size=(a.batch, 1)).astype(np.int64)) for _ in range(a.steps)]
+    unique = float(np.mean([np.unique(x).size for x, _ in batches[a.warmup:]]))  # rows one prefetch fetches
     ends = []  # when each step after the warm-up ended: bench_sparse.py's windows
     for i, (x, y) in enumerate(batches):
         if i == a.warmup:
@@ -65,7 +66,7 @@ def main() -> None:
     with open(os.path.join(a.out, tag + ".json"), "w") as f:
         json.dump({"steps_per_s": (a.steps - a.warmup) / dt, "examples_per_s": (a.steps - a.warmup) * a.batch / dt,
                    "peak_rss_mb": peak_rss_mb(), "cpu_s_per_step": cpu / (a.steps - a.warmup),
-                   "batch": a.batch, "step_ends": ends}, f)
+                   "batch": a.batch, "unique_rows": unique, "step_ends": ends}, f)
 
 
 if __name__ == "__main__":
