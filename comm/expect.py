@@ -94,8 +94,9 @@ class Expectations:
             return None
         # SelectedRows: the values hold some rows of the var, so dim 0 is free and the var's
         # height is checked instead (unpack already checked the row ids against the height)
-        got = ((value.height,) + tuple(data.shape[1:])) if rows else tuple(data.shape)
-        if len(got) != len(exp.shape) or any(d >= 0 and d != g for d, g in zip(exp.shape, got)):
+        got = ((value.height,) + data.shape[1:]) if rows else data.shape
+        want = exp.shape
+        if got != want and (len(got) != len(want) or any(d >= 0 and d != g for d, g in zip(want, got))):
             what = "height and row width" if rows else "shape"
             return SHAPE, f"{var!r}: {what} {list(got)}, expected {list(exp.shape)}"
         return None

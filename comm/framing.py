@@ -99,12 +99,26 @@ def _short(x) -> str:
 
 def _view(frame, dtype: np.dtype, shape: tuple) -> np.ndarray:
     """A numpy view of a zmq.Frame (or of any buffer, for in-process use), checked for size."""
-    buf = memoryview(frame.buffer if hasattr(frame, "buffer") else frame)
-    buf = buf.cast("B") if buf.nbytes else memoryview(b"")  # an empty (0, n) array cannot be cast
+    if hasattr(frame, "buffer"):  # a zmq.Frame: its length is its size in bytes
+        buf, size = frame, len(frame)
+    else:
+        buf = memoryview(frame)
+        buf = buf.cast("B") if buf.nbytes else memoryview(b"")  # an empty (0, n) array cannot be cast
+        size = buf.nbytes
     n = math.prod(shape)
-    if buf.nbytes != n * dtype.itemsize:
-        raise FrameError(f"frame of {buf.nbytes} bytes does not hold {dtype}{list(shape)}")
+    if size != n * dtype.itemsize:
+        raise FrameError(f"frame of {size} bytes does not hold {dtype}{list(shape)}")
     return np.frombuffer(buf, dtype=dtype, count=n).reshape(shape)
+
+
+def _dims(shape) -> bool:
+    """Whether ``shape`` is a list of at most MAX_DIMS counts (ints >= 0, not booleans)."""
+    if type(shape) is not list or len(shape) > MAX_DIMS:
+        return False
+    for d in shape:
+        if type(d) is not int or d < 0:
+            return False
+    return True
 
 
 def unpack(frames: Sequence) -> Message:
@@ -141,9 +155,11 @@ def unpack(frames: Sequence) -> Message:
                 raise FrameError(f"bad fetch entry {_short(e)}")
             out.vals.append((e[0], e[1], None))
             continue
-        rows_entry = isinstance(e, list) and len(e) == 6 and e[4] == "rows" and _int(e[5]) and e[5] >= 0
-        if not (isinstance(e, list) and (len(e) == 5 and e[4] == "dense" or rows_entry) and isinstance(e[0], str)
-                and _int(e[1]) and isinstance(e[2], str) and isinstance(e[3], list)):
+        # type(x) is int, not isinstance: msgpack's true is no count (_int)
+        n_e = len(e) if type(e) is list else 0
+        rows_entry = n_e == 6 and e[4] == "rows" and type(e[5]) is int and e[5] >= 0
+        if not ((n_e == 5 and e[4] == "dense" or rows_entry) and type(e[0]) is str
+                and type(e[1]) is int and type(e[2]) is str and type(e[3]) is list):
             raise FrameError(f"bad vals entry {_short(e)}")
         var, version, dts, shape, vkind = e[:5]
         try:  # a numeric dtype.str is short ("<f4"); numpy takes its time over "f4," * 20000
@@ -152,7 +168,7 @@ def unpack(frames: Sequence) -> Message:
             dtype = None
         if dtype is None:
             raise FrameError(f"var {_short(var)}: unknown dtype {_short(dts)}")
-        if dtype.kind not in _NUMERIC or len(shape) > MAX_DIMS or not all(_int(d) and d >= 0 for d in shape):
+        if dtype.kind not in _NUMERIC or not _dims(shape):
             raise FrameError(f"var {_short(var)}: dtype {_short(dts)} / shape {_short(shape)} not allowed")
         need = 2 if vkind == "rows" else 1
         if i + need > len(frames):

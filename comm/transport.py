@@ -155,7 +155,7 @@ class Transport:
             while True:
                 try:
                     frames = s.recv_multipart(zmq.NOBLOCK, copy=False)
-                except zmq.Again:
+                except zmq.Again:  # rare: poll said there is one, so the loop below ends it
                     break
                 if s is self.router:
                     peer = frames[0].bytes.decode("utf-8", "replace")
@@ -173,6 +173,8 @@ class Transport:
                     peer = self.socket_peer[s]
                 self.bytes_received += sum(map(len, frames))
                 out.append((peer, frames))
+                if not s.get(zmq.EVENTS) & zmq.POLLIN:  # drained: no zmq.Again raised to say so
+                    break
         return out
 
     def _arrived(self, peer: str, fd: int, address: str) -> None:
