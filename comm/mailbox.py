@@ -277,7 +277,7 @@ class Mailbox:
         ``PeersDone`` when every one is). With ``any_version`` a key's version is ignored and
         each source's oldest value comes first. ``hold`` seconds: first wait that long without
         flushing, so values for a source still to be answered can travel with its answer
-        (NOTE(each-batching) in executor/distributed.py). ``CommTimeout`` as ``wait``."""
+        (NOTE(each-batching) in executor/serving.py). ``CommTimeout`` as ``wait``."""
         held_until = time.monotonic() + hold if hold else None
         if held_until is None:
             self.flush()
