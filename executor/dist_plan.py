@@ -14,6 +14,7 @@ from placegroup.cluster import Cluster, classify
 from placegroup.comm.expect import Expectations
 from placegroup.errors import PlacementError
 from placegroup.executor.executor import Step
+from placegroup.ops.registry import ROUND_END
 from placegroup.framework import SELECTED_ROWS
 from placegroup.place_group import ExecutorRole
 
@@ -46,7 +47,7 @@ class DistStep:
         # NOTE(lean-loop) (executor/executor.py), distributed: most ops of a step read and write
         # only local values; run_step calls their kernels directly, skipping the others' checks
         self.plain = (not self.remote and self.each is None and not pushes and step.comm is None
-                      and not step.op.attrs.get("_round_end"))
+                      and not step.op.attrs.get(ROUND_END))
 
 
 def _last_writers(block) -> dict[str, int]:

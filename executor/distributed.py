@@ -22,10 +22,9 @@ import atexit
 import logging
 import os
 import sys
-
-import numpy as np
 import weakref
 
+import numpy as np
 
 from placegroup.cluster import Cluster
 from placegroup.comm.expect import message_limit
@@ -33,11 +32,12 @@ from placegroup.comm.mailbox import Mailbox, PeersDone, as_host, to_device
 from placegroup.comm.security import Security
 from placegroup.comm.transport import Transport
 from placegroup.errors import CommTimeout, OpError, PlacegroupError
-from placegroup.executor.executor import DEBUG
-from placegroup.printer import format_op
 from placegroup.executor.dist_plan import CARRIED, CONSTANT, SAME, DistPlan, DistStep, RemoteIn, expectations
+from placegroup.executor.executor import DEBUG
 from placegroup.executor.serving import Serving
+from placegroup.ops.registry import ROUND_END
 from placegroup.place_group import ExecutorRole
+from placegroup.printer import format_op
 
 log = logging.getLogger("placegroup.executor")
 FAILED_LINGER_MS = 200
@@ -257,7 +257,7 @@ class Runtime(Serving):
                 except Exception as e:  # as _call does
                     raise OpError(f"[{self.me}, step {step}] " + st.explain(vals, e)) from e
                 continue
-            if mid_round and ds.step.op.attrs.get("_round_end"):
+            if mid_round and ds.step.op.attrs.get(ROUND_END):
                 continue
             gathered: dict = {}
             if ds.remote:

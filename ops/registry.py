@@ -35,6 +35,9 @@ GRAD_SUFFIX = "@GRAD"
 # The name a grad op writes for a gradient nobody wants (Fluid's kEmptyVarName); the
 # executor drops it.
 EMPTY_VAR = "@EMPTY@"
+# The attr of an op that runs once per merge_steps round, not every step (NOTE(merge-steps-
+# collective) in placegroup/transpiler/allreduce.py); a trainer skips it mid-round.
+ROUND_END = "_round_end"
 
 ROLES = ("forward", "backward", "optimize", "lr_sched", "init", "comm", "loss")
 

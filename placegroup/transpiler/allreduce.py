@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from placegroup.errors import PassError
 from placegroup.framework import SELECTED_ROWS
+from placegroup.ops.registry import ROUND_END
 from placegroup.transpiler.passes import Job, PassResult, updates
 
 # NOTE(merge-steps-collective): merge_steps m without pservers has the meaning it has with them
@@ -38,7 +39,6 @@ from placegroup.transpiler.passes import Job, PassResult, updates
 # allreduce. Why in the program and not in the runtime (as with pservers): the collective is
 # an op, which must run once per round, not per step, and the partial sum is then an ordinary
 # var of the scope. A trainer's last, partial round is never applied, as with pservers.
-ROUND_END = "_round_end"
 
 
 def _held_by_trainers(block, ctx) -> list[tuple]:
