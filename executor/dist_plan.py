@@ -14,8 +14,8 @@ from placegroup.cluster import Cluster, classify
 from placegroup.comm.expect import Expectations
 from placegroup.errors import PlacementError
 from placegroup.executor.executor import Step
-from placegroup.ops.registry import ROUND_END
 from placegroup.framework import SELECTED_ROWS
+from placegroup.ops.registry import ROUND_END
 from placegroup.place_group import ExecutorRole
 
 CARRIED, SAME, CONSTANT = "carried", "same", "constant"

@@ -251,11 +251,10 @@ class Runtime(Serving):
         mid_round = (step + 1) % self.merge != 0
         for ds in plan.steps:
             if ds.plain and not DEBUG:  # NOTE(lean-loop): DistStep.plain
-                st = ds.step
                 try:
-                    st.call(st.inputs(vals), vals)
-                except Exception as e:  # as _call does
-                    raise OpError(f"[{self.me}, step {step}] " + st.explain(vals, e)) from e
+                    ds.step.run(vals)
+                except Exception as e:
+                    raise self._op_error(ds.step, vals, step, e) from e
                 continue
             if mid_round and ds.step.op.attrs.get(ROUND_END):
                 continue
@@ -319,8 +318,12 @@ class Runtime(Serving):
                 **{s: ([vals[n] for n in names] if dup else vals[names[0]])
                    for s, names, dup in st.ins if s not in gathered}, **gathered}
             st.call(ins, vals)
-        except Exception as e:  # wrapped with the op's context, original chained
-            raise OpError(f"[{self.me}, step {step}] " + st.explain(vals, e)) from e
+        except Exception as e:
+            raise self._op_error(st, vals, step, e) from e
+
+    def _op_error(self, st, vals: dict, step: int, err: BaseException) -> OpError:
+        """``err`` from op ``st``'s kernel with the op's context (the caller chains the original)."""
+        return OpError(f"[{self.me}, step {step}] " + st.explain(vals, err))
 
     def _send_initial(self, plan: DistPlan, vals: dict) -> None:
         """The values others read before this program writes them (version -1), once."""
