@@ -88,3 +88,41 @@ def test_ctr_example_with_10_million_rows():
     """Issue #4's check: a 10M x 64 table (2.4 GiB) on 2 pservers, trainers under 500 MB."""
     trainer_mib, table_mib = _run_ctr(10_000_000, 300)
     assert table_mib > 2400 and max(trainer_mib) < 500
+
+
+BAD_ID_SCRIPT = """
+import os
+import numpy as np
+import placegroup as fluid
+
+ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+emb = fluid.layers.embedding(input=ids, size=[100, 4], is_sparse=True, is_distributed=True)
+cost = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(
+    logits=fluid.layers.fc(input=emb, size=2), label=label))
+fluid.optimizer.SGD(learning_rate=0.1).minimize(cost)
+endpoint = os.environ["POD_IP"] + ":" + os.environ["PADDLE_INIT_PORT"]
+role = os.environ["TRAINING_ROLE"]
+t = fluid.DistributeTranspiler()
+t.transpile(pservers=os.environ["PADDLE_INIT_PSERVERS"], trainers=1)
+exe = fluid.Executor(fluid.CPUPlace())
+exe.run(t.get_startup_program(endpoint, role))
+prog = t.get_program(endpoint, role)
+if role == "PSERVER":
+    exe.run(prog)
+else:
+    for bad in (7, 100):  # step 0 trains; step 1 feeds an id past the table's 100 rows
+        exe.run(prog, feed={"ids": np.array([[3], [bad]], np.int64), "label": np.array([[0], [1]], np.int64)},
+                fetch_list=[cost])
+"""
+
+
+def test_an_id_past_the_table_fails_the_trainer_naming_op_step_id_and_table(tmp_path):
+    script = tmp_path / "bad_id.py"
+    script.write_text(BAD_ID_SCRIPT)
+    out = io.StringIO()
+    code = launch(str(script), [], 1, 1, grace=20 * TIME_FACTOR, out=out)
+    text = out.getvalue()
+    assert code != 0, text
+    assert "[trainer#0, step 1] While executing op #0 `split_ids`" in text, text
+    assert "split_ids: id 100 is out of range for table 'embedding_0.w_0' of 100 rows" in text, text
