@@ -193,13 +193,13 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
         raise ValueError(f"sched must be one of {', '.join(SCHED_POLICIES)}, got {sched!r}")
     if cpu_bind not in CPU_BINDS:
         raise ValueError(f"cpu_bind must be one of {', '.join(CPU_BINDS)}, got {cpu_bind!r}")
+    if trainers < 1 or pservers < 0:
+        raise ValueError(f"need at least one trainer and no negative pservers, got {trainers}, {pservers}")
     binding = None
     if cpu_bind != "none" and hasattr(os, "sched_setaffinity"):
         cores = sorted(os.sched_getaffinity(0))
         if cpu_bind == "spread" or bind_pays(trainers, pservers, len(cores)):
             binding = cpu_sets(trainers, pservers, cores)
-    if trainers < 1 or pservers < 0:
-        raise ValueError(f"need at least one trainer and no negative pservers, got {trainers}, {pservers}")
     if keys is not None:
         from placegroup.comm.security import KEYS_ENV, Security
 
