@@ -52,7 +52,7 @@ from __future__ import annotations
 import numpy
 
 from placegroup.ops.registry import Slot, check, register
-from placegroup.ops.selected_rows import is_selected_rows
+from placegroup.ops.selected_rows import is_selected_rows, scatter_add
 
 _P = Slot("Param", role="Param")
 _G = Slot("Grad", role="Grad")
@@ -155,19 +155,14 @@ def sgd(xp, ins, a):
 
 def _sgd_rows(p, g, lr, inplace: bool):
     """NOTE(sgd-add-at): SGD is linear in the gradient, so a repeated row needs no merging
-    first: ``add.at`` subtracts each entry in turn, ``p - lr·g1 - lr·g2`` for ``p - lr·(g1 +
-    g2)`` (equal up to float rounding). On the flattened table ``add.at`` takes numpy's 1-D
-    fast path: half the cost of sorting and summing the repeats, and 5x quicker than a 2-D
-    ``add.at`` over rows (a pserver applies two trainers' gradients of a batch each step)."""
+    first: ``scatter_add`` subtracts each entry in turn, ``p - lr·g1 - lr·g2`` for ``p - lr·(g1
+    + g2)`` (equal up to float rounding), at half the cost of sorting and summing the repeats
+    (a pserver applies two trainers' gradients of a batch each step)."""
     _check_fits("sgd", p, g)
-    rows, n = g.rows, g.rows.shape[0]
-    if n:
-        _check_rows("sgd", p, int(rows.min()), int(rows.max()))
+    if g.rows.shape[0]:
+        _check_rows("sgd", p, int(g.rows.min()), int(g.rows.max()))
     out = p if inplace else p.copy()  # NOTE(sparse-copy)
-    if n:
-        width = out.size // max(out.shape[0], 1)
-        flat = (rows[:, None] * width + numpy.arange(width)).reshape(-1)
-        numpy.add.at(out.reshape(-1), flat, (-lr * g.values).reshape(-1))
+    scatter_add(numpy, out, g.rows, -lr * g.values)
     return out
 
 
