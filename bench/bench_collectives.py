@@ -23,7 +23,7 @@ sys.path.insert(0, HERE)
 
 from floors import bandwidth  # noqa: E402
 
-from placegroup.launch import free_ports  # noqa: E402
+from placegroup.tools.launch import free_ports  # noqa: E402
 
 MB = 1 << 20
 

@@ -16,7 +16,7 @@ import re
 import subprocess
 import sys
 
-from placegroup.launch import launch
+from placegroup.tools.launch import launch
 
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "examples", "many_classes.py")
 LINE = re.compile(r"trainer (\d+): (\d+) ms per step; peak memory ([0-9,]+) MiB")

@@ -19,7 +19,7 @@ import os
 import sys
 import tempfile
 
-from placegroup.launch import launch
+from placegroup.tools.launch import launch
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sync_worker.py")
 

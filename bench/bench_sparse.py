@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from placegroup.launch import launch
+from placegroup.tools.launch import launch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -24,7 +24,7 @@ sys.path.insert(0, HERE)
 
 from floors import bandwidth, round_trip  # noqa: E402
 
-from placegroup.launch import launch  # noqa: E402
+from placegroup.tools.launch import launch  # noqa: E402
 
 WORKER = os.path.join(HERE, "sync_worker.py")
 

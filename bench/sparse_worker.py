@@ -1,4 +1,4 @@
-"""One process of the sparse benchmark (run by bench_sparse.py under placegroup.launch).
+"""One process of the sparse benchmark (run by bench_sparse.py under placegroup.tools.launch).
 
 ids -> embedding([vocab, 64], is_sparse, is_distributed) -> fc(2) -> softmax CE -> mean, SGD,
 ``--batch`` ids per trainer per step, drawn as ``(zipf(1.1) * 2654435761) % vocab`` (DESIGN.md
@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 import placegroup as fluid
-from placegroup.resources import peak_rss_mb
+from placegroup.tools.resources import peak_rss_mb
 
 
 def main() -> None:

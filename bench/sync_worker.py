@@ -1,4 +1,4 @@
-"""One process of the sync-training benchmark (run by bench_sync.py under placegroup.launch).
+"""One process of the sync-training benchmark (run by bench_sync.py under placegroup.tools.launch).
 
 Builds fit_a_line (13 -> 1, batch 20, SGD) or a wide MLP with a few million parameters,
 transpiles it for the cluster in the environment, and times ``exe.run`` per step on

@@ -20,12 +20,12 @@ Thread-safety: a table is built once per plan and then only read, by the mailbox
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 
 import numpy as np
 
-from placegroup.ops.selected_rows import SelectedRows
+from placegroup import config
+from placegroup.values import SelectedRows
 
 MIN_MESSAGE = 256 << 20  # NOTE(max-message)
 MESSAGE_MARGIN = 2
@@ -121,14 +121,8 @@ def message_limit(program, env=None) -> int:
     Raises:
         ValueError: ``PLACEGROUP_MAX_MESSAGE`` is not an integer.
     """
-    env = os.environ if env is None else env
-    raw = env.get("PLACEGROUP_MAX_MESSAGE", "").strip()
-    if raw:
-        try:
-            n = int(raw)
-        except ValueError:
-            raise ValueError(f"PLACEGROUP_MAX_MESSAGE={raw!r}: expected a size in bytes "
-                             f"(0 or -1: no limit)") from None
+    n = config.get("PLACEGROUP_MAX_MESSAGE", env)
+    if n is not None:
         return n if n > 0 else -1
     biggest = 0
     for v in program.global_block().vars.values():

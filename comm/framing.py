@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import msgpack
 import numpy as np
 
-from placegroup.ops.selected_rows import SelectedRows
+from placegroup.values import SelectedRows
 
 PROTOCOL_VERSION = 1
 KINDS = ("hello", "values", "done", "error", "fetch")

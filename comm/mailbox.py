@@ -10,22 +10,19 @@ Thread-safety: one mailbox per executor thread.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
 from typing import Any, Sequence
 
-import numpy as np
-
 from placegroup.comm.framing import FrameError, pack, pack_fetch, unpack
-from placegroup.ops.selected_rows import SelectedRows
 from placegroup.comm.transport import Transport
+from placegroup import config
 from placegroup.errors import CommTimeout, PeerLost, RemoteError
 
 log = logging.getLogger("placegroup.comm")
-DEBUG = int(os.environ.get("PLACEGROUP_DEBUG", "0"))  # >= 2: log every message
+DEBUG = config.DEBUG  # >= 2: log every message
 EAGER_BYTES = 256 * 1024  # NOTE(eager-flush)
-LOST_GRACE = float(os.environ.get("PLACEGROUP_LOST_GRACE", "1"))  # NOTE(peer-lost)
+LOST_GRACE = config.get("PLACEGROUP_LOST_GRACE")  # NOTE(peer-lost)
 
 
 class PeersDone(Exception):
@@ -42,7 +39,7 @@ class Mailbox:
         self.step_of = step_of          # the executor's current step, for headers
         # called with (peer, [(var, version)]) when a peer asks for values (kind "fetch")
         self.on_fetch = None
-        self.start_timeout = float(os.environ.get("PLACEGROUP_START_TIMEOUT", "120"))
+        self.start_timeout = config.get("PLACEGROUP_START_TIMEOUT")
         self.describe_peer = lambda peer: peer  # "trainer:1" -> who that is, for errors
         # NOTE(hostile-input): what arrives is checked against the plans' expectations
         self.expected = None            # comm.expect.Expectations once a plan is known; None: take all
@@ -143,7 +140,7 @@ class Mailbox:
     # goes on. Log lines are rate-limited per (peer, reason), all strangers counting as one
     # peer: one every LOG_EVERY seconds, with the count of those not logged. docs/protocol.md,
     # "What is dropped".
-    LOG_EVERY = float(os.environ.get("PLACEGROUP_DROP_LOG_EVERY", "10"))
+    LOG_EVERY = config.get("PLACEGROUP_DROP_LOG_EVERY")
     LOG_KEYS = 256  # (peer, reason) log keys kept (without a plan, names are not checked)
     HOLD_BYTES, HOLD_COUNT = 256 << 20, 4096  # NOTE(expect-early)
 
@@ -365,23 +362,3 @@ def _deadline(timeout: float | None) -> float:
 
 def _timed_out(what: str, timeout: float | None) -> str:
     return f"{what}: nothing came in {timeout:g}s although the peer is connected (PLACEGROUP_WAIT_TIMEOUT)"
-
-
-def as_host(value: Any) -> Any:
-    """A host value for the wire (cupy arrays, and SelectedRows of them, copied to the host)."""
-    if isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, SelectedRows):
-        if isinstance(value.values, np.ndarray):
-            return value
-        return SelectedRows(as_host(value.rows), as_host(value.values), value.height)
-    return value.get() if hasattr(value, "get") else value
-
-
-def to_device(xp, value: Any) -> Any:
-    """A received value on the executor's device (``xp`` numpy: as it is)."""
-    if xp is np or value is None:
-        return value
-    if isinstance(value, SelectedRows):
-        return SelectedRows(xp.asarray(value.rows), xp.asarray(value.values), value.height)
-    return xp.asarray(value)

@@ -27,6 +27,7 @@ import zmq
 from zmq.auth import load_certificate
 from zmq.utils import z85
 
+from placegroup import config
 from placegroup.errors import PlacegroupError
 
 log = logging.getLogger("placegroup.comm")
@@ -140,9 +141,8 @@ class Security:
     @classmethod
     def from_env(cls, environ=None) -> Security | None:
         """``Security.from_path($PLACEGROUP_KEYS, $PLACEGROUP_CLIENT_KEY)``; None when unset."""
-        env = os.environ if environ is None else environ
-        where = env.get(KEYS_ENV, "").strip()
-        return cls.from_path(where, env.get(CLIENT_ENV) or None) if where else None
+        where = config.raw(KEYS_ENV, environ)
+        return cls.from_path(where, config.raw(CLIENT_ENV, environ)) if where else None
 
     def _need(self, name: str, secret: bool) -> tuple[bytes, bytes | None]:
         hit = self._keys.get(name)

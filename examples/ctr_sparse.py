@@ -25,7 +25,7 @@ import argparse
 import numpy as np
 
 import placegroup as fluid
-from placegroup.resources import peak_rss_mb
+from placegroup.tools.resources import peak_rss_mb
 
 
 def click_log(vocab: int, steps: int, batch: int, seed: int):

@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 import placegroup as fluid
-from placegroup.resources import peak_rss_mb
+from placegroup.tools.resources import peak_rss_mb
 
 
 def batches(classes: int, dim: int, steps: int, batch: int, seed: int = 0):

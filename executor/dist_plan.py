@@ -10,13 +10,13 @@ import dataclasses
 
 import numpy as np
 
-from placegroup.cluster import Cluster, classify
+from placegroup.ir.cluster import Cluster, classify
 from placegroup.comm.expect import Expectations
 from placegroup.errors import PlacementError
 from placegroup.executor.executor import Step
-from placegroup.framework import SELECTED_ROWS
+from placegroup.ir.framework import SELECTED_ROWS
 from placegroup.ops.registry import ROUND_END
-from placegroup.place_group import ExecutorRole
+from placegroup.ir.place_group import ExecutorRole
 
 CARRIED, SAME, CONSTANT = "carried", "same", "constant"
 
@@ -62,7 +62,7 @@ class DistPlan:
     def __init__(self, program, me, cluster: Cluster, xp) -> None:
         block = program.global_block()
         self.me = me
-        self.startup = bool(program.cluster.get("startup"))
+        self.startup = program.cluster.startup
         last = _last_writers(block)
         runners = [cluster.matching(op.place) for op in block.ops]
         # consumers[v] = executors that read v but do not hold it (computed once, DESIGN.md §4)

@@ -20,24 +20,24 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import sys
 import weakref
 
 import numpy as np
 
-from placegroup.cluster import Cluster
+from placegroup import config
+from placegroup.ir.cluster import Cluster
 from placegroup.comm.expect import message_limit
-from placegroup.comm.mailbox import Mailbox, PeersDone, as_host, to_device
+from placegroup.comm.mailbox import Mailbox, PeersDone
+from placegroup.values import as_host, to_device
 from placegroup.comm.security import Security
 from placegroup.comm.transport import Transport
 from placegroup.errors import CommTimeout, OpError, PlacegroupError
 from placegroup.executor.dist_plan import CARRIED, CONSTANT, SAME, DistPlan, DistStep, RemoteIn, expectations
-from placegroup.executor.executor import DEBUG
 from placegroup.executor.serving import Serving
 from placegroup.ops.registry import ROUND_END
-from placegroup.place_group import ExecutorRole
-from placegroup.printer import format_op
+from placegroup.ir.place_group import ExecutorRole
+from placegroup.ir.printer import format_op
 
 log = logging.getLogger("placegroup.executor")
 FAILED_LINGER_MS = 200
@@ -57,10 +57,6 @@ def peer_links(cluster: Cluster, me) -> tuple[dict, str | None]:
     return connect, me.endpoint
 
 
-def _timeout(name: str, default: float) -> float:
-    return float(os.environ.get(name, default))
-
-
 class Runtime(Serving):
     """The sockets, mailbox and step counters of one executor of a cluster; a pserver's side
     (each-edges, the serving loop) is in executor/serving.py."""
@@ -68,12 +64,12 @@ class Runtime(Serving):
     def __init__(self, program, xp, peer_timeout: float | None = None) -> None:
         self.cluster = Cluster.from_program(program)
         self.me = self.cluster.find(program.executor)
-        self.digest = program.cluster.get("digest", "")
-        self.async_mode = not program.cluster.get("sync_mode", True)
-        self.staleness = int(program.cluster.get("staleness", 0)) if not self.async_mode else 0
+        self.digest = program.cluster.digest
+        self.async_mode = not program.cluster.sync_mode
+        self.staleness = program.cluster.staleness if not self.async_mode else 0
         # NOTE(merge-steps): a trainer merges the gradients of m steps into one push; on the wire
         # its step s is round s // m, which is what pservers count
-        self.merge = int(program.cluster.get("merge_steps", 1)) if self.me.role == ExecutorRole.TRAINER else 1
+        self.merge = program.cluster.merge_steps if self.me.role == ExecutorRole.TRAINER else 1
         self.accumulated: dict = {}  # (var, peers) -> sum of this round's values
         self.staleness_seen: dict[int, int] = {}  # lag -> how many loop-carried reads had it
         self.have_version: dict[str, int] = {}  # loop-carried var -> the version in the scope
@@ -84,8 +80,8 @@ class Runtime(Serving):
         self.xp = xp
         # NOTE(peer-lost): a wait lasts while the awaited peer is alive; peer_timeout is how long
         # a silent peer counts as alive, wait_timeout (None: no limit) a safety net for bugs
-        self.peer_timeout = peer_timeout or _timeout("PLACEGROUP_PEER_TIMEOUT", 30.0)
-        self.wait_timeout = _timeout("PLACEGROUP_WAIT_TIMEOUT", 0.0) or None
+        self.peer_timeout = peer_timeout or config.get("PLACEGROUP_PEER_TIMEOUT")
+        self.wait_timeout = config.get("PLACEGROUP_WAIT_TIMEOUT") or None
         connect, bind = peer_links(self.cluster, self.me)
         self.step = 0
         self.transport = Transport(self.me.name, bind, connect, self.digest,
@@ -97,7 +93,7 @@ class Runtime(Serving):
             e.name for e in self.cluster.executors if self.me.name in peer_links(self.cluster, e)[0]}
         self.transport.members = self.linked
         self.mailbox = Mailbox(self.transport, lambda: self.step)
-        self.mailbox.start_timeout = _timeout("PLACEGROUP_START_TIMEOUT", 120.0)
+        self.mailbox.start_timeout = config.get("PLACEGROUP_START_TIMEOUT")
         self.mailbox.describe_peer = self._describe_peer
         self.peers = [e.name for e in self.cluster.executors if e != self.me]
         self.plans: dict[int, tuple] = {}
@@ -250,7 +246,7 @@ class Runtime(Serving):
         # updates the trainer runs itself wait for the round's last step
         mid_round = (step + 1) % self.merge != 0
         for ds in plan.steps:
-            if ds.plain and not DEBUG:  # NOTE(lean-loop): DistStep.plain
+            if ds.plain and not config.DEBUG:  # NOTE(lean-loop): DistStep.plain
                 try:
                     ds.step.run(vals)
                 except Exception as e:
@@ -304,7 +300,7 @@ class Runtime(Serving):
 
     def _call(self, ds: DistStep, vals: dict, step: int, gathered: dict) -> None:
         st = ds.step
-        if DEBUG:
+        if config.DEBUG:
             print(f"[{self.me} step {step}] run {format_op(st.op, st.index)}", file=sys.stderr)
         if isinstance(st.comm, list):  # bind the op's group to this runtime once
             from placegroup.comm.collectives import RingCommunicator

@@ -13,19 +13,18 @@ Thread-safety: one executor runs one program at a time; use one executor per thr
 """
 from __future__ import annotations
 
-import os
 import sys
 import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from placegroup import config
 from placegroup.errors import OpError, ProgramError
 from placegroup.executor.scope import Scope, global_scope, to_numpy
 from placegroup.ops.registry import EMPTY_VAR
-from placegroup.printer import format_op
+from placegroup.ir.printer import format_op
 
-DEBUG = int(os.environ.get("PLACEGROUP_DEBUG", "0")) >= 1  # 1: log every op run, 2: messages, 3: passes
 
 
 class LocalComm:
@@ -107,7 +106,7 @@ class Step:
 
     def explain(self, vals: dict, err: BaseException) -> str:
         """Why ``run`` failed, in the user's terms."""
-        from placegroup.printer import format_op
+        from placegroup.ir.printer import format_op
 
         head = f"While executing op #{self.index} `{self.op.type}`: {format_op(self.op)}"
         if isinstance(err, KeyError):
@@ -129,7 +128,7 @@ class Plan:
         # name -> (var, numpy dtype, declared shape): a feed is checked against these each step
         self.feed_meta = {name: (v, np.dtype(v.dtype), v.shape) for name, v in block.vars.items()}
         self.persistable = {name for name, v in block.vars.items() if v.persistable}
-        # what the checkpoint schedule asks of a program run by one process (placegroup/checkpoint.py):
+        # what the checkpoint schedule asks of a program run by one process (placegroup/io/checkpoint.py):
         # a startup program only initializes; a training step optimizes
         self.initializes = bool(block.ops) and all(op.role == "init" for op in block.ops)
         self.trains = any(op.role == "optimize" for op in block.ops)
@@ -158,7 +157,7 @@ class Executor:
     """
 
     def __init__(self, place: Any = None, peer_timeout: float | None = None, checkpoint: Any = None) -> None:
-        from placegroup.places import CPUPlace
+        from placegroup.ir.places import CPUPlace
 
         self.place = place if place is not None else CPUPlace()
         self.xp = self.place.array_module()
@@ -171,7 +170,7 @@ class Executor:
 
     def _checkpointer(self):
         if self._ckpt is False:  # the environment is read at the first run, not at construction
-            from placegroup.checkpoint import Checkpointer, CheckpointConfig
+            from placegroup.io.checkpoint import Checkpointer, CheckpointConfig
 
             config = CheckpointConfig.from_env(self._checkpoint)
             self._ckpt = Checkpointer(config) if config is not None else None
@@ -229,7 +228,7 @@ class Executor:
             ProgramError: on a feed that is not a var or has the wrong shape.
             OpError: "While executing op #i `type`: ..." when a kernel fails.
         """
-        from placegroup.framework import default_main_program
+        from placegroup.ir.framework import default_main_program
 
         program = program if program is not None else default_main_program()
         scope = scope if scope is not None else global_scope()
@@ -242,7 +241,7 @@ class Executor:
         if feed:
             self._feed(plan, vals, feed)
         for step in plan.steps:
-            if DEBUG:
+            if config.DEBUG:
                 print(f"[placegroup] run {format_op(step.op, step.index)}", file=sys.stderr)
             try:
                 step.run(vals)
@@ -258,7 +257,7 @@ class Executor:
 
     def _run_distributed(self, program, feed, fetch_list, scope: Scope, return_numpy: bool) -> list:
         from placegroup.executor.distributed import Runtime
-        from placegroup.place_group import ExecutorRole
+        from placegroup.ir.place_group import ExecutorRole
 
         rt = self._runtime
         if rt is None:

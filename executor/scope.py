@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from placegroup.ops.selected_rows import is_selected_rows
+from placegroup.values import is_selected_rows
 
 
 def to_numpy(value: Any) -> np.ndarray:

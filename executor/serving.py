@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import logging
 
-from placegroup.comm.mailbox import PeersDone, as_host, to_device
+from placegroup.comm.mailbox import PeersDone
+from placegroup.values import as_host, to_device
 from placegroup.executor.dist_plan import SAME, DistPlan, DistStep
-from placegroup.place_group import ExecutorRole
+from placegroup.ir.place_group import ExecutorRole
 
 log = logging.getLogger("placegroup.executor")
 EACH_HOLD_S = 0.002  # NOTE(each-batching)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from placegroup.ops.registry import OpSpec, Slot, check, grad_name, register, same_as
-from placegroup.ops.selected_rows import is_selected_rows
+from placegroup.values import is_selected_rows
 
 # NOTE(collective-grads): every rank k runs y_k = f(x_1, ..., x_K) and the loss is
 # L = sum_k L_k(y_k), so dL/dx_j = sum_k (dy_k/dx_j)^T dy_k, which is again a collective of

@@ -7,7 +7,7 @@ gradient. An id outside [0, V) is an error naming the id and V: numpy would wrap
 ids and cupy would read out of bounds. An empty batch (Ids [0, 1]) gives Out [0, D].
 
 NOTE(lookup-sparse): with ``is_sparse`` the gradient ``W@GRAD`` is a ``SelectedRows``
-(ops/selected_rows.py): rows = the batch's ids flattened, in batch order, repeats kept (the
+(placegroup/values.py): rows = the batch's ids flattened, in batch order, repeats kept (the
 optimizer merges them), values = the matching rows of ``Out@GRAD``, height = V. Ids equal
 to ``padding_idx`` are left out, so the sparse gradient scattered to dense is exactly the
 dense gradient (which gives the padding row none). Without ``is_sparse`` the gradient is a
@@ -24,7 +24,7 @@ rows, so the sparse pass can route it to the shards with ``shard_selected_rows``
 from __future__ import annotations
 
 from placegroup.ops.registry import Meta, Slot, check, grad_of, register
-from placegroup.ops.selected_rows import SelectedRows, is_selected_rows, scatter_add
+from placegroup.values import SelectedRows, is_selected_rows, scatter_add
 
 _ATTRS = {"is_sparse": False, "is_distributed": False, "padding_idx": -1}
 

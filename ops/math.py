@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, grad_of, register
-from placegroup.ops.selected_rows import is_selected_rows, scatter_add
+from placegroup.values import is_selected_rows, scatter_add
 from placegroup.ops.sparse import concat_rows
 
 

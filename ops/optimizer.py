@@ -52,7 +52,7 @@ from __future__ import annotations
 import numpy
 
 from placegroup.ops.registry import Slot, check, register
-from placegroup.ops.selected_rows import is_selected_rows, scatter_add
+from placegroup.values import is_selected_rows, scatter_add
 
 _P = Slot("Param", role="Param")
 _G = Slot("Grad", role="Grad")

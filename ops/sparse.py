@@ -22,7 +22,7 @@ gradients itself with ``shard_selected_rows``.
 from __future__ import annotations
 
 from placegroup.ops.registry import Meta, Slot, check, register
-from placegroup.ops.selected_rows import SelectedRows, is_selected_rows, sorted_unique
+from placegroup.values import SelectedRows, is_selected_rows, sorted_unique
 
 
 def shard_rows(height: int, num_shards: int, k: int) -> int:

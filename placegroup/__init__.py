@@ -14,19 +14,20 @@ if not _os.path.isdir(_os.path.join(_here, "ops")):
     if _os.path.isfile(_os.path.join(_root, "ops", "registry.py")):
         __path__.append(_root)
 
-from placegroup import dataset, initializer, io, layers, optimizer, reader, regularizer, unique_name  # noqa: E402,E501
+from placegroup import dataset, initializer, io, layers, optimizer, reader, regularizer  # noqa: E402
+from placegroup.ir import unique_name  # noqa: E402
 from placegroup.data_feeder import DataFeeder  # noqa: E402
-from placegroup.from_env import transpile_from_env  # noqa: E402
+from placegroup.tools.from_env import transpile_from_env  # noqa: E402
 from placegroup.reader import batch  # noqa: E402
 from placegroup.backward import append_backward  # noqa: E402
 from placegroup.errors import (CommTimeout, OpError, PassError, PlacementError,  # noqa: E402
                                PlacegroupError, ProgramError, RemoteError, SerializationError)
 from placegroup.executor import Executor, Scope, global_scope, scope_guard  # noqa: E402
-from placegroup.framework import (Block, Operator, Parameter, Program, Variable,  # noqa: E402
+from placegroup.ir.framework import (Block, Operator, Parameter, Program, Variable,  # noqa: E402
                                   default_main_program, default_startup_program, program_guard)
 from placegroup.param_attr import ParamAttr  # noqa: E402
-from placegroup.place_group import ExecutorId, ExecutorRole, PlaceGroup  # noqa: E402
-from placegroup.places import CPUPlace, CUDAPinnedPlace, CUDAPlace, is_compiled_with_cuda  # noqa: E402
+from placegroup.ir.place_group import ExecutorId, ExecutorRole, PlaceGroup  # noqa: E402
+from placegroup.ir.places import CPUPlace, CUDAPinnedPlace, CUDAPlace, is_compiled_with_cuda  # noqa: E402
 from placegroup.transpiler import (DistributeTranspiler, DistributeTranspilerConfig,  # noqa: E402
                                    HashName, RoundRobin)
 

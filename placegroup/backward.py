@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from placegroup.errors import ProgramError
-from placegroup.framework import SELECTED_ROWS
+from placegroup.ir.framework import SELECTED_ROWS
 from placegroup.ops.registry import EMPTY_VAR, GradOpView, grad_name
 
 

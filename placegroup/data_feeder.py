@@ -123,7 +123,7 @@ class DataFeeder:
     """
 
     def __init__(self, feed_list: Sequence[Any], place: Any = None, program: Any = None) -> None:
-        from placegroup.framework import Variable, default_main_program
+        from placegroup.ir.framework import Variable, default_main_program
 
         if isinstance(feed_list, (str, Variable)):
             feed_list = [feed_list]

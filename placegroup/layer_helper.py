@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from placegroup import unique_name
-from placegroup.framework import default_main_program, default_startup_program
+from placegroup.ir import unique_name
+from placegroup.ir.framework import default_main_program, default_startup_program
 from placegroup.initializer import ConstantInitializer, XavierInitializer
 from placegroup.param_attr import ParamAttr
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from placegroup import unique_name
+from placegroup.ir import unique_name
 from placegroup.backward import append_backward
-from placegroup.framework import Variable, default_main_program, default_startup_program
+from placegroup.ir.framework import Variable, default_main_program, default_startup_program
 from placegroup.initializer import ConstantInitializer
 
 __all__ = ["Adagrad", "AdagradOptimizer", "Adam", "AdamOptimizer", "Momentum", "MomentumOptimizer",

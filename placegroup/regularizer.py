@@ -26,7 +26,7 @@ Thread-safety: appends to programs; build programs from one thread.
 """
 from __future__ import annotations
 
-from placegroup import unique_name
+from placegroup.ir import unique_name
 
 __all__ = ["L1Decay", "L1DecayRegularizer", "L2Decay", "L2DecayRegularizer",
            "WeightDecayRegularizer", "append_regularization_ops"]

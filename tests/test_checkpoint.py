@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import placegroup as fluid
-from placegroup import checkpoint_reslice
-from placegroup.checkpoint import Checkpointer, CheckpointConfig, _describe, _held
-from placegroup.checkpoint_reslice import Piece, RowSet, assemble, overlap
-from placegroup.launch import cluster_envs, launch
+from placegroup.io import checkpoint_reslice
+from placegroup.io.checkpoint import Checkpointer, CheckpointConfig, _describe, _held
+from placegroup.io.checkpoint_reslice import Piece, RowSet, assemble, overlap
+from placegroup.tools.launch import cluster_envs, launch
 from placegroup.transpiler.parts import block_parts, shard_parts
 from tests.conftest import TIME_FACTOR
 
@@ -190,7 +190,7 @@ def test_the_environment_configures_and_overrides(monkeypatch, tmp_path):
     monkeypatch.setenv("PLACEGROUP_RESUME", "0")
     assert CheckpointConfig.from_env() is None  # turned off, not half configured
     monkeypatch.setenv("PLACEGROUP_RESUME", "yes")
-    with pytest.raises(fluid.ProgramError, match="PLACEGROUP_RESUME='yes': expected a whole number"):
+    with pytest.raises(fluid.ProgramError, match="PLACEGROUP_RESUME='yes': expected 0 or 1"):
         CheckpointConfig.from_env()
 
 
@@ -204,7 +204,7 @@ def _local_checkpoint(tmp_path, steps=(3,)):
 
 
 def test_a_crash_mid_write_leaves_the_previous_checkpoint_the_newest(tmp_path, monkeypatch):
-    from placegroup import io as pio
+    from placegroup.io import var_files as pio
 
     main, truth = _local_checkpoint(tmp_path)
     real, calls = pio._atomic_write, []
@@ -395,8 +395,8 @@ import resource, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 import placegroup as fluid
-from placegroup import checkpoint_reslice
-from placegroup.checkpoint import _describe, _held
+from placegroup.io import checkpoint_reslice
+from placegroup.io.checkpoint import _describe, _held
 import train_sparse
 
 mode, where, vocab, dim, m = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])

@@ -1,4 +1,4 @@
-"""``placegroup dump`` (placegroup/cli.py, placegroup/dump.py; formats in docs/ir.md), through
+"""``placegroup dump`` (placegroup/tools/cli.py, placegroup/tools/dump.py; formats in docs/ir.md), through
 click's CliRunner and once as a real process."""
 import json
 import os
@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from placegroup import __version__
-from placegroup.cli import main
+from placegroup.tools.cli import main
 from placegroup.io import save_program
-from placegroup.place_group import ExecutorId, PlaceGroup
+from placegroup.ir.place_group import ExecutorId, PlaceGroup
 from tests.conftest import build_fit_a_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -99,7 +99,7 @@ def test_unplaced_ops_are_run_by_everyone(plain):
 def test_json_document(placed):
     program, path = placed
     doc = json.loads(dump(path, "--format", "json"))
-    assert doc["format"] == "placegroup.dump/1" and doc["schema_version"] == 1
+    assert doc["format"] == "placegroup.tools.dump/1" and doc["schema_version"] == 1
     assert doc["executor"] == {"role": "trainer", "endpoint": "127.0.0.1:6170", "rank": None}
     assert doc["cluster"] is None
     assert doc["provenance"] == ["placement"] and doc["view"] is None
@@ -177,7 +177,7 @@ def test_dot_colours_placements_and_marks_cross_edges(placed):
     ("pserver", "trainer,pserver", True, True),
 ])
 def test_cross_edges(var, op, is_input, crossing):
-    from placegroup.dump import crosses
+    from placegroup.tools.dump import crosses
 
     parse = lambda t: None if t is None else PlaceGroup.parse(t)  # noqa: E731
     assert crosses(parse(var), parse(op), is_input) is crossing
@@ -233,7 +233,7 @@ def test_errors_are_one_line_and_exit_2(placed, tmp_path):
 def test_as_a_real_process(placed, tmp_path):
     _, path = placed
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    run = [sys.executable, "-m", "placegroup.cli"]
+    run = [sys.executable, "-m", "placegroup.tools.cli"]
     ok = subprocess.run([*run, "dump", path, "--format", "json", *PS_ARGS], cwd=tmp_path, env=env,
                         capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr

@@ -22,7 +22,7 @@ import pytest
 
 import placegroup as fluid
 from placegroup.errors import ProgramError
-from placegroup.framework import Program
+from placegroup.ir.framework import Program
 from placegroup.layers import collective as clayers
 from placegroup.ops.registry import GradOpView, get_op_def, registered_ops
 

@@ -8,7 +8,7 @@ import pytest
 
 from placegroup.comm.collectives import DIRECT_BYTES, CollectiveError, RingCommunicator
 from placegroup.errors import CommTimeout
-from placegroup.launch import free_ports
+from placegroup.tools.launch import free_ports
 from tests.conftest import TIME_FACTOR
 
 F32, F64, I64 = np.float32, np.float64, np.int64

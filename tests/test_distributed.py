@@ -1,6 +1,6 @@
 """Sync training across real processes equals the single-process run (DESIGN.md §4).
 
-Each test starts a real local cluster with ``placegroup.launch`` (pservers and trainers as
+Each test starts a real local cluster with ``placegroup.tools.launch`` (pservers and trainers as
 separate processes talking ZeroMQ on 127.0.0.1, roles from the seeds' environment), runs the
 same script once single-process on the whole batch, and compares per-step losses (mean over
 trainers) and final parameters.
@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from placegroup.launch import launch
+from placegroup.tools.launch import launch
 from tests.conftest import TIME_FACTOR
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "dist", "train_model.py")
@@ -68,10 +68,6 @@ def test_seed_000_sliced_wide_layer_on_3_pservers(tmp_path):
 
 @pytest.mark.parametrize("optimizer", ["momentum", "adam"])
 def test_sync_optimizers_equal_one_process(tmp_path, optimizer):
-    import placegroup as fluid
-
-    if not hasattr(fluid.optimizer, "Momentum") or not hasattr(fluid.layers, "piecewise_decay"):
-        pytest.skip("Momentum/Adam and piecewise_decay land with the optimizer work of issue #2")
     _check_equivalent(tmp_path, 2, 2, "--model", "wide", "--optimizer", optimizer, "--steps", "12")
 
 

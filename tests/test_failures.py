@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from placegroup.launch import cluster_envs, launch
+from placegroup.tools.launch import cluster_envs, launch
 from tests.conftest import TIME_FACTOR
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "dist", "train_model.py")

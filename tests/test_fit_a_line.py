@@ -51,8 +51,6 @@ def test_the_same_seed_gives_the_same_run(example, no_housing):
 
 
 def test_momentum_with_piecewise_decay(example, no_housing):
-    if not (hasattr(fluid.optimizer, "Momentum") and hasattr(fluid.layers, "piecewise_decay")):
-        pytest.skip("fluid.optimizer.Momentum or fluid.layers.piecewise_decay is not there yet")
     r = example["train"](passes=15, optimizer="momentum", progress=False, log=lambda s: None)
     assert r["train_loss"] < 1.01 * r["lstsq_loss"]
 
@@ -87,9 +85,6 @@ def test_seed_002_train_loop_with_placegroup_as_paddle(no_housing):
     """Seed 002 §3.5's train_loop, verbatim but for the data set and the pass count."""
     import placegroup as paddle
 
-    if not all(hasattr(paddle, n) for n in ("batch", "reader", "dataset", "DataFeeder")):
-        pytest.skip("placegroup/__init__.py does not re-export batch, reader, dataset and "
-                    "DataFeeder yet")
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup), fluid.unique_name.guard(), \
             fluid.scope_guard(fluid.Scope()):

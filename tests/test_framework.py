@@ -4,7 +4,7 @@ import pytest
 
 import placegroup as fluid
 from placegroup.errors import ProgramError
-from placegroup.place_group import PlaceGroup
+from placegroup.ir.place_group import PlaceGroup
 
 
 def _fit_a_line():

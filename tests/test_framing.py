@@ -6,7 +6,7 @@ import zmq
 from hypothesis import given, settings, strategies as st
 
 from placegroup.comm.framing import FrameError, pack, unpack
-from placegroup.ops.selected_rows import SelectedRows
+from placegroup.values import SelectedRows
 
 
 def test_round_trip_values_and_kinds():

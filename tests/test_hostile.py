@@ -28,7 +28,7 @@ from placegroup.comm.framing import FrameError, pack, unpack
 from placegroup.comm.mailbox import Mailbox
 from placegroup.comm.transport import Transport
 from placegroup.errors import RemoteError
-from placegroup.ops.selected_rows import SelectedRows
+from placegroup.values import SelectedRows
 from tests.conftest import TIME_FACTOR, build_fit_a_line
 
 F4 = np.float32
@@ -246,7 +246,7 @@ def _transpiled(role_ep: str, role: str, pservers: str, trainer_id: int = 0):
 
 def test_a_pserver_expects_its_gradients_from_the_trainers_only():
     from placegroup.executor.distributed import Runtime
-    from placegroup.launch import free_ports
+    from placegroup.tools.launch import free_ports
 
     eps = [f"127.0.0.1:{p}" for p in free_ports(2)]
     prog = _transpiled(eps[0], "pserver", ",".join(eps))
@@ -265,7 +265,7 @@ def test_a_pserver_expects_its_gradients_from_the_trainers_only():
 
 
 def test_a_trainer_expects_parameters_and_fetches_from_their_holders():
-    from placegroup.cluster import Cluster
+    from placegroup.ir.cluster import Cluster
     from placegroup.executor.dist_plan import DistPlan, expectations
 
     eps = "127.0.0.1:7164,127.0.0.1:7165"
@@ -294,7 +294,7 @@ def test_message_limit_from_the_program_and_the_environment(fresh_programs):
 
 def test_an_oversized_frame_drops_its_connection_not_the_executor():
     """libzmq's ZMQ_MAXMSGSIZE (per frame): the sender is disconnected, reconnects, goes on."""
-    from placegroup.launch import free_ports
+    from placegroup.tools.launch import free_ports
 
     ep = f"127.0.0.1:{free_ports(1)[0]}"
     t = Transport("pserver@" + ep, ep, {}, "d1", max_message=4096, peer_timeout=5)
@@ -484,7 +484,7 @@ def _rogue(ports: list, names: list, stop: threading.Event, sent: list) -> None:
 def _train(out, attack: bool):
     """A 2 + 2 cluster of real processes; with ``attack``, a rogue floods the pservers' ports
     while the trainers train. Returns the trainers' results and the pservers' output."""
-    from placegroup.launch import cluster_envs
+    from placegroup.tools.launch import cluster_envs
 
     out.mkdir()
     envs = cluster_envs(2, 2)

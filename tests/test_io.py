@@ -10,9 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import placegroup as fluid
-import placegroup.io as pio
+from placegroup.io import var_files as pio
 from placegroup.errors import SerializationError
-from placegroup.place_group import ExecutorId
+from placegroup.ir.cluster import ClusterSchema
+from placegroup.ir.place_group import ExecutorId
 from tests.conftest import build_fit_a_line
 
 STEPS = 6
@@ -77,12 +78,12 @@ def test_the_executor_and_cluster_survive_save_and_load(fresh_programs, tmp_path
     main, _ = fresh_programs
     fit_a_line()
     main.executor = ExecutorId.parse("trainer", "127.0.0.1:6170", rank=1)
-    main.cluster = {"trainers": 2, "pservers": ["127.0.0.1:7164"], "sync_mode": True}
+    main.cluster = ClusterSchema(trainers=2, pservers=["127.0.0.1:7164"], sync_mode=True)
     main.provenance = ["merge", "slice", "placement"]
     pio.save_program(main, str(tmp_path / "prog.bin"))
     back = pio.load_program(str(tmp_path / "prog.bin"))
     assert back.executor == main.executor and back.provenance == main.provenance
-    assert {k: back.cluster[k] for k in main.cluster} == main.cluster
+    assert back.cluster == main.cluster
     assert str(back) == str(main)
 
 

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from placegroup.launch import launch, set_sched
+from placegroup.tools.launch import launch, set_sched
 
 POLICY_SCRIPT = """
 import os, threading
@@ -55,7 +55,7 @@ def test_set_sched_on_a_process_that_is_gone_says_false():
 
 
 def test_cpu_sets_share_the_cores_or_pair_trainer_i_with_pserver_i():
-    from placegroup.launch import cpu_sets
+    from placegroup.tools.launch import cpu_sets
 
     assert cpu_sets(2, 2, [0, 1]) == {("TRAINER", 0): [0], ("TRAINER", 1): [1],
                                       ("PSERVER", 0): [0], ("PSERVER", 1): [1]}
@@ -68,7 +68,7 @@ def test_cpu_sets_share_the_cores_or_pair_trainer_i_with_pserver_i():
 
 
 def test_auto_binds_only_where_no_core_holds_two_trainers_or_two_pservers():
-    from placegroup.launch import bind_pays
+    from placegroup.tools.launch import bind_pays
 
     assert bind_pays(2, 2, 2) and bind_pays(1, 0, 1) and bind_pays(2, 2, 8)
     assert not bind_pays(4, 2, 2) and not bind_pays(2, 3, 2)
@@ -87,7 +87,7 @@ print(tag, ",".join(map(str, sorted(os.sched_getaffinity(0)))), ",".join(map(str
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
 @pytest.mark.parametrize("bind", ["auto", "spread", "none"])
 def test_launch_binds_each_process_and_its_threads_to_its_cores(tmp_path, bind):
-    from placegroup.launch import bind_pays, cpu_sets
+    from placegroup.tools.launch import bind_pays, cpu_sets
 
     script = tmp_path / "affinity.py"
     script.write_text(AFFINITY_SCRIPT)

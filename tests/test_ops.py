@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from placegroup.errors import ProgramError
-from placegroup.framework import Program
+from placegroup.ir.framework import Program
 from placegroup.ops.registry import EMPTY_VAR, GradOpView, get_op_def, registered_ops
 from tests.op_cases import CASES, OpCase, by_id, sample
 

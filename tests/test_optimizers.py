@@ -20,7 +20,7 @@ import pytest
 
 import placegroup as fluid
 from placegroup.errors import ProgramError
-from placegroup.framework import Program
+from placegroup.ir.framework import Program
 from placegroup.layers.learning_rate_scheduler import LR_DECAY_COUNTER
 from placegroup.ops.registry import get_op_def
 from placegroup.regularizer import L1Decay, L2Decay, append_regularization_ops

@@ -40,7 +40,7 @@ def test_packages_list_every_package_directory():
 
 
 def test_console_script_points_at_the_cli():
-    assert _pyproject()["project"]["scripts"] == {"placegroup": "placegroup.cli:main"}
+    assert _pyproject()["project"]["scripts"] == {"placegroup": "placegroup.tools.cli:main"}
 
 
 def _run(cmd, cwd, env):
@@ -76,7 +76,7 @@ def test_pip_install_works_from_root_and_elsewhere(tmp_path):
     py, script = venv / "bin" / "python", venv / "bin" / "placegroup"
     _run([str(py), "-m", "pip", "install", "-q", "--no-deps", *_build_flags(), "."], repo, env)
     probe = ("import placegroup, placegroup.ops, placegroup.executor, placegroup.comm, "
-             "placegroup.io, placegroup.cli\n"
+             "placegroup.io, placegroup.tools.cli\n"
              "print(placegroup.__file__); print(placegroup.ops.__file__)\n"
              "print(placegroup.Executor is placegroup.executor.Executor)")
     elsewhere = tmp_path / "elsewhere"
@@ -87,4 +87,4 @@ def test_pip_install_works_from_root_and_elsewhere(tmp_path):
     top, ops, same = _run([str(py), "-c", probe], repo, env).split()
     assert top == str(repo / "placegroup" / "__init__.py") and same == "True"
     assert _run([str(script), "--version"], elsewhere, env).strip() == "placegroup 0.1.0"
-    assert _run([str(py), "-m", "placegroup.cli", "--version"], repo, env).strip() == "placegroup 0.1.0"
+    assert _run([str(py), "-m", "placegroup.tools.cli", "--version"], repo, env).strip() == "placegroup 0.1.0"

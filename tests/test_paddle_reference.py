@@ -29,7 +29,6 @@ pytestmark = pytest.mark.paddle
 
 RUNNER = Path(__file__).parent / "paddle_ref" / "paddle_runner.py"
 HAS_PADDLE = importlib.util.find_spec("paddle") is not None
-HAS_CLASSIFIER = hasattr(fluid.layers, "softmax_with_cross_entropy")
 STEPS = 30
 PIECEWISE = [[3, 6, 9], [0.001, 0.002, 0.003, 0.004]]
 
@@ -55,10 +54,7 @@ CLASSIFIER_CASES = [
           type="momentum", momentum=0.9),
     _case("mlp_adam", model="mlp", lr=0.01, type="adam"),
 ]
-needs_classifier = pytest.mark.skipif(not HAS_CLASSIFIER,
-                                      reason="fluid.layers.softmax_with_cross_entropy not there yet")
-PARAMS = [pytest.param(c, id=c["name"]) for c in CASES] + [
-    pytest.param(c, id=c["name"], marks=needs_classifier) for c in CLASSIFIER_CASES]
+PARAMS = [pytest.param(c, id=c["name"]) for c in CASES + CLASSIFIER_CASES]
 
 
 def _data() -> dict:
@@ -94,7 +90,7 @@ def paddle_results(data, tmp_path_factory) -> dict:
         pytest.skip("paddlepaddle is not installed (pip install paddlepaddle; a local reference only)")
     tmp = tmp_path_factory.mktemp("paddle_ref")
     np.savez(tmp / "data.npz", **data)
-    cases = CASES + (CLASSIFIER_CASES if HAS_CLASSIFIER else [])
+    cases = CASES + CLASSIFIER_CASES
     spec = {"data": str(tmp / "data.npz"), "out": str(tmp / "out.npz"), "cases": cases}
     (tmp / "spec.json").write_text(json.dumps(spec))
     proc = subprocess.run([sys.executable, str(RUNNER), str(tmp / "spec.json")],

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from placegroup.place_group import (
+from placegroup.ir.place_group import (
     ExecutorId,
     ExecutorRole,
     Node,

@@ -68,8 +68,6 @@ def test_batch_rejects_a_non_positive_size(bad):
 
 def test_placegroup_batch_is_paddle_batch():
     # Seed 002 calls paddle.batch(paddle.reader.shuffle(...)) with `import placegroup as paddle`.
-    if not hasattr(placegroup, "batch"):
-        pytest.skip("placegroup/__init__.py does not re-export reader.batch yet")
     assert placegroup.batch is reader.batch
     assert placegroup.reader is reader
 

@@ -17,12 +17,12 @@ from click.testing import CliRunner
 from zmq.auth import load_certificate
 from zmq.utils.monitor import recv_monitor_message
 
-import placegroup.launch
-from placegroup.cli import main
+import placegroup.tools.launch
+from placegroup.tools.cli import main
 from placegroup.comm.framing import pack, unpack
 from placegroup.comm.security import Security, SecurityError, write_keys
 from placegroup.comm.transport import Transport
-from placegroup.launch import free_ports
+from placegroup.tools.launch import free_ports
 from tests.conftest import TIME_FACTOR
 from tests.test_distributed import _run
 
@@ -228,7 +228,7 @@ def test_keyed_run_with_rogue_clients_equals_an_unkeyed_run(keydirs, tmp_path, m
     (tmp_path / "keyed").mkdir()
     code, log = _run(tmp_path / "plain", 2, 2, *args)
     assert code == 0, log
-    envs = placegroup.launch.cluster_envs
+    envs = placegroup.tools.launch.cluster_envs
     stop, events, threads = threading.Event(), {}, []
 
     def cluster_envs(trainers, pservers):  # start the attack on the pservers the job gets
@@ -238,7 +238,7 @@ def test_keyed_run_with_rogue_clients_equals_an_unkeyed_run(keydirs, tmp_path, m
         threads[0].start()
         return out
 
-    monkeypatch.setattr(placegroup.launch, "cluster_envs", cluster_envs)
+    monkeypatch.setattr(placegroup.tools.launch, "cluster_envs", cluster_envs)
     try:
         code, log = _run(tmp_path / "keyed", 2, 2, *args, env={"PLACEGROUP_KEYS": str(ours)})
     finally:

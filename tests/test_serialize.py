@@ -1,4 +1,4 @@
-"""prog.bin (placegroup/serialize.py, docs/prog_bin.md): round trips of real programs, and every
+"""prog.bin (placegroup/ir/serialize.py, docs/prog_bin.md): round trips of real programs, and every
 way a file can be bad raising SerializationError that names the problem."""
 import hashlib
 
@@ -9,9 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import placegroup as fluid
-from placegroup import serialize
+from placegroup.ir import serialize
+from placegroup.ir.framework import program_to_dict
 from placegroup.errors import SerializationError
-from placegroup.place_group import ExecutorId, PlaceGroup
+from placegroup.ir.place_group import ExecutorId, PlaceGroup
 from tests.conftest import build_fit_a_line
 
 PSERVER = "pserver/127.0.0.1:7164"
@@ -139,7 +140,7 @@ TAMPERED = [
 @pytest.mark.parametrize("name,path,value,message", TAMPERED, ids=[t[0] for t in TAMPERED])
 def test_tampered_payload_is_rejected_by_the_schema(fresh_programs, name, path, value, message):
     fit_a_line()
-    d = serialize.program_to_dict(fresh_programs[0])
+    d = program_to_dict(fresh_programs[0])
     _set(d, path, value)
     with pytest.raises(SerializationError, match=message):
         fluid.Program.from_bytes(frame(msgpack.packb(d, use_bin_type=True)))
@@ -164,7 +165,7 @@ INVALID_VALUES = [
 @pytest.mark.parametrize("name,path,value,message", INVALID_VALUES, ids=[t[0] for t in INVALID_VALUES])
 def test_values_the_ir_rejects_are_serialization_errors(fresh_programs, name, path, value, message):
     fit_a_line()
-    d = serialize.program_to_dict(fresh_programs[0])
+    d = program_to_dict(fresh_programs[0])
     _set(d, path, value)
     with pytest.raises(SerializationError, match=message):
         fluid.Program.from_bytes(frame(msgpack.packb(d, use_bin_type=True)))

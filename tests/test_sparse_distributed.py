@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from placegroup.launch import launch
+from placegroup.tools.launch import launch
 from tests.conftest import TIME_FACTOR
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "dist", "train_sparse.py")

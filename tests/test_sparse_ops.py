@@ -1,4 +1,4 @@
-"""SelectedRows and the sparse kernels (ops/selected_rows.py, ops/sparse.py, the sparse paths of
+"""SelectedRows and the sparse kernels (placegroup/values.py, ops/sparse.py, the sparse paths of
 lookup_table, sum, scale and the optimizers) against dense numpy.
 
 * SelectedRows maths: to_dense and merged against np.add.at, empty ones, bad constructions;
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from placegroup.errors import ProgramError
-from placegroup.framework import Program
+from placegroup.ir.framework import Program
 from placegroup.ops.registry import get_op_def
-from placegroup.ops.selected_rows import SelectedRows, is_selected_rows
+from placegroup.values import SelectedRows, is_selected_rows
 from placegroup.ops.sparse import shard_rows
 
 

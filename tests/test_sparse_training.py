@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import placegroup as fluid
-from placegroup.ops.selected_rows import is_selected_rows
+from placegroup.values import is_selected_rows
 
 V, D, C, N, STEPS, PAD = 40, 6, 3, 12, 10, 0
 

@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 import placegroup as fluid
 from placegroup.errors import PlacementError
-from placegroup.place_group import PlaceGroup
+from placegroup.ir.place_group import PlaceGroup
 from placegroup.transpiler.slice import block_layout
 
 PS2 = "127.0.0.1:7164,127.0.0.1:7165"
@@ -149,7 +149,7 @@ def test_env_defaults_follow_the_seed(fresh_programs, monkeypatch):
 
 
 def test_bad_cross_placement_read_is_reported(fresh_programs):
-    from placegroup.cluster import check_placement
+    from placegroup.ir.cluster import check_placement
 
     _linear()
     t = fluid.DistributeTranspiler()
@@ -164,7 +164,7 @@ def test_bad_cross_placement_read_is_reported(fresh_programs):
 
 @pytest.mark.parametrize("slice_var_up, warns", [(False, True), (True, False)])
 def test_dump_reports_the_load_per_pserver(fresh_programs, slice_var_up, warns):
-    from placegroup.dump import render_text
+    from placegroup.tools.dump import render_text
 
     x = fluid.layers.data(name="x", shape=[1000])
     cost = fluid.layers.mean(fluid.layers.fc(input=x, size=1000))

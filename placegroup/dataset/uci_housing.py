@@ -31,6 +31,7 @@ import os
 
 import numpy as np
 
+from placegroup import config
 from placegroup.dataset.rows import row_reader
 
 __all__ = ["feature_names", "data_file", "train", "test", "SOURCE_URL"]
@@ -51,7 +52,7 @@ _CACHE: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
 def _candidates() -> list[tuple[str, str]]:
     """(path, where it comes from) in lookup order."""
     out = []
-    home = os.environ.get("PLACEGROUP_DATA_HOME")
+    home = config.get("PLACEGROUP_DATA_HOME")
     if home:
         out.append((os.path.join(home, _FILE), "$PLACEGROUP_DATA_HOME"))
     out.append((os.path.join(os.path.expanduser("~"), ".cache", "paddle", "dataset", _FILE),
@@ -70,7 +71,7 @@ def data_file() -> str:
         if os.path.isfile(path):
             return path
     looked = "\n".join(f"  - {p}  ({why})" for p, why in cands)
-    if not os.environ.get("PLACEGROUP_DATA_HOME"):
+    if not config.is_set("PLACEGROUP_DATA_HOME"):
         looked += "\n  - $PLACEGROUP_DATA_HOME/uci_housing/housing.data  (not set)"
     raise FileNotFoundError(
         f"uci_housing: the UCI housing data file was not found. Looked in:\n{looked}\n"

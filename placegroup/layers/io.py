@@ -1,7 +1,7 @@
 """Data layers: where fed values enter the program."""
 from __future__ import annotations
 
-from placegroup.framework import default_main_program
+from placegroup.ir.framework import default_main_program
 
 __all__ = ["data"]
 

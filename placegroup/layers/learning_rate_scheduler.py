@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from numbers import Real
 
-from placegroup import unique_name
-from placegroup.framework import Variable
+from placegroup.ir import unique_name
+from placegroup.ir.framework import Variable
 from placegroup.initializer import ConstantInitializer
 from placegroup.layer_helper import LayerHelper
 

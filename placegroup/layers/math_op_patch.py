@@ -1,7 +1,14 @@
-"""Python operators on Variables (``x * 2``, ``a + b``) append elementwise ops."""
+"""Python operators on Variables (``x * 2``, ``a + b``, ``1 - x``): each appends an
+elementwise op, as in Fluid. The IR's Variable knows nothing of layers; importing the layers
+package installs these operators on it (``monkey_patch_variable``), as Fluid's own
+math_op_patch does."""
 from __future__ import annotations
 
+from placegroup.ir.variable import Variable
 from placegroup.layer_helper import LayerHelper
+
+_BINARY = {"add": "elementwise_add", "sub": "elementwise_sub", "mul": "elementwise_mul",
+           "truediv": "elementwise_div"}
 
 
 def _as_var(helper, value, like):
@@ -14,9 +21,25 @@ def _as_var(helper, value, like):
 
 
 def binary(x, other, op_type: str, reverse: bool = False):
+    """``x <op> other`` (``other <op> x`` with ``reverse``) as one elementwise op; a Python
+    number becomes a ``fill_constant`` of x's dtype."""
     helper = LayerHelper(op_type)
     y = _as_var(helper, other, x)
     a, b = (y, x) if reverse else (x, y)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op(op_type, {"X": [a], "Y": [b]}, {"Out": [out]}, {"axis": -1})
     return out
+
+
+def _method(op_type: str, reverse: bool):
+    def method(self, other):
+        return binary(self, other, op_type, reverse)
+    method.__name__ = op_type
+    return method
+
+
+def monkey_patch_variable() -> None:
+    """Give ``Variable`` its ``+ - * /`` (and the reflected forms)."""
+    for name, op_type in _BINARY.items():
+        setattr(Variable, f"__{name}__", _method(op_type, False))
+        setattr(Variable, f"__r{name}__", _method(op_type, True))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from placegroup.framework import Variable
+from placegroup.ir.framework import Variable
 from placegroup.layer_helper import LayerHelper
 
 __all__ = ["fc", "embedding", "mean", "square_error_cost", "cross_entropy", "softmax_with_cross_entropy",

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from placegroup import unique_name
-from placegroup.framework import Variable, normalize_dtype
+from placegroup.ir import unique_name
+from placegroup.ir.framework import Variable, normalize_dtype
 from placegroup.initializer import ConstantInitializer
 from placegroup.layer_helper import LayerHelper
 

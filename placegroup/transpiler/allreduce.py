@@ -14,7 +14,7 @@ them): NOTE(merge-steps-collective).
 from __future__ import annotations
 
 from placegroup.errors import PassError
-from placegroup.framework import SELECTED_ROWS
+from placegroup.ir.framework import SELECTED_ROWS
 from placegroup.ops.registry import ROUND_END
 from placegroup.transpiler.passes import Job, PassResult, updates
 

@@ -13,11 +13,11 @@ Example (seed 002 §3.5)::
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from placegroup.framework import SELECTED_ROWS, Program, default_main_program, default_startup_program
-from placegroup.place_group import ExecutorId, ExecutorRole, Node
+from placegroup import config
+from placegroup.ir.framework import SELECTED_ROWS, Program, default_main_program, default_startup_program
+from placegroup.ir.place_group import ExecutorId, ExecutorRole, Node
 from placegroup.transpiler.config import DistributeTranspilerConfig, RoundRobin
 from placegroup.transpiler.allreduce import allreduce_gradients
 from placegroup.transpiler.merge import merge_gradients
@@ -103,8 +103,8 @@ class DistributeTranspiler:
             PassError: a pass failed (names the pass).
         """
         cfg = self.config
-        port = os.environ.get("PADDLE_INIT_PORT", "6174")
-        self.trainer_id = int(os.environ.get("PADDLE_TRAINER_ID", "0")) if trainer_id is None else int(trainer_id)
+        port = config.get("PADDLE_INIT_PORT")
+        self.trainer_id = config.get("PADDLE_TRAINER_ID") if trainer_id is None else int(trainer_id)
         # no pservers: the trainers form a collective group (issue #5)
         self.pserver_endpoints = _endpoints(pservers, port, "pservers") if pservers else []
         if isinstance(trainers, int) or str(trainers).strip().isdigit():

@@ -8,10 +8,11 @@ failure it raises ``PassError("pass 'slice' failed after ['merge']: ...")``.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Callable, NamedTuple, Sequence
 
+from placegroup import config
 from placegroup.errors import PassError, PlacegroupError
+from placegroup.ir.cluster import ClusterSchema
 
 
 class Job(NamedTuple):
@@ -44,10 +45,10 @@ class TranspileContext:
     mp_fused: bool = True
     merge_steps: int = 1
 
-    def cluster(self) -> dict:
-        return dict(trainers=self.trainers, trainer_endpoints=list(self.trainer_endpoints),
-                    pservers=list(self.pservers), sync_mode=self.sync_mode, staleness=self.staleness,
-                    merge_steps=self.merge_steps)
+    def cluster(self, **more) -> ClusterSchema:
+        return ClusterSchema(trainers=self.trainers, trainer_endpoints=list(self.trainer_endpoints),
+                             pservers=list(self.pservers), sync_mode=self.sync_mode,
+                             staleness=self.staleness, merge_steps=self.merge_steps, **more)
 
 
 def updates(block) -> list[tuple]:
@@ -71,7 +72,7 @@ def run_passes(job: Job, passes: Sequence[tuple[str, Callable]], ctx: TranspileC
                 p.verify()
         except PlacegroupError as e:
             raise PassError(f"pass {name!r} failed after {done}: {e}") from e
-        if int(os.environ.get("PLACEGROUP_DEBUG", "0")) >= 3:
+        if config.DEBUG >= 3:
             print(f"=== main program after pass {name!r} ===\n{job.main}")
         done.append(name)
     return job

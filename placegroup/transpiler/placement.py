@@ -15,15 +15,15 @@ Rules, in order:
 4. Everything else runs on, and lives on, every trainer (``trainer``, replicated).
 With no pservers (collective data parallel, issue #5) everything is ``trainer``.
 The startup program's vars take their main-program places and its ops run where their output
-lives. Then every edge is checked (``placegroup.cluster.check_placement``).
+lives. Then every edge is checked (``placegroup.ir.cluster.check_placement``).
 """
 from __future__ import annotations
 
 import hashlib
 
-from placegroup.cluster import check_placement
+from placegroup.ir.cluster import check_placement
 from placegroup.errors import PlacementError
-from placegroup.place_group import PlaceGroup
+from placegroup.ir.place_group import PlaceGroup
 from placegroup.transpiler.passes import Job, PassResult
 
 TRAINER = PlaceGroup.parse("trainer")
@@ -110,7 +110,7 @@ def place(job: Job, ctx) -> PassResult:
     _place_startup(job.startup, job.main)
     digest = hashlib.blake2b((str(job.main) + str(job.startup)).encode(), digest_size=16).hexdigest()
     for p, startup in ((job.main, False), (job.startup, True)):
-        p.cluster = {**ctx.cluster(), "digest": digest, "startup": startup}
+        p.cluster = ctx.cluster(digest=digest, startup=startup)
         p._bump()
         check_placement(p)
     return PassResult(job, True)

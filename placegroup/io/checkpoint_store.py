@@ -7,7 +7,7 @@ Layout (docs/checkpoint.md)::
 
 Each executor that holds state writes its own part; step S is *complete* when every part its
 manifests name in ``expected`` is there, written by the same run (NOTE(atomic-part)).
-``placegroup/checkpoint.py`` decides what goes in a part and how to load it back.
+``placegroup/io/checkpoint.py`` decides what goes in a part and how to load it back.
 """
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ from typing import Literal, Optional
 
 import pydantic
 
-from placegroup import io as _io
+from placegroup.io import var_files as _io
 from placegroup.errors import SerializationError
 
-log = logging.getLogger("placegroup.checkpoint")
+log = logging.getLogger("placegroup.io.checkpoint")
 FORMAT, VERSION, MANIFEST, STEP = "placegroup-checkpoint", 1, "manifest.json", "step-"
 
 

@@ -16,8 +16,11 @@ Example::
 """
 from __future__ import annotations
 
-import os
 from typing import Any
+
+from placegroup import config
+from placegroup.ir.framework import default_main_program, default_startup_program
+from placegroup.transpiler import DistributeTranspiler
 
 
 def transpile_from_env(exe, main=None, startup=None, **transpile_kw: Any) -> tuple:
@@ -32,20 +35,16 @@ def transpile_from_env(exe, main=None, startup=None, **transpile_kw: Any) -> tup
     Returns:
         ``(program, role, trainer_id, trainer_num)``; role is ``"TRAINER"``, ``"PSERVER"`` or None.
     """
-    from placegroup.framework import default_main_program, default_startup_program
-    from placegroup.transpiler import DistributeTranspiler
-
     main = main if main is not None else default_main_program()
     startup = startup if startup is not None else default_startup_program()
-    role = os.getenv("TRAINING_ROLE")
+    role = config.get("TRAINING_ROLE")
     if role is None:
         exe.run(startup)
         return main, None, 0, 1
-    role = role.upper()
-    pservers = os.getenv("PADDLE_INIT_PSERVERS") or ""
+    pservers = config.get("PADDLE_INIT_PSERVERS")
     by_endpoint = transpile_kw.pop("trainer_endpoints", False) or not pservers
-    trainers = os.getenv("PADDLE_TRAINER_ENDPOINTS") if by_endpoint else os.getenv("PADDLE_INIT_TRAINERS", "1")
-    endpoint = os.getenv("POD_IP", "127.0.0.1") + ":" + os.getenv("PADDLE_INIT_PORT", "6174")
+    trainers = config.get("PADDLE_TRAINER_ENDPOINTS") if by_endpoint else config.get("PADDLE_INIT_TRAINERS")
+    endpoint = config.get("POD_IP") + ":" + config.get("PADDLE_INIT_PORT")
     t = DistributeTranspiler()
     t.transpile(pservers=pservers, trainers=trainers, program=main, startup_program=startup, **transpile_kw)
     prog = t.get_program(endpoint, role)

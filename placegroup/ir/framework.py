@@ -22,173 +22,19 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterable, Mapping, Sequence
 
-import numpy as np
+from placegroup.errors import ProgramError, SerializationError
+from placegroup.ir import serialize, unique_name
+from placegroup.ir.cluster import ClusterSchema
+from placegroup.ir.operator import Operator, infer_op, validate_op
+from placegroup.ir.place_group import ExecutorId
+from placegroup.ir.printer import format_program
+from placegroup.ir.variable import LOD_TENSOR, SELECTED_ROWS, Parameter, Variable, normalize_dtype
+from placegroup.ir.verify import verify_program
+from placegroup.ops.registry import EMPTY_VAR, ROLES, get_op_def
 
-from placegroup.errors import ProgramError
-from placegroup.ops.registry import EMPTY_VAR, Meta, get_op_def
-from placegroup.place_group import PlaceGroup
-
-LOD_TENSOR = "lod_tensor"
-SELECTED_ROWS = "selected_rows"
-
-
-def normalize_dtype(dtype: Any) -> str:
-    """``"float32"``, ``np.float32``, ``np.dtype("f4")`` -> ``"float32"``."""
-    try:
-        return np.dtype(dtype).name
-    except TypeError as e:
-        raise ProgramError(f"unknown dtype {dtype!r}") from e
-
-
-def _place(place: PlaceGroup | str | None) -> PlaceGroup | None:
-    if place is None or isinstance(place, PlaceGroup):
-        return place
-    return PlaceGroup.parse(place)
-
-
-class Variable:
-    """A named value in a block: a dense tensor or SelectedRows, with static shape and dtype.
-
-    ``persistable`` vars live across steps in the scope (parameters, optimizer state, counters);
-    the others are recomputed each step. ``attrs`` holds typed facts that passes set and read
-    (e.g. ``slice_of``); names are for people only (STYLE.md rule 6).
-    """
-
-    def __init__(self, block: "Block", name: str, shape: Sequence[int] | None = None,
-                 dtype: Any = "float32", persistable: bool = False, stop_gradient: bool = False,
-                 type: str = LOD_TENSOR, is_data: bool = False, place: PlaceGroup | str | None = None,
-                 attrs: Mapping[str, Any] | None = None, lod_level: int = 0) -> None:
-        self.block = block
-        self.name = name
-        self.shape = None if shape is None else tuple(int(d) for d in shape)
-        self.dtype = normalize_dtype(dtype)
-        self.persistable = persistable
-        self.stop_gradient = stop_gradient
-        self.type = type
-        self.is_data = is_data
-        self.place = _place(place)
-        self.attrs = dict(attrs or {})
-        self.lod_level = lod_level
-
-    is_parameter = False
-
-    @property
-    def meta(self) -> Meta:
-        return Meta(self.shape, self.dtype)
-
-    @property
-    def numel(self) -> int:
-        return int(np.prod(self.shape)) if self.shape else 1
-
-    def __repr__(self) -> str:
-        return f"Variable({self.name}: {self.dtype}{list(self.shape or [])})"
-
-    # Fluid's layers accept Python operators on vars (x * 2, a + b); they append ops.
-    def _binary(self, other, op_type: str, reverse: bool = False):
-        from placegroup.layers import math_op_patch
-
-        return math_op_patch.binary(self, other, op_type, reverse)
-
-    def __add__(self, o): return self._binary(o, "elementwise_add")
-    def __radd__(self, o): return self._binary(o, "elementwise_add", True)
-    def __sub__(self, o): return self._binary(o, "elementwise_sub")
-    def __rsub__(self, o): return self._binary(o, "elementwise_sub", True)
-    def __mul__(self, o): return self._binary(o, "elementwise_mul")
-    def __rmul__(self, o): return self._binary(o, "elementwise_mul", True)
-    def __truediv__(self, o): return self._binary(o, "elementwise_div")
-    def __rtruediv__(self, o): return self._binary(o, "elementwise_div", True)
-
-
-class Parameter(Variable):
-    """A trainable, persistable var. ``trainable=False`` keeps it out of the optimizer."""
-
-    is_parameter = True
-
-    def __init__(self, block: "Block", name: str, shape: Sequence[int], dtype: Any = "float32",
-                 trainable: bool = True, optimize_attr: Mapping[str, Any] | None = None,
-                 regularizer: Any = None, **kw: Any) -> None:
-        kw.setdefault("persistable", True)
-        super().__init__(block, name, shape, dtype, **kw)
-        self.trainable = trainable
-        self.stop_gradient = not trainable
-        self.optimize_attr = dict(optimize_attr or {"learning_rate": 1.0})
-        self.regularizer = regularizer
-
-
-class Operator:
-    """One op: a type from the registry, slot -> var-name maps, attrs, a role and a place."""
-
-    def __init__(self, block: "Block", type: str, inputs: Mapping[str, Sequence[str]],
-                 outputs: Mapping[str, Sequence[str]], attrs: Mapping[str, Any] | None = None,
-                 role: str | None = None, place: PlaceGroup | str | None = None) -> None:
-        opdef = get_op_def(type)
-        self.block = block
-        self.type = type
-        self.inputs = {k: list(v) for k, v in inputs.items()}
-        self.outputs = {k: list(v) for k, v in outputs.items()}
-        self.attrs = {**opdef.attrs, **(attrs or {})}
-        self.role = role or opdef.role
-        self.place = _place(place)
-        # input slot -> how it reads a var held by several executors: "gather" (every
-        # instance, in trainer-id order) or "each" (once per arriving instance); DESIGN.md §4
-        self.edges: dict[str, str] = {}
-        # the parameter whose update this optimize-role op belongs to (set by the optimizer
-        # and the transpiler's passes; Fluid's op_role_var)
-        self.param: str | None = None
-
-    @property
-    def opdef(self):
-        return get_op_def(self.type)
-
-    def input(self, slot: str) -> list[str]:
-        return self.inputs.get(slot, [])
-
-    def output(self, slot: str) -> list[str]:
-        return self.outputs.get(slot, [])
-
-    @property
-    def input_arg_names(self) -> list[str]:
-        return [n for names in self.inputs.values() for n in names if n != EMPTY_VAR]
-
-    @property
-    def output_arg_names(self) -> list[str]:
-        return [n for names in self.outputs.values() for n in names if n != EMPTY_VAR]
-
-    @property
-    def idx(self) -> int:
-        return self.block.ops.index(self)
-
-    def attr(self, name: str) -> Any:
-        return self.attrs[name]
-
-    def _set_attr(self, name: str, value: Any) -> None:
-        self.attrs[name] = value
-        self.block.program._bump()
-
-    def __repr__(self) -> str:
-        from placegroup.printer import format_op
-
-        return format_op(self)
-
-
-def _validate_op(opdef, inputs, outputs, attrs) -> None:
-    for kind, given, slots in (("input", inputs, opdef.inputs), ("output", outputs, opdef.outputs)):
-        known = {s.name: s for s in slots}
-        for name in given:
-            if name not in known:
-                raise ProgramError(f"op {opdef.type!r} has no {kind} slot {name!r}; its {kind}s are "
-                                   f"{sorted(known)}")
-        for s in slots:
-            names = given.get(s.name) or []
-            if not names and not s.dispensable:
-                raise ProgramError(f"op {opdef.type!r}: {kind} slot {s.name!r} is required")
-            if len(names) > 1 and not s.duplicable:
-                raise ProgramError(f"op {opdef.type!r}: {kind} slot {s.name!r} takes one var, got "
-                                   f"{list(names)}")
-    for name in attrs:
-        if name not in opdef.attrs and not name.startswith("_"):
-            raise ProgramError(f"op {opdef.type!r} has no attr {name!r}; its attrs are "
-                               f"{sorted(opdef.attrs)}")
+__all__ = ["Block", "Operator", "Parameter", "Program", "Variable", "LOD_TENSOR", "SELECTED_ROWS",
+           "default_main_program", "default_startup_program", "infer_op", "normalize_dtype",
+           "program_guard", "switch_main_program", "switch_startup_program"]
 
 
 def _names(v: Any) -> list[str]:
@@ -213,8 +59,6 @@ class Block:
     # -- vars -------------------------------------------------------------------------------
     def create_var(self, name: str | None = None, **kw: Any) -> Variable:
         """Create (or return the existing) var ``name``; a fresh ``tmp`` name when None."""
-        from placegroup import unique_name
-
         name = name or unique_name.generate("_generated_var")
         if name in self.vars:
             return self.vars[name]
@@ -266,7 +110,7 @@ class Block:
         ins = {k: _names(v) for k, v in (inputs or {}).items() if _names(v)}
         outs = {k: _names(v) for k, v in (outputs or {}).items() if _names(v)}
         attrs = dict(attrs or {})
-        _validate_op(opdef, ins, outs, attrs)
+        validate_op(opdef, ins, outs, attrs)
         op = Operator(self, type, ins, outs, attrs, role, place)
         if infer:
             self._infer_outputs(op)
@@ -322,23 +166,6 @@ class Block:
                     var.dtype = normalize_dtype(meta.dtype)
 
 
-def infer_op(op: Operator) -> dict:
-    """Run ``op``'s infer on the metas of its input vars; errors name the op."""
-    opdef = op.opdef
-    ins: dict[str, Any] = {}
-    for s in opdef.inputs:
-        names = op.inputs.get(s.name, [])
-        metas = [op.block.var(n).meta for n in names]
-        if any(m.shape is None for m in metas):
-            raise ProgramError(f"op {op.type!r}: input {s.name!r} ({names}) has no shape yet")
-        ins[s.name] = metas if s.duplicable else (metas[0] if metas else None)
-    try:
-        return opdef.infer(ins, op.attrs)
-    except ProgramError as e:
-        raise ProgramError(f"shape inference of op {op.type!r} "
-                           f"(inputs {op.inputs}) failed: {e}") from None
-
-
 class Program:
     """A list of blocks; block 0 is global. What every executor runs.
 
@@ -346,6 +173,8 @@ class Program:
         random_seed: the seed initializers use (0 means "pick one", as in Fluid; placegroup
             then uses a fixed default so every process agrees).
         executor: the ``ExecutorId`` this program was made for by ``get_program`` (or None).
+        cluster: who takes part and how (``ClusterSchema``), set by the transpiler; None
+            for a program one process runs alone.
         provenance: the passes that made this program, in order.
     """
 
@@ -354,9 +183,8 @@ class Program:
         self.current_block_idx = 0
         self.random_seed = 0
         self.executor = None
-        # set by the transpiler: {"trainers": N, "trainer_endpoints": [...], "pservers": [...],
-        # "sync_mode": bool, "staleness": k} (serialize.ClusterSchema)
-        self.cluster: dict | None = None
+        # who takes part, and how: set by the transpiler (``placegroup.ir.cluster.ClusterSchema``)
+        self.cluster: ClusterSchema | None = None
         self.provenance: list[str] = []
         self._version = 0
 
@@ -383,12 +211,10 @@ class Program:
     def all_parameters(self) -> list[Parameter]:
         return self.global_block().all_parameters()
 
-    # -- copies and text ---------------------------------------------------------------------
+    # -- copies, bytes and text ---------------------------------------------------------------
     def clone(self, for_test: bool = False) -> "Program":
         """A deep copy. With ``for_test=True`` only forward ops are kept (no backward,
         optimizer or lr-schedule ops) and ops with an ``is_test`` attr get it set."""
-        from placegroup.serialize import program_from_dict, program_to_dict
-
         p = program_from_dict(program_to_dict(self))
         if for_test:
             for b in p.blocks:
@@ -401,34 +227,124 @@ class Program:
 
     def to_bytes(self) -> bytes:
         """This program as prog.bin bytes (msgpack, schema-versioned, checksummed)."""
-        from placegroup.serialize import program_to_bytes
-
-        return program_to_bytes(self)
+        return serialize.encode(program_to_dict(self))
 
     @staticmethod
     def from_bytes(data: bytes) -> "Program":
         """Parse prog.bin bytes. Raises SerializationError naming what is wrong."""
-        from placegroup.serialize import program_from_bytes
-
-        return program_from_bytes(data)
+        return program_from_dict(serialize.decode(data), validate=True)
 
     def verify(self) -> None:
-        """Check def-before-use, single writers, shapes and placements.
+        """Check each op against its OpDef, def-before-use, single writers, shapes, and, for a
+        transpiled program, that every cross-placement read is a valid edge.
 
         Raises:
             ProgramError: showing the ops around the bad one.
+            PlacementError: naming the op, the var and both PlaceGroups.
         """
-        from placegroup.verify import verify_program
-
         verify_program(self)
 
     def __str__(self) -> str:
-        from placegroup.printer import format_program
-
         return format_program(self)
 
     def to_string(self, throw_on_error: bool = False, with_details: bool = False) -> str:
         return str(self)
+
+
+# -- the dict form (what prog.bin holds, placegroup/ir/serialize.py) ----------------------------
+
+def _plain(v: Any) -> Any:
+    """Attr values as msgpack-able plain Python (numpy scalars and tuples included)."""
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if hasattr(v, "item") and not isinstance(v, (bool, int, float, str)):
+        return v.item()
+    return v
+
+
+def program_to_dict(program: Program) -> dict:
+    """``program`` as plain data in the shape of ``serialize.ProgramSchema``."""
+    blocks = []
+    for b in program.blocks:
+        vars_ = []
+        for v in b.vars.values():
+            d = dict(name=v.name, shape=None if v.shape is None else list(v.shape), dtype=v.dtype,
+                     type=v.type, persistable=v.persistable, stop_gradient=v.stop_gradient,
+                     is_data=v.is_data, is_parameter=v.is_parameter, lod_level=v.lod_level,
+                     place=None if v.place is None else str(v.place), attrs=_plain(v.attrs))
+            if v.is_parameter:
+                d.update(trainable=v.trainable, optimize_attr=_plain(v.optimize_attr))
+            vars_.append(d)
+        ops = [dict(type=op.type, inputs=op.inputs, outputs=op.outputs, attrs=_plain(op.attrs),
+                    role=op.role, place=None if op.place is None else str(op.place),
+                    edges=dict(op.edges), param=op.param)
+               for op in b.ops]
+        blocks.append(dict(idx=b.idx, parent_idx=b.parent_idx, vars=vars_, ops=ops))
+    ex = program.executor
+    return dict(random_seed=program.random_seed, blocks=blocks, provenance=list(program.provenance),
+                executor=None if ex is None else dict(role=ex.role.value, endpoint=ex.endpoint,
+                                                      rank=ex.rank),
+                cluster=None if program.cluster is None else program.cluster.model_dump())
+
+
+def program_from_dict(d: dict, *, validate: bool = False) -> Program:
+    """A Program from its dict form. With ``validate`` (what came from a file), a value the IR
+    rejects (a place, a dtype, an op's slots or role, the executor) is a SerializationError
+    naming it."""
+    if not validate:
+        return _build(d, False)
+    try:
+        return _build(d, True)
+    except (ValueError, ProgramError) as e:
+        raise SerializationError(f"prog.bin holds a value the IR rejects: {e}") from None
+
+
+def _build(d: dict, validate: bool) -> Program:
+    p = Program()
+    p.blocks = []
+    for bd in d["blocks"]:
+        b = Block(p, bd["idx"], bd["parent_idx"])
+        for vd in bd["vars"]:
+            v = _var_from_dict(b, vd)
+            b.vars[v.name] = v
+        for od in bd["ops"]:
+            try:
+                op = Operator(b, od["type"], od["inputs"], od["outputs"], od.get("attrs"),
+                              od.get("role"), od.get("place"))
+                if validate:
+                    validate_op(op.opdef, op.inputs, op.outputs, op.attrs)
+                    if op.role not in ROLES:
+                        raise ProgramError(f"op {op.type!r} has unknown role {op.role!r}")
+            except ProgramError as e:
+                raise SerializationError(f"prog.bin block {bd['idx']}: {e}") from None
+            op.edges = dict(od.get("edges") or {})
+            op.param = od.get("param")
+            b.ops.append(op)
+        p.blocks.append(b)
+    p.random_seed = d.get("random_seed", 0)
+    p.provenance = list(d.get("provenance") or [])
+    ex = d.get("executor")
+    p.executor = None if ex is None else ExecutorId.parse(ex["role"], ex.get("endpoint"),
+                                                           rank=ex.get("rank"))
+    p.cluster = None if d.get("cluster") is None else ClusterSchema.model_validate(d["cluster"])
+    return p
+
+
+def _var_from_dict(b: Block, vd: dict) -> Variable:
+    common = dict(shape=vd["shape"], dtype=vd["dtype"], type=vd.get("type", LOD_TENSOR),
+                  is_data=vd.get("is_data", False), place=vd.get("place"),
+                  attrs=vd.get("attrs") or {}, lod_level=vd.get("lod_level", 0))
+    if vd.get("is_parameter"):
+        v = Parameter(b, vd["name"], trainable=vd.get("trainable", True),
+                      optimize_attr=vd.get("optimize_attr"),
+                      persistable=vd.get("persistable", True), **common)
+    else:
+        v = Variable(b, vd["name"], persistable=vd.get("persistable", False),
+                     stop_gradient=vd.get("stop_gradient", False), **common)
+    v.stop_gradient = vd.get("stop_gradient", v.stop_gradient)
+    return v
 
 
 # -- default programs and program_guard (Fluid's global state) ------------------------------

@@ -10,7 +10,7 @@ A part is written in a hidden temporary directory, fsynced, then renamed into pl
 (NOTE(atomic-part)); step S is *complete* when every part its manifests expect is there. Each
 manifest entry says which rows of which original var the value is (``var.attrs["slice_of"]``),
 so ``load_checkpoint`` fills whatever the loading program's placement holds (another pserver
-count: other blocks, other shards) from the pieces (placegroup/checkpoint_reslice.py). Saving
+count: other blocks, other shards) from the pieces (placegroup/io/checkpoint_reslice.py). Saving
 and loading is automatic with ``Executor(checkpoint=CheckpointConfig(...))`` or the
 environment (``CheckpointConfig.from_env``); docs/checkpoint.md has the whole story.
 
@@ -33,14 +33,16 @@ from urllib.parse import quote
 import numpy as np
 import pydantic
 
-from placegroup import io as _io
-from placegroup.checkpoint_reslice import Piece, RowSet, assemble
-from placegroup.checkpoint_store import (FORMAT, STEP, VERSION, Entry, Manifest, complete, latest_checkpoint,
+from placegroup.io import var_files as _io
+from placegroup.io.checkpoint_reslice import Piece, RowSet, assemble
+from placegroup.io.checkpoint_store import (FORMAT, STEP, VERSION, Entry, Manifest, complete, latest_checkpoint,
                                          prune, write_part)
+from placegroup import config
 from placegroup.errors import ProgramError, SerializationError
 from placegroup.executor.scope import to_numpy
+from placegroup.ir.cluster import Cluster, ClusterSchema
 
-log = logging.getLogger("placegroup.checkpoint")
+log = logging.getLogger("placegroup.io.checkpoint")
 
 
 class CheckpointConfig(pydantic.BaseModel):
@@ -77,13 +79,14 @@ class CheckpointConfig(pydantic.BaseModel):
         named = []
         for key, field in (("PLACEGROUP_CHECKPOINT_DIR", "dirname"), ("PLACEGROUP_CHECKPOINT_EVERY", "every"),
                            ("PLACEGROUP_CHECKPOINT_KEEP", "keep"), ("PLACEGROUP_RESUME", "resume")):
-            text = os.environ.get(key, "").strip()
-            if not text:
+            if not config.is_set(key):
                 continue
-            if field != "dirname" and not text.isdigit():
-                raise ProgramError(f"{key}={text!r}: expected a whole number")
-            fields[field] = text if field == "dirname" else int(text)
-            named += [key] if field == "dirname" or int(text) else []
+            try:
+                value = config.get(key)
+            except ValueError as e:
+                raise ProgramError(str(e)) from None
+            fields[field] = value
+            named += [key] if field == "dirname" or value else []
         if "dirname" not in fields:
             if named:
                 raise ProgramError(f"{', '.join(named)} set without a checkpoint directory: set "
@@ -97,7 +100,6 @@ def _tags(program) -> tuple[str, str | None, list[str]]:
     """(this executor's tag, its endpoint, the tags of every executor that holds state)."""
     if program.executor is None or program.cluster is None:
         return "local", None, ["local"]
-    from placegroup.cluster import Cluster
 
     cluster = Cluster.from_program(program)
 
@@ -171,11 +173,12 @@ def save_checkpoint(executor, dirname: str, main_program, step: int, *, scope=No
                               count=rows.count, shape=list(arr.shape), dtype=arr.dtype.name,
                               file=f"{i:04d}-{quote(v.name, safe='@')}"))
         values.append(arr)
-    cluster = program.cluster or {}
+    cluster = program.cluster
     manifest = Manifest(format=FORMAT, version=VERSION, step=step, executor=tag, endpoint=endpoint,
-                         expected=expected, digest=cluster.get("digest", ""), resumed_from=resumed_from,
-                         cluster={k: cluster[k] for k in ("trainers", "pservers", "sync_mode", "staleness")
-                                  if k in cluster},
+                         expected=expected, digest=cluster.digest if cluster is not None else "",
+                         resumed_from=resumed_from,
+                         cluster={} if cluster is None else cluster.model_dump(
+                             include={"trainers", "pservers", "sync_mode", "staleness"}),
                          written_at=time.time(), vars=entries)
     final = write_part(os.path.join(dirname, f"{STEP}{step}"), tag, entries, values, manifest)
     if keep is not None:
@@ -280,20 +283,20 @@ class Checkpointer:
         is one moment: the schedule is refused. SSP pservers merge as in sync, so their parts
         are consistent and a resumed run loses and repeats no update; but SSP itself is not
         deterministic, so the resumed run is not bit-equal to an uninterrupted one."""
-        c = program.cluster or {}
+        c = program.cluster or ClusterSchema()
         if not self.config.every:
             return
-        if not c.get("sync_mode", True):
+        if not c.sync_mode:
             raise ProgramError("checkpoint every N steps needs sync mode (or bounded staleness): async "
                                "pservers apply updates at their own pace, so no step is one moment of the "
                                "job; save each process's own state with fluid.io.save_persistables instead")
-        if int(c.get("merge_steps", 1)) > 1:
+        if c.merge_steps > 1:
             raise ProgramError("checkpoint every N steps with merge_steps > 1 is not supported yet "
                                "(a pserver's step is a round of merge_steps trainer steps)")
-        if int(c.get("staleness", 0)):
+        if c.staleness:
             log.warning("checkpoints with bounded staleness: pserver state is consistent at each "
                         "step and a resumed run loses or repeats no update, but it is not bit-equal to "
-                        "an uninterrupted run (NOTE(checkpoint-modes) in placegroup/checkpoint.py)")
+                        "an uninterrupted run (NOTE(checkpoint-modes) in placegroup/io/checkpoint.py)")
 
     def after_startup(self, executor, program, scope) -> None:
         """Called after the startup program ran: check the mode, and with ``resume`` load the

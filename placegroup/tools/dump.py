@@ -17,11 +17,11 @@ import math
 from typing import Any
 
 from placegroup.ops.registry import EMPTY_VAR
-from placegroup.place_group import ExecutorId, PlaceGroup
-from placegroup.printer import format_op, format_var
+from placegroup.ir.place_group import ExecutorId, PlaceGroup
+from placegroup.ir.printer import format_op, format_var
 
 FORMATS = ("text", "json", "dot")
-JSON_FORMAT = "placegroup.dump/1"
+JSON_FORMAT = "placegroup.tools.dump/1"
 NO_PLACE = "-"
 
 
@@ -102,9 +102,9 @@ def load_report(program) -> list[str]:
     """Per pserver: bytes of parameters and of optimizer state it holds, and a warning when
     the heaviest holds more than 1.5x the lightest (issue #3: uneven load makes every sync
     step wait for the slowest pserver)."""
-    from placegroup.cluster import Cluster
+    from placegroup.ir.cluster import Cluster
 
-    pservers = (program.cluster or {}).get("pservers") or []
+    pservers = program.cluster.pservers if program.cluster is not None else []
     if not pservers:
         return []
     cluster = Cluster.from_program(program)
@@ -133,8 +133,8 @@ def render_text(program, executor: ExecutorId | None = None) -> str:
     lines = [f"// placegroup dump: {n_ops} ops, {n_vars} vars, {program.num_blocks} block(s)"]
     if program.executor is not None:
         lines.append(f"// made for executor: {program.executor}")
-    if program.cluster:
-        c = program.cluster
+    if program.cluster is not None:
+        c = program.cluster.model_dump()
         lines.append("// cluster: " + " ".join(f"{k}={c[k]}" for k in sorted(c)))
     if executor is not None:
         k_ops = sum(len(view.ops(b)) for b in program.blocks)
@@ -194,7 +194,7 @@ def _executor_doc(ex: ExecutorId | None) -> dict | None:
 
 def program_document(program, executor: ExecutorId | None = None) -> dict:
     """The JSON document of ``render_json`` as a dict (schema in docs/ir.md)."""
-    from placegroup.serialize import SCHEMA_VERSION
+    from placegroup.ir.serialize import SCHEMA_VERSION
 
     view = View(program, executor)
     blocks = []
@@ -210,7 +210,7 @@ def program_document(program, executor: ExecutorId | None = None) -> dict:
         blocks.append(dict(idx=b.idx, parent_idx=b.parent_idx, vars=vars_, ops=ops))
     return dict(
         format=JSON_FORMAT, schema_version=SCHEMA_VERSION, random_seed=program.random_seed,
-        executor=_executor_doc(program.executor), cluster=_jsonable(program.cluster),
+        executor=_executor_doc(program.executor), cluster=_jsonable(program.cluster.model_dump() if program.cluster is not None else None),
         provenance=list(program.provenance), view=_executor_doc(executor),
         placements=[dict(place=None if p == NO_PLACE else p, ops=o, vars=n)
                     for p, o, n in view.summary()],

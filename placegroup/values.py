@@ -1,4 +1,8 @@
-"""SelectedRows: some rows of a tall var, as Fluid's ``SelectedRows`` (the value of a var
+"""Values that cross the wire, shared by ops, comm and the executor (they import nothing of
+placegroup's): ``SelectedRows``, and ``as_host`` / ``to_device`` to move values between a
+device and the host.
+
+SelectedRows: some rows of a tall var, as Fluid's ``SelectedRows`` (the value of a var
 whose ``Variable.type`` is ``"selected_rows"``).
 
 A SelectedRows stands for a dense ``[height, *values.shape[1:]]`` array that is zero except
@@ -13,7 +17,7 @@ It works on numpy and cupy alike: every method uses the array module of ``values
 Example::
 
     import numpy as np
-    from placegroup.ops.selected_rows import SelectedRows
+    from placegroup.values import SelectedRows
     g = SelectedRows(np.array([3, 0, 3]), np.ones((3, 2), np.float32), height=5)
     g.shape                 # (5, 2)
     g.merged().rows         # array([0, 3]); its values are [[1, 1], [2, 2]]
@@ -22,6 +26,8 @@ Example::
 Thread-safety: a SelectedRows is a plain value; its methods never write into its arrays.
 """
 from __future__ import annotations
+
+from typing import Any
 
 import numpy
 
@@ -167,4 +173,24 @@ def is_selected_rows(x) -> bool:
     return isinstance(x, SelectedRows)
 
 
-__all__ = ["SelectedRows", "array_module", "is_selected_rows", "scatter_add"]
+def as_host(value: Any) -> Any:
+    """A host value for the wire (cupy arrays, and SelectedRows of them, copied to the host)."""
+    if isinstance(value, numpy.ndarray):
+        return value
+    if isinstance(value, SelectedRows):
+        if isinstance(value.values, numpy.ndarray):
+            return value
+        return SelectedRows(as_host(value.rows), as_host(value.values), value.height)
+    return value.get() if hasattr(value, "get") else value
+
+
+def to_device(xp, value: Any) -> Any:
+    """A received value on the executor's device (``xp`` numpy: as it is)."""
+    if xp is numpy or value is None:
+        return value
+    if isinstance(value, SelectedRows):
+        return SelectedRows(xp.asarray(value.rows), xp.asarray(value.values), value.height)
+    return xp.asarray(value)
+
+
+__all__ = ["SelectedRows", "array_module", "as_host", "is_selected_rows", "scatter_add", "to_device"]

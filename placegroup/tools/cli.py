@@ -1,4 +1,4 @@
-"""The ``placegroup`` command (console script ``placegroup = placegroup.cli:main``).
+"""The ``placegroup`` command (console script ``placegroup = placegroup.tools.cli:main``).
 
 Subcommands::
 
@@ -7,8 +7,8 @@ Subcommands::
     placegroup keys DIR [--clients N] [--force]
     placegroup --version
 
-``dump`` shows who runs what (the rendering is in ``placegroup/dump.py``, the formats in
-``docs/ir.md``); ``launch`` starts a local cluster (``placegroup/launch.py``); ``keys`` makes
+``dump`` shows who runs what (the rendering is in ``placegroup/tools/dump.py``, the formats in
+``docs/ir.md``); ``launch`` starts a local cluster (``placegroup/tools/launch.py``); ``keys`` makes
 the CURVE keys that ``PLACEGROUP_KEYS`` points to (``comm/security.py``, docs/security.md). A file that is
 missing or not a valid prog.bin gives one line on stderr and exit status 2, never a traceback.
 
@@ -24,7 +24,7 @@ import sys
 import click
 
 from placegroup import __version__
-from placegroup.dump import FORMATS, render
+from placegroup.tools.dump import FORMATS, render
 from placegroup.errors import PlacegroupError, SerializationError
 
 USAGE_ERROR = 2  # what click uses for a bad command line, and we for a bad input file
@@ -70,7 +70,7 @@ def main() -> None:
 def dump(path: str, fmt: str, role: str | None, endpoint: str | None) -> None:
     """Print the program in PROG_BIN (written by placegroup.io.save_program)."""
     from placegroup.io import load_program
-    from placegroup.place_group import ExecutorId, Node
+    from placegroup.ir.place_group import ExecutorId, Node
 
     executor = None
     if endpoint is not None and role is None:
@@ -125,7 +125,7 @@ def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume:
     output lines are prefixed with the role; the first failure stops the rest and is the
     exit code.
     """
-    from placegroup.launch import launch as run_cluster
+    from placegroup.tools.launch import launch as run_cluster
 
     sys.exit(run_cluster(script, list(args), trainers, pservers, grace=grace, keys=keys, sched=sched,
                          cpu_bind=cpu_bind,
@@ -156,7 +156,7 @@ def keys(directory: str, clients: int, force: bool) -> None:
     click.echo(f"export PLACEGROUP_KEYS={os.path.abspath(directory)}")
 
 
-# NOTE(subcommands): each further subcommand (``placegroup launch``, placegroup/launch.py)
+# NOTE(subcommands): each further subcommand (``placegroup launch``, placegroup/tools/launch.py)
 # lives in its own module as a click command and joins the group here with
 # ``main.add_command(...)``; it imports what it needs inside its function, so that
 # ``placegroup --help`` and ``dump`` stay quick.

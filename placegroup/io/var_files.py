@@ -41,10 +41,11 @@ import pydantic
 
 from placegroup.errors import SerializationError
 from placegroup.executor.scope import Scope, global_scope, to_numpy
+from placegroup.ir.cluster import Cluster
+from placegroup.ir.framework import Program, default_main_program
 
-__all__ = ["is_parameter", "is_persistable", "latest_checkpoint", "load_checkpoint", "load_params",
-           "load_persistables", "load_program", "load_vars", "index_vars", "save_checkpoint",
-           "save_params", "save_persistables", "save_program", "save_vars", "CheckpointConfig"]
+__all__ = ["is_parameter", "is_persistable", "load_params", "load_persistables", "load_program",
+           "load_vars", "index_vars", "save_params", "save_persistables", "save_program", "save_vars"]
 
 VAR_MAGIC = b"PGVARS"
 VAR_FORMAT_VERSION = 1
@@ -116,8 +117,6 @@ def load_program(path: str):
         SerializationError: ``<path>: <what is wrong>`` for a truncated, corrupted or
             other-schema file.
     """
-    from placegroup.framework import Program
-
     with open(path, "rb") as f:
         data = f.read()
     try:
@@ -215,7 +214,7 @@ def index_vars(path: str, chunk: int = 1 << 22) -> dict[str, tuple[int, np.dtype
     """name -> (offset of its data in the file, little-endian dtype, shape) for each record of a
     var file, every record checked as ``load_vars`` checks it, its checksum computed over
     ``chunk``-byte reads: no var is ever held in memory, so a caller can then read only the
-    rows it needs of a table larger than memory (placegroup/checkpoint.py).
+    rows it needs of a table larger than memory (placegroup/io/checkpoint.py).
 
     Raises:
         SerializationError: naming the file (and the var) for a missing, truncated, corrupted
@@ -286,7 +285,6 @@ def is_parameter(var) -> bool:
 
 
 def _program(main_program):
-    from placegroup.framework import default_main_program
 
     return main_program if main_program is not None else default_main_program()
 
@@ -301,7 +299,6 @@ def _select(program, vars, predicate) -> list:
         if program.executor is not None and program.cluster is not None:
             # a program made for one executor (get_program): only what that executor holds,
             # so each pserver saves and loads its own blocks and shards
-            from placegroup.cluster import Cluster
 
             cluster = Cluster.from_program(program)
             me = cluster.find(program.executor)
@@ -445,7 +442,3 @@ def load_persistables(executor, dirname: str, main_program=None, filename: str |
     return load_vars(executor, dirname, main_program, None, is_persistable, filename, scope=scope)
 
 
-# Checkpoints (issue #7: every N steps, resumed onto any number of pservers) are here for the
-# user, as in Fluid; they live in placegroup/checkpoint.py.
-from placegroup.checkpoint import CheckpointConfig, load_checkpoint, save_checkpoint  # noqa: E402
-from placegroup.checkpoint_store import latest_checkpoint  # noqa: E402

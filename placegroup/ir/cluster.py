@@ -9,10 +9,42 @@ edges are computed from (DESIGN.md §4).
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable
+
+import pydantic
 
 from placegroup.errors import PlacementError
-from placegroup.place_group import ExecutorId, PlaceGroup
+from placegroup.ir.place_group import ExecutorId, PlaceGroup
+
+
+class ClusterSchema(pydantic.BaseModel):
+    """Who takes part in a transpiled job, and how it trains: ``program.cluster``.
+
+    The transpiler sets it on every program it returns; prog.bin stores it as it is; every
+    executor reads it to find its peers and its version policy.
+
+    Attributes:
+        trainers: how many trainers there are (``trainer:0`` .. ``trainer:N-1``).
+        trainer_endpoints: the trainers' ``ip:port``, in id order, when they were given as a
+            list (collectives between trainers need them); empty otherwise.
+        pservers: the pservers' ``ip:port``, in order.
+        sync_mode: True: the pservers merge every trainer's gradient of a step (sync, or
+            bounded staleness); False: each gradient is applied alone as it arrives (async).
+        staleness: with ``sync_mode``, how many versions behind the newest a trainer's read of
+            a parameter may be (0: sync, to the bit).
+        merge_steps: how many trainer steps' gradients make one update (a round).
+        digest: of the whole transpiled job; peers running another program are refused.
+        startup: this is the job's startup program (its values have version -1).
+    """
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    trainers: int = 1
+    trainer_endpoints: list[str] = []
+    pservers: list[str] = []
+    sync_mode: bool = True
+    staleness: int = 0
+    merge_steps: int = 1
+    digest: str = ""
+    startup: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,11 +53,11 @@ class Cluster:
 
     @classmethod
     def from_program(cls, program) -> "Cluster":
-        c = program.cluster or {"trainers": 1}
-        eps = list(c.get("trainer_endpoints") or [])
+        c = program.cluster or ClusterSchema()
+        eps = c.trainer_endpoints
         trainers = [ExecutorId.parse("trainer", eps[i] if i < len(eps) else None, rank=i)
-                    for i in range(int(c["trainers"]))]
-        pservers = [ExecutorId.parse("pserver", ep) for ep in c.get("pservers") or []]
+                    for i in range(c.trainers)]
+        pservers = [ExecutorId.parse("pserver", ep) for ep in c.pservers]
         return cls(tuple(trainers + pservers))
 
     def matching(self, place: PlaceGroup | None) -> list:
@@ -82,6 +114,3 @@ def check_placement(program) -> None:
                     for r in runners:
                         classify(cluster, op, slot, var, r, i)
 
-
-def names(executors: Iterable[ExecutorId]) -> list[str]:
-    return [e.name for e in executors]

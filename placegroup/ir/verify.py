@@ -8,14 +8,17 @@ Checks, per block, in program order:
   fan-in, so a second writer is a bug);
 * shapes: each op's ``infer`` agrees with the declared shapes of its outputs (``-1`` matches
   anything);
+* placements, once the program is transpiled (``program.cluster`` is set): every read of a
+  var held elsewhere is a broadcast, gather, each or collective edge (``cluster.check_placement``).
 An error shows the ops around the bad one.
 """
 from __future__ import annotations
 
 from placegroup.errors import ProgramError
-from placegroup.framework import _validate_op, infer_op
+from placegroup.ir.cluster import check_placement
+from placegroup.ir.operator import infer_op, validate_op
 from placegroup.ops.registry import EMPTY_VAR
-from placegroup.printer import format_op
+from placegroup.ir.printer import format_op
 
 
 def _context(block, i: int, radius: int = 2) -> str:
@@ -43,7 +46,7 @@ def verify_program(program) -> None:
         for i, op in enumerate(block.ops):
             opdef = op.opdef
             try:
-                _validate_op(opdef, op.inputs, op.outputs, op.attrs)
+                validate_op(opdef, op.inputs, op.outputs, op.attrs)
             except ProgramError as e:
                 _fail(block, i, str(e))
             for name in op.input_arg_names:
@@ -77,3 +80,5 @@ def verify_program(program) -> None:
                         if not _shapes_agree(declared, tuple(meta.shape)):
                             _fail(block, i, f"output {slot}={name!r} is declared {list(declared)} "
                                             f"but the op makes {list(meta.shape)}")
+    if program.cluster is not None:  # transpiled: every cross-placement read is a valid edge
+        check_placement(program)

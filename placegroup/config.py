@@ -1,0 +1,158 @@
+"""Configuration from the environment: the one module that reads it.
+
+Every environment variable placegroup reads is listed in ``SETTINGS`` below, with its type,
+its default and what it does; everything else in the package takes typed values from here
+(``config.get(name)``) and never looks at ``os.environ`` itself. ``python -m placegroup.config``
+prints the table with the values this process sees.
+
+Two families:
+
+* the launch contract, which a cluster manager (or ``placegroup launch``) sets for each
+  process, in Paddle's names (``TRAINING_ROLE``, ``PADDLE_INIT_PSERVERS``, ...);
+* placegroup's own knobs, ``PLACEGROUP_*``: timeouts, debugging, keys, checkpoints, data.
+
+Example::
+
+    from placegroup import config
+    timeout = config.get("PLACEGROUP_PEER_TIMEOUT")       # 30.0 unless set
+    config.get("PLACEGROUP_PEER_TIMEOUT", {"PLACEGROUP_PEER_TIMEOUT": "5"})   # 5.0
+
+A value that does not parse raises ``ValueError`` naming the variable and what it expects.
+Values are read when asked for (so a launcher or a test may set them first), except
+``DEBUG``, which is read once at import because the executor's loop consults it per op.
+
+Thread-safety: reading is safe from any thread.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable, Mapping
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One environment variable: its name, how its text becomes a value, its default (the
+    value when unset or empty) and what it does."""
+
+    name: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+    expects: str = ""
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+def _flag(text: str) -> bool:
+    if text not in ("0", "1"):
+        raise ValueError(text)
+    return text == "1"
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+_S = Setting
+SETTINGS: dict[str, Setting] = {s.name: s for s in (
+    # -- the launch contract (Paddle's names) --------------------------------------------------
+    _S("TRAINING_ROLE", str.upper, None,
+       "TRAINER or PSERVER (any case): this process's role; unset: one process alone."),
+    _S("PADDLE_INIT_PSERVERS", str, "",
+       "The pservers: comma-separated ip or ip:port (a bare ip takes PADDLE_INIT_PORT)."),
+    _S("PADDLE_INIT_TRAINERS", str, "1", "The trainers: a count, or comma-separated ip[:port]."),
+    _S("PADDLE_TRAINER_ENDPOINTS", str, "",
+       "The trainers' ip:port list, for jobs whose trainers talk to each other (collectives)."),
+    _S("POD_IP", str, "127.0.0.1", "This process's IP address."),
+    _S("PADDLE_INIT_PORT", str, "6174", "This process's port, and the port of a bare pserver ip."),
+    _S("PADDLE_TRAINER_ID", _count, 0, "This trainer's id, 0..N-1.", "a whole number"),
+    # -- placegroup's own ----------------------------------------------------------------------
+    _S("PLACEGROUP_DEBUG", _count, 0,
+       "1: log every op an executor runs; 2: every message sent and received too; 3: the "
+       "program after each transpiler pass too.", "a level 0-3"),
+    _S("PLACEGROUP_PEER_TIMEOUT", _seconds, 30.0,
+       "Seconds a silent peer counts as alive; then it is lost (PeerLost names it).", "seconds"),
+    _S("PLACEGROUP_START_TIMEOUT", _seconds, 120.0,
+       "Seconds to wait for a peer that never connected (pservers may start long before "
+       "trainers).", "seconds"),
+    _S("PLACEGROUP_WAIT_TIMEOUT", _seconds, 0.0,
+       "Seconds any one wait may last although its peer is alive (a safety net for bugs); "
+       "0: no limit.", "seconds"),
+    _S("PLACEGROUP_LOST_GRACE", _seconds, 1.0,
+       "Seconds a dropped connection may take to come back before its peer counts as lost.",
+       "seconds"),
+    _S("PLACEGROUP_DROP_LOG_EVERY", _seconds, 10.0,
+       "Seconds between two log lines about dropped messages of one peer and reason.", "seconds"),
+    _S("PLACEGROUP_MAX_MESSAGE", int, None,
+       "The largest frame a socket accepts, in bytes (0 or -1: no limit); unset: twice the "
+       "largest var of the program, at least 256 MiB.", "a size in bytes (0 or -1: no limit)"),
+    _S("PLACEGROUP_KEYS", str, "",
+       "CURVE keys: a key directory, or a .toml/.json file naming the key files (docs/security.md); "
+       "unset: plain TCP."),
+    _S("PLACEGROUP_CLIENT_KEY", str, "",
+       "Which client keypair this process uses: a name in the key directory, or a path."),
+    _S("PLACEGROUP_CHECKPOINT_DIR", str, "",
+       "Where checkpoints go; with it, a job saves every PLACEGROUP_CHECKPOINT_EVERY steps."),
+    _S("PLACEGROUP_CHECKPOINT_EVERY", _count, 0, "Save a checkpoint every this many steps (0: never).",
+       "a whole number"),
+    _S("PLACEGROUP_CHECKPOINT_KEEP", _count, 3, "How many complete checkpoints to keep.", "a whole number"),
+    _S("PLACEGROUP_RESUME", _flag, False,
+       "1: resume from the newest complete checkpoint after the startup program.", "0 or 1"),
+    _S("PLACEGROUP_DATA_HOME", str, "",
+       "Where data sets are looked for first (then Paddle's cache, ~/.cache/paddle/dataset)."),
+)}
+
+
+def raw(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """The text of setting ``name`` (stripped), or None when it is unset or empty."""
+    if name not in SETTINGS:
+        raise KeyError(f"{name} is not a placegroup setting; they are {sorted(SETTINGS)}")
+    text = (os.environ if environ is None else environ).get(name, "").strip()
+    return text or None
+
+
+def get(name: str, environ: Mapping[str, str] | None = None) -> Any:
+    """The value of setting ``name``: parsed from the environment (or ``environ``), or its
+    default when unset.
+
+    Raises:
+        KeyError: ``name`` is not a setting.
+        ValueError: naming the variable, its text and what it expects.
+    """
+    text = raw(name, environ)
+    s = SETTINGS[name]
+    if text is None:
+        return s.default
+    try:
+        return s.parse(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r}: expected {s.expects or 'a value'} ({s.doc})") from None
+
+
+def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:
+    return raw(name, environ) is not None
+
+
+DEBUG: int = get("PLACEGROUP_DEBUG")
+
+
+def describe(environ: Mapping[str, str] | None = None) -> str:
+    """The settings as a table: name, value here (or the default), what it does."""
+    rows = []
+    for s in SETTINGS.values():
+        text = raw(s.name, environ)
+        rows.append(f"{s.name:28} {text if text is not None else f'({s.default!r})':>12}  {s.doc}")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(describe())

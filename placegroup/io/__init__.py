@@ -1,0 +1,23 @@
+"""Persistence: Fluid 1.x's ``fluid.io``, and the files it reads and writes.
+
+Three kinds of file, none of them pickled, all written atomically:
+
+* a program, prog.bin (``save_program`` / ``load_program``; the format is ``placegroup.ir.serialize``'s);
+* var values (``save_persistables``, ``save_params``, ``save_vars`` and their loads): var_files.py;
+* checkpoints: every N steps, each process its own part, resumed onto any number of pservers
+  (``CheckpointConfig``, ``save_checkpoint``, ``load_checkpoint``, ``latest_checkpoint``):
+  checkpoint.py, with its on-disk layout in checkpoint_store.py and the re-slicing of saved
+  blocks in checkpoint_reslice.py (docs/checkpoint.md).
+
+The modules here import the IR and the executor's Scope; nothing below imports them but the
+executor's checkpoint hook.
+"""
+from placegroup.io.checkpoint import CheckpointConfig, load_checkpoint, save_checkpoint
+from placegroup.io.checkpoint_store import latest_checkpoint
+from placegroup.io.var_files import (index_vars, is_parameter, is_persistable, load_params, load_persistables,
+                                     load_program, load_vars, save_params, save_persistables, save_program,
+                                     save_vars)
+
+__all__ = ["is_parameter", "is_persistable", "latest_checkpoint", "load_checkpoint", "load_params",
+           "load_persistables", "load_program", "load_vars", "index_vars", "save_checkpoint",
+           "save_params", "save_persistables", "save_program", "save_vars", "CheckpointConfig"]
