@@ -8,10 +8,11 @@ An OpDef says everything the rest of the system needs to know about an op type:
 * its attributes with their defaults;
 * ``infer``: ``(ins, attrs) -> {slot: Meta}`` where ``ins`` maps each input slot to a
   ``Meta(shape, dtype)`` (a list of them for duplicable slots, ``None`` when absent);
-* its kernels, ``{"cpu": f, "gpu": f}``: pure array functions ``f(xp, ins, attrs)`` returning
-  ``{slot: array}``, where ``xp`` is ``numpy`` or ``cupy``; a kernel that only needs to compute
-  some of its outputs declares ``wants_outputs=True`` and is called as
-  ``f(xp, ins, attrs, outs)`` with ``outs`` the frozenset of output slots the op has;
+* its kernels, ``{"cpu": f, "gpu": f}``: pure array functions ``f(xp, ins, attrs, ctx)``
+  returning ``{slot: array}``, where ``xp`` is ``numpy`` or ``cupy`` and ``ctx`` is the
+  ``KernelContext`` the executor hands every kernel (the output slots the op has, the step,
+  this executor's rank among those running the op, a collective's communicator, whether the
+  kernel may update its in-place vars); attrs hold only what the program says;
 * ``grad``: a gradient maker ``(op: GradOpView) -> [OpSpec]`` that describes the backward ops
   (``append_backward`` only walks the graph and sums fan-in);
 * ``role``: ``forward``, ``backward``, ``optimize``, ``lr_sched``, ``init`` or ``comm``.
@@ -40,6 +41,41 @@ EMPTY_VAR = "@EMPTY@"
 ROUND_END = "_round_end"
 
 ROLES = ("forward", "backward", "optimize", "lr_sched", "init", "comm", "loss")
+
+
+class KernelContext:
+    """What a kernel may know of the run besides its inputs and attrs: one per op and
+    executor, made once per plan; the executor sets ``step`` before the kernel runs, and a
+    kernel only reads it.
+
+    Attributes:
+        outputs: the output slots the op has; a kernel may skip computing the others (a grad
+            op whose caller wants only some gradients).
+        rank: this executor's index among the executors that run the op (0 in one process);
+            a column shard's initializer offsets itself by it.
+        step: the step being run (a collective's messages carry it).
+        comm: a collective op's communicator (``allreduce``/``allgather``/``reducescatter``,
+            ``rank``, ``size``); None for any other op.
+        tag: what tells this op's collective messages from another op's (unique per op).
+        inplace: the kernel may write its in-place outputs (``OpDef.inplace``) into the
+            input arrays, because no other executor holds a reference to them.
+    """
+
+    __slots__ = ("outputs", "rank", "step", "comm", "tag", "inplace")
+
+    def __init__(self, outputs=frozenset(), rank: int = 0, step: int = 0, comm: Any = None,
+                 tag: str = "", inplace: bool = False) -> None:
+        self.outputs = frozenset(outputs)
+        self.rank = rank
+        self.step = step
+        self.comm = comm
+        self.tag = tag
+        self.inplace = inplace
+
+    def __repr__(self) -> str:
+        return (f"KernelContext(outputs={sorted(self.outputs)}, rank={self.rank}, step={self.step}, "
+                f"comm={type(self.comm).__name__ if self.comm is not None else None}, tag={self.tag!r}, "
+                f"inplace={self.inplace})")
 
 
 class Meta(NamedTuple):
