@@ -99,7 +99,7 @@ def test_unplaced_ops_are_run_by_everyone(plain):
 def test_json_document(placed):
     program, path = placed
     doc = json.loads(dump(path, "--format", "json"))
-    assert doc["format"] == "placegroup.tools.dump/1" and doc["schema_version"] == 1
+    assert doc["format"] == "placegroup.dump/1" and doc["schema_version"] == 1
     assert doc["executor"] == {"role": "trainer", "endpoint": "127.0.0.1:6170", "rank": None}
     assert doc["cluster"] is None
     assert doc["provenance"] == ["placement"] and doc["view"] is None

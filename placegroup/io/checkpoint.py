@@ -42,7 +42,7 @@ from placegroup.errors import ProgramError, SerializationError
 from placegroup.executor.scope import to_numpy
 from placegroup.ir.cluster import Cluster, ClusterSchema
 
-log = logging.getLogger("placegroup.io.checkpoint")
+log = logging.getLogger("placegroup.checkpoint")
 
 
 class CheckpointConfig(pydantic.BaseModel):

@@ -24,7 +24,7 @@ import pydantic
 from placegroup.io import var_files as _io
 from placegroup.errors import SerializationError
 
-log = logging.getLogger("placegroup.io.checkpoint")
+log = logging.getLogger("placegroup.checkpoint")
 FORMAT, VERSION, MANIFEST, STEP = "placegroup-checkpoint", 1, "manifest.json", "step-"
 
 

@@ -21,7 +21,7 @@ from placegroup.ir.place_group import ExecutorId, PlaceGroup
 from placegroup.ir.printer import format_op, format_var
 
 FORMATS = ("text", "json", "dot")
-JSON_FORMAT = "placegroup.tools.dump/1"
+JSON_FORMAT = "placegroup.dump/1"
 NO_PLACE = "-"
 
 
