@@ -46,7 +46,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 import placegroup as fluid  # noqa: E402
-from placegroup.ops.registry import EMPTY_VAR, get_op_def  # noqa: E402
+from placegroup.ops.registry import EMPTY_VAR, KernelContext, get_op_def  # noqa: E402
 
 LR = 0.01
 
@@ -139,14 +139,14 @@ def bare_kernels(program, vals: dict):
                     for s in opdef.inputs if op.inputs.get(s.name))
         outs = tuple((s.name, tuple(op.outputs[s.name]), s.duplicable)
                      for s in opdef.outputs if op.outputs.get(s.name))
-        want = frozenset(s for s, _, _ in outs) if opdef.wants_outputs else None
-        calls.append((opdef.kernels["cpu"], ins, outs, dict(op.attrs), want))
+        ctx = KernelContext(outputs=(s for s, _, _ in outs))
+        calls.append((opdef.kernels["cpu"], ins, outs, dict(op.attrs), ctx))
 
     def step():
-        for kernel, ins, outs, attrs, want in calls:
+        for kernel, ins, outs, attrs, ctx in calls:
             args = {slot: ([vals[n] for n in names] if dup else vals[names[0]])
                     for slot, names, dup in ins}
-            res = kernel(np, args, attrs) if want is None else kernel(np, args, attrs, want)
+            res = kernel(np, args, attrs, ctx)
             for slot, names, dup in outs:
                 if dup:
                     for n, v in zip(names, res[slot]):

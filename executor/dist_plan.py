@@ -46,7 +46,7 @@ class DistStep:
         self.pushes = pushes  # [(var, [peer names])]
         # NOTE(lean-loop) (executor/executor.py), distributed: most ops of a step read and write
         # only local values; run_step calls their kernels directly, skipping the others' checks
-        self.plain = (not self.remote and self.each is None and not pushes and step.comm is None
+        self.plain = (not self.remote and self.each is None and not pushes and step.ctx.comm is None
                       and not step.op.attrs.get(ROUND_END))
 
 
@@ -98,10 +98,9 @@ class DistPlan:
             pushes = [(n, sorted(consumers[n])) for n in op.output_arg_names
                       if last.get(n) == i and n in consumers]
             st = Step(i, op, xp)
-            if op.opdef.wants_rank:
-                st.attrs["_rank"] = runners[i].index(me)
-            if st.comm is not None:  # a collective: every member contributes its own instance
-                st.comm = [e.name for e in runners[i]]  # the group, in rank order; bound at run time
+            st.ctx.rank = runners[i].index(me)
+            if st.ctx.comm is not None:  # a collective: every member contributes its own instance
+                st.ctx.comm = [e.name for e in runners[i]]  # the group, in rank order; bound at run time
             self.steps.append(DistStep(st, remote, pushes))
         # values held here that others read before this program writes them: sent at start
         held = {n for n, v in block.vars.items() if me in cluster.matching(v.place)}
@@ -135,11 +134,11 @@ def expectations(plan: DistPlan, senders) -> Expectations:
         for r in ds.remote + ([ds.each] if ds.each is not None else []):
             for src in r.sources:
                 allow(r.var, src)
-        group = getattr(ds.step.comm, "members", ds.step.comm)  # a list until bound at run time
+        group = getattr(ds.step.ctx.comm, "members", ds.step.ctx.comm)  # a list until bound at run time
         if isinstance(group, (list, tuple)):
             for src in group:
                 if src != plan.me.name:
-                    exp.allow_collective(ds.step.attrs["_tag"], src)
+                    exp.allow_collective(ds.step.ctx.tag, src)
     if plan.me.role != ExecutorRole.PSERVER:
         for n, holders in plan.holders.items():
             if holders and plan.me not in holders:

@@ -302,13 +302,13 @@ class Runtime(Serving):
         st = ds.step
         if config.DEBUG:
             print(f"[{self.me} step {step}] run {format_op(st.op, st.index)}", file=sys.stderr)
-        if isinstance(st.comm, list):  # bind the op's group to this runtime once
+        if isinstance(st.ctx.comm, list):  # bind the op's group to this runtime once
             from placegroup.comm.collectives import RingCommunicator
 
-            st.comm = RingCommunicator(self.mailbox, st.comm, self.me.name, self.wait_timeout,
-                                       self._describe(ds, step))
-        if st.comm is not None:
-            st.attrs["_step"] = step
+            st.ctx.comm = RingCommunicator(self.mailbox, st.ctx.comm, self.me.name, self.wait_timeout,
+                                           self._describe(ds, step))
+        if st.ctx.comm is not None:
+            st.ctx.step = step
         try:
             ins = st.inputs(vals) if not gathered else {
                 **{s: ([vals[n] for n in names] if dup else vals[names[0]])

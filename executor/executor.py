@@ -22,7 +22,7 @@ import numpy as np
 from placegroup import config
 from placegroup.errors import OpError, ProgramError
 from placegroup.executor.scope import Scope, global_scope, to_numpy
-from placegroup.ops.registry import EMPTY_VAR
+from placegroup.ops.registry import EMPTY_VAR, KernelContext
 from placegroup.ir.printer import format_op
 
 
@@ -45,7 +45,7 @@ class LocalComm:
 class Step:
     """One op, resolved: ``run(vals)`` reads its inputs from ``vals`` and writes its outputs."""
 
-    __slots__ = ("index", "op", "kernel", "ins", "outs", "attrs", "xp", "want", "comm")
+    __slots__ = ("index", "op", "kernel", "ins", "outs", "attrs", "xp", "ctx")
 
     def __init__(self, index: int, op, xp) -> None:
         opdef = op.opdef
@@ -58,13 +58,11 @@ class Step:
         self.outs = tuple((s.name, tuple(op.outputs.get(s.name, ())), s.duplicable)
                           for s in opdef.outputs if op.outputs.get(s.name))
         self.attrs = dict(op.attrs)
-        self.want = frozenset(slot for slot, _, _ in self.outs) if opdef.wants_outputs else None
-        # a collective op's communicator: one member here; a distributed plan sets its group
-        self.comm = LocalComm() if getattr(opdef, "wants_comm", False) else None
-        if self.comm is not None:
-            self.attrs["_tag"] = f"op{index}"
-        if opdef.wants_rank:
-            self.attrs["_rank"] = 0  # one process; a distributed plan sets the real rank
+        # a collective op's communicator: one member here; a distributed plan sets its group and
+        # the real rank (0 in one process)
+        self.ctx = KernelContext(outputs=(slot for slot, _, _ in self.outs), rank=0, tag=f"op{index}",
+                                 comm=LocalComm() if getattr(opdef, "wants_comm", False) else None,
+                                 inplace=False)
 
     def inplace_vars(self) -> set[str]:
         """The vars this op replaces in place by its OpDef (ParamOut over Param, ...)."""
@@ -76,7 +74,7 @@ class Step:
         """Let the kernel write its in-place vars when none is in ``unsafe`` (NOTE(sparse-copy))."""
         mine = self.inplace_vars()
         if mine and not mine & unsafe:
-            self.attrs["_inplace"] = True
+            self.ctx.inplace = True
 
     def inputs(self, vals: dict) -> dict:
         ins = {}
@@ -86,12 +84,7 @@ class Step:
 
     def call(self, ins: dict, vals: dict) -> None:
         """Run the kernel on ``ins`` and write its outputs into ``vals``."""
-        if self.comm is not None:
-            outs = self.kernel(self.xp, ins, self.attrs, self.comm)
-        elif self.want is None:
-            outs = self.kernel(self.xp, ins, self.attrs)
-        else:
-            outs = self.kernel(self.xp, ins, self.attrs, self.want)
+        outs = self.kernel(self.xp, ins, self.attrs, self.ctx)
         for slot, names, dup in self.outs:
             value = outs[slot]
             if dup:

@@ -23,11 +23,11 @@ def _unary(name: str, fwd, dfwd, doc: str) -> None:
 
     @register(name, ins=("X",), outs=("Out",), infer=lambda ins, a: {"Out": ins["X"]},
               grad=grad_of(("X",), uses=(), outs=("Out",)))
-    def forward(xp, ins, a):
+    def forward(xp, ins, a, ctx):
         return {"Out": fwd(xp, ins["X"])}
 
     @register(name + "_grad", ins=("Out", "Out@GRAD"), outs=("X@GRAD",), role="backward")
-    def backward(xp, ins, a):
+    def backward(xp, ins, a, ctx):
         return {"X@GRAD": dfwd(xp, ins["Out"], ins["Out@GRAD"])}
 
     forward.__doc__ = doc
@@ -80,7 +80,7 @@ def _softmax_infer(ins, a):
 
 @register("softmax", ins=("X",), outs=("Out",), attrs={"axis": -1, "use_cudnn": False},
           infer=_softmax_infer, grad=grad_of(("X",), uses=(), outs=("Out",)))
-def softmax(xp, ins, a):
+def softmax(xp, ins, a, ctx):
     """Out = exp(X - max) / Σ exp(X - max) along ``axis`` (default the last)."""
     e = xp.exp(shifted_logits(xp, ins["X"], a["axis"]))
     return {"Out": e / reduce_axis(xp, xp.add, e, a["axis"])}
@@ -88,6 +88,6 @@ def softmax(xp, ins, a):
 
 @register("softmax_grad", ins=("Out", "Out@GRAD"), outs=("X@GRAD",),
           attrs={"axis": -1, "use_cudnn": False}, role="backward")
-def softmax_grad(xp, ins, a):
+def softmax_grad(xp, ins, a, ctx):
     o, g = ins["Out"], ins["Out@GRAD"]
     return {"X@GRAD": o * (g - reduce_axis(xp, xp.add, g * o, a["axis"]))}

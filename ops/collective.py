@@ -1,8 +1,8 @@
 """Collective ops over a group of executors: c_allreduce_sum, c_allreduce_max, c_allgather,
 c_reducescatter (issue #5), each with its gradient rule beside it (STYLE.md rule 4).
 
-Every member of the group runs the same op on its own ``X``; the op's kernel is called as
-``f(xp, ins, attrs, comm)`` (``wants_comm=True``) with the group's communicator::
+Every member of the group runs the same op on its own ``X``; the op (``wants_comm=True``) finds
+the group's communicator in its kernel context, ``ctx.comm``::
 
     comm.rank, comm.size
     comm.allreduce(x, op, tag, step)        # op "sum" | "max"
@@ -10,10 +10,9 @@ Every member of the group runs the same op on its own ``X``; the op's kernel is 
     comm.reducescatter(x, axis, tag, step)  # part `rank` of numpy.array_split(sum, size, axis)
 
 It takes and returns numpy arrays, so on a CUDA place the kernel copies X to the host and the
-result back. ``tag`` (``attrs["_tag"]``, unique per op of the program) and ``step``
-(``attrs["_step"]``) are set by the executor; they tell one collective's messages from
-another's. Outside a group the executor passes a one-member communicator, where every op is
-the identity.
+result back. ``tag`` (``ctx.tag``, unique per op of the program) and ``step`` (``ctx.step``)
+are set by the executor; they tell one collective's messages from another's. Outside a group
+the executor passes a one-member communicator, where every op is the identity.
 
 ``c_allgather`` and ``c_reducescatter`` change the size of dim ``axis``, which depends on the
 group size; the pass or layer that places them sets attr ``nranks`` for ``infer``, and the
@@ -59,8 +58,8 @@ def _host(xp, x):
     return x if xp is np else x.get()
 
 
-def _tag_step(attrs) -> tuple:
-    return attrs.get("_tag", "c"), attrs.get("_step", 0)
+def _tag_step(ctx) -> tuple:
+    return ctx.tag or "c", ctx.step
 
 
 def _back(xp, value, like):
@@ -141,52 +140,53 @@ def _reducescatter_grad(op):
 
 @register("c_allreduce_sum", ins=("X",), outs=("Out",), infer=same_as("X"), grad=_allreduce_sum_grad,
           role="comm", wants_comm=True)
-def c_allreduce_sum(xp, ins, attrs, comm):
+def c_allreduce_sum(xp, ins, attrs, ctx):
     """Out = the sum of every rank's X (same shape on every rank), on every rank."""
     x = ins["X"]
-    return {"Out": _back(xp, comm.allreduce(_host(xp, x), "sum", *_tag_step(attrs)), x)}
+    return {"Out": _back(xp, ctx.comm.allreduce(_host(xp, x), "sum", *_tag_step(ctx)), x)}
 
 
 @register("c_allreduce_max", ins=("X",), outs=("Out",), infer=same_as("X"), grad=_allreduce_max_grad,
           role="comm", wants_comm=True)
-def c_allreduce_max(xp, ins, attrs, comm):
+def c_allreduce_max(xp, ins, attrs, ctx):
     """Out = the elementwise max of every rank's X, on every rank (gradient: NOTE(allreduce-max-ties))."""
     x = ins["X"]
-    return {"Out": _back(xp, comm.allreduce(_host(xp, x), "max", *_tag_step(attrs)), x)}
+    return {"Out": _back(xp, ctx.comm.allreduce(_host(xp, x), "max", *_tag_step(ctx)), x)}
 
 
 @register("c_allreduce_max_grad", ins=("X", "Out", "Out@GRAD"), outs=("X@GRAD",), role="backward",
           wants_comm=True)
-def c_allreduce_max_grad(xp, ins, attrs, comm):
+def c_allreduce_max_grad(xp, ins, attrs, ctx):
     # X@GRAD = (X == Out) * allreduce_sum(Out@GRAD): NOTE(collective-grads), NOTE(allreduce-max-ties)
     x, g = ins["X"], ins["Out@GRAD"]
-    total = _back(xp, comm.allreduce(_host(xp, g), "sum", *_tag_step(attrs)), x)
+    total = _back(xp, ctx.comm.allreduce(_host(xp, g), "sum", *_tag_step(ctx)), x)
     return {"X@GRAD": xp.where(x == ins["Out"], total, xp.zeros_like(total))}
 
 
 @register("c_allgather", ins=("X",), outs=("Out",), attrs={"axis": 0, "nranks": 1}, infer=_gather_infer,
           grad=_allgather_grad, role="comm", wants_comm=True)
-def c_allgather(xp, ins, attrs, comm):
+def c_allgather(xp, ins, attrs, ctx):
     """Out = every rank's X joined along ``axis`` in rank order, on every rank (the parts may
     differ in size along ``axis``; the gradient needs them equal: NOTE(allgather-parts))."""
-    _check_group("c_allgather", attrs, comm)
+    _check_group("c_allgather", attrs, ctx.comm)
     x = ins["X"]
-    out = comm.allgather(_host(xp, x), attrs["axis"] % x.ndim, *_tag_step(attrs))
+    out = ctx.comm.allgather(_host(xp, x), attrs["axis"] % x.ndim, *_tag_step(ctx))
     return {"Out": _back(xp, out, x)}
 
 
 @register("c_reducescatter", ins=("X", Slot("Like", dispensable=True, no_grad=True)), outs=("Out",),
           attrs={"axis": 0, "nranks": 1}, infer=_scatter_infer, grad=_reducescatter_grad, role="comm",
           wants_comm=True)
-def c_reducescatter(xp, ins, attrs, comm):
+def c_reducescatter(xp, ins, attrs, ctx):
     """Out = part ``rank`` of ``numpy.array_split(sum of every rank's X, nranks, axis)``.
 
     ``Like`` (optional) is the X of the c_allgather whose gradient this is: Out must have its
     shape (NOTE(allgather-parts)).
     """
+    comm = ctx.comm
     _check_group("c_reducescatter", attrs, comm)
     x = ins["X"]
-    out = _back(xp, comm.reducescatter(_host(xp, x), attrs["axis"] % x.ndim, *_tag_step(attrs)), x)
+    out = _back(xp, comm.reducescatter(_host(xp, x), attrs["axis"] % x.ndim, *_tag_step(ctx)), x)
     like = ins.get("Like")
     if like is not None and tuple(out.shape) != tuple(like.shape):
         raise ValueError(f"c_reducescatter: rank {comm.rank}'s part of the summed gradient has shape "
@@ -209,9 +209,10 @@ def _split_grad(op):
 
 @register("c_split", ins=("X",), outs=("Out",), attrs={"axis": 0, "nranks": 1}, infer=_divide_infer("c_split"),
           grad=_split_grad, role="comm", wants_comm=True)
-def c_split(xp, ins, attrs, comm):
+def c_split(xp, ins, attrs, ctx):
     """Out = part ``comm.rank`` of X cut into ``comm.size`` equal parts along ``axis``: after an
     allgather of the batch, each member keeps its own rows (the model-parallel fc, seed 004)."""
+    comm = ctx.comm
     _check_group("c_split", attrs, comm)
     x = ins["X"]
     axis = attrs["axis"] % x.ndim
@@ -225,8 +226,9 @@ def c_split(xp, ins, attrs, comm):
 
 @register("c_split_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs={"axis": 0, "nranks": 1},
           role="backward", wants_comm=True)
-def c_split_grad(xp, ins, attrs, comm):
+def c_split_grad(xp, ins, attrs, ctx):
     """X@GRAD = zeros with this rank's part set to Out@GRAD."""
+    comm = ctx.comm
     x, g = ins["X"], ins["Out@GRAD"]
     axis = attrs["axis"] % x.ndim
     n = x.shape[axis] // comm.size

@@ -67,20 +67,20 @@ def _binary(name: str, fwd, dx, dy, uses=("X", "Y"), outs=()):
 
     @register(name, ins=("X", "Y"), outs=("Out",), attrs=attrs, infer=_infer,
               grad=grad_of(("X", "Y"), uses=uses, outs=outs))
-    def forward(xp, ins, a):
+    def forward(xp, ins, a, ctx):
         return {"Out": fwd(ins["X"], _align(ins["Y"], ins["X"].ndim, a["axis"]))}
 
     @register(name + "_grad", ins=("X", "Y", Slot("Out", dispensable=True), "Out@GRAD"),
               outs=(Slot("X@GRAD", dispensable=True), Slot("Y@GRAD", dispensable=True)),
-              attrs=attrs, role="backward", wants_outputs=True)
-    def backward(xp, ins, a, want):
+              attrs=attrs, role="backward")
+    def backward(xp, ins, a, ctx):
         x, y, dout = ins["X"], ins["Y"], ins["Out@GRAD"]
         ya = _align(y, x.ndim, a["axis"])
         out = ins.get("Out")
         res = {}
-        if "X@GRAD" in want:
+        if "X@GRAD" in ctx.outputs:
             res["X@GRAD"] = _unbroadcast(xp, dx(x, ya, out, dout), x.shape, x.shape).astype(x.dtype, copy=False)
-        if "Y@GRAD" in want:
+        if "Y@GRAD" in ctx.outputs:
             res["Y@GRAD"] = _unbroadcast(xp, dy(x, ya, out, dout), y.shape, ya.shape).astype(y.dtype, copy=False)
         return res
 

@@ -84,7 +84,7 @@ def _prefetched_positions(xp, w: SelectedRows, flat, pad: int):
 
 @register("lookup_table", ins=("W", Slot("Ids", no_grad=True)), outs=("Out",), attrs=_ATTRS,
           infer=_infer, grad=grad_of(("W",)))
-def lookup_table(xp, ins, a):
+def lookup_table(xp, ins, a, ctx):
     """Out[i] = W[Ids[i]], zeros where Ids[i] == padding_idx (NOTE(lookup-ids)); ``W`` may be
     a dense table or the prefetched rows of one (NOTE(lookup-prefetched))."""
     w, ids = ins["W"], ins["Ids"]
@@ -105,7 +105,7 @@ def lookup_table(xp, ins, a):
 
 @register("lookup_table_grad", ins=("W", "Ids", "Out@GRAD"),
           outs=(Slot("W@GRAD", sparse_if="is_sparse"),), attrs=_ATTRS, role="backward")
-def lookup_table_grad(xp, ins, a):
+def lookup_table_grad(xp, ins, a, ctx):
     """W@GRAD: a SelectedRows over the batch's ids with ``is_sparse``, else dense; repeated
     ids add up, padding ids give nothing (NOTE(lookup-sparse))."""
     w, ids, g = ins["W"], ins["Ids"], ins["Out@GRAD"]

@@ -24,21 +24,20 @@ def _sec_infer(ins, attrs):
 
 @register("square_error_cost", ins=("X", Slot("Y", no_grad=True)), outs=("Out",), infer=_sec_infer,
           grad=grad_of(("X", "Y")))
-def square_error_cost(xp, ins, a):
+def square_error_cost(xp, ins, a, ctx):
     """Out = (X - Y)², elementwise."""
     d = ins["X"] - ins["Y"]
     return {"Out": d * d}
 
 
 @register("square_error_cost_grad", ins=("X", "Y", "Out@GRAD"),
-          outs=(Slot("X@GRAD", dispensable=True), Slot("Y@GRAD", dispensable=True)), role="backward",
-          wants_outputs=True)
-def square_error_cost_grad(xp, ins, a, want):
+          outs=(Slot("X@GRAD", dispensable=True), Slot("Y@GRAD", dispensable=True)), role="backward")
+def square_error_cost_grad(xp, ins, a, ctx):
     g = 2 * (ins["X"] - ins["Y"]) * ins["Out@GRAD"]
     res = {}
-    if "X@GRAD" in want:
+    if "X@GRAD" in ctx.outputs:
         res["X@GRAD"] = g
-    if "Y@GRAD" in want:
+    if "Y@GRAD" in ctx.outputs:
         res["Y@GRAD"] = -g
     return res
 
@@ -88,7 +87,7 @@ _CE_ATTRS = {"soft_label": False, "ignore_index": -100}
 
 @register("cross_entropy", ins=("X", Slot("Label", no_grad=True)), outs=("Y",), attrs=_CE_ATTRS,
           infer=_ce_infer, grad=grad_of(("X",), out="Y"))
-def cross_entropy(xp, ins, a):
+def cross_entropy(xp, ins, a, ctx):
     """Y = -log(X[label]) per row (hard labels) or -Σ label·log(X) (soft); X holds
     probabilities over the last dim (NOTE(hard-labels), NOTE(tolerable-log))."""
     x, label = ins["X"], ins["Label"]
@@ -104,7 +103,7 @@ def cross_entropy(xp, ins, a):
 
 @register("cross_entropy_grad", ins=("X", "Label", "Y@GRAD"), outs=("X@GRAD",), attrs=_CE_ATTRS,
           role="backward")
-def cross_entropy_grad(xp, ins, a):
+def cross_entropy_grad(xp, ins, a, ctx):
     x, label, g = ins["X"], ins["Label"], ins["Y@GRAD"]
     if a["soft_label"]:
         return {"X@GRAD": -g * label / x}
@@ -132,7 +131,7 @@ _SWCE_ATTRS = {"soft_label": False, "ignore_index": -100, "numeric_stable_mode":
 @register("softmax_with_cross_entropy", ins=("Logits", Slot("Label", no_grad=True)),
           outs=("Softmax", "Loss"), attrs=_SWCE_ATTRS, infer=_swce_infer,
           grad=grad_of(("Logits",), uses=("Label",), out="Loss", outs=("Softmax",)))
-def softmax_with_cross_entropy(xp, ins, a):
+def softmax_with_cross_entropy(xp, ins, a, ctx):
     """Softmax = softmax(Logits) over the last dim; Loss = -log(Softmax[label]) per row.
 
     The loss is ``log Σ exp(s) - s[label]`` on the shifted logits ``s`` (NOTE(softmax-clip)), so
@@ -161,7 +160,7 @@ def _may_ignore(label, ignore_index: int) -> bool:
 
 @register("softmax_with_cross_entropy_grad", ins=("Label", "Softmax", "Loss@GRAD"),
           outs=("Logits@GRAD",), attrs=_SWCE_ATTRS, role="backward")
-def softmax_with_cross_entropy_grad(xp, ins, a):
+def softmax_with_cross_entropy_grad(xp, ins, a, ctx):
     # d Loss / d Logits = Softmax - onehot(label) (or - label, soft), times the row's dLoss.
     # The Softmax output's own gradient is not used, as in Fluid.
     p, label, g = ins["Softmax"], ins["Label"], ins["Loss@GRAD"]

@@ -62,7 +62,7 @@ def _check_piecewise(op, a):
 
 @register("piecewise_decay", ins=(_STEP,), outs=(_OUT,), attrs={"boundaries": [], "values": [0.0]},
           infer=_infer_for("piecewise_decay", _check_piecewise), role="lr_sched")
-def piecewise_decay(xp, ins, a):
+def piecewise_decay(xp, ins, a, ctx):
     """Out = values[i] for the first i with step < boundaries[i], else values[-1]."""
     i = 0
     if a["boundaries"]:  # how many boundaries the step has reached
@@ -75,21 +75,21 @@ _DECAY_ATTRS = {"learning_rate": 0.1, "decay_steps": 1, "decay_rate": 0.5, "stai
 
 @register("exponential_decay", ins=(_STEP,), outs=(_OUT,), attrs=dict(_DECAY_ATTRS),
           infer=_infer_for("exponential_decay", _decay_steps_positive), role="lr_sched")
-def exponential_decay(xp, ins, a):
+def exponential_decay(xp, ins, a, ctx):
     """Out = learning_rate * decay_rate ^ (step / decay_steps)  (floored if staircase)."""
     return {"Out": _out(xp, a["learning_rate"] * xp.power(float(a["decay_rate"]), _progress(xp, ins, a)))}
 
 
 @register("natural_exp_decay", ins=(_STEP,), outs=(_OUT,), attrs=dict(_DECAY_ATTRS),
           infer=_infer_for("natural_exp_decay", _decay_steps_positive), role="lr_sched")
-def natural_exp_decay(xp, ins, a):
+def natural_exp_decay(xp, ins, a, ctx):
     """Out = learning_rate * exp(-decay_rate * (step / decay_steps))  (floored if staircase)."""
     return {"Out": _out(xp, a["learning_rate"] * xp.exp(-float(a["decay_rate"]) * _progress(xp, ins, a)))}
 
 
 @register("inverse_time_decay", ins=(_STEP,), outs=(_OUT,), attrs=dict(_DECAY_ATTRS),
           infer=_infer_for("inverse_time_decay", _decay_steps_positive), role="lr_sched")
-def inverse_time_decay(xp, ins, a):
+def inverse_time_decay(xp, ins, a, ctx):
     """Out = learning_rate / (1 + decay_rate * (step / decay_steps))  (floored if staircase)."""
     return {"Out": _out(xp, a["learning_rate"] / (1.0 + float(a["decay_rate"]) * _progress(xp, ins, a)))}
 
@@ -98,7 +98,7 @@ def inverse_time_decay(xp, ins, a):
           attrs={"learning_rate": 0.1, "decay_steps": 1, "end_learning_rate": 1e-4, "power": 1.0,
                  "cycle": False},
           infer=_infer_for("polynomial_decay", _decay_steps_positive), role="lr_sched")
-def polynomial_decay(xp, ins, a):
+def polynomial_decay(xp, ins, a, ctx):
     """Out = (learning_rate - end) * (1 - step / decay_steps) ^ power + end, where step stops
     at decay_steps; with ``cycle`` decay_steps grows to decay_steps * ceil(step / decay_steps)
     (at least 1x) instead, so the decay restarts from a lower peak."""
@@ -114,7 +114,7 @@ def polynomial_decay(xp, ins, a):
 @register("cosine_decay", ins=(_STEP,), outs=(_OUT,),
           attrs={"learning_rate": 0.1, "step_each_epoch": 1, "epochs": 1},
           infer=_infer_for("cosine_decay"), role="lr_sched")
-def cosine_decay(xp, ins, a):
+def cosine_decay(xp, ins, a, ctx):
     """Out = learning_rate * (cos(epoch * pi / epochs) + 1) / 2, epoch = floor(step / step_each_epoch)."""
     epoch = xp.floor(_step(xp, ins) / float(a["step_each_epoch"]))
     return {"Out": _out(xp, a["learning_rate"] * 0.5 * (xp.cos(epoch * math.pi / float(a["epochs"])) + 1.0))}

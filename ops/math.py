@@ -24,7 +24,7 @@ def _mul_infer(ins, attrs):
 
 @register("mul", ins=("X", "Y"), outs=("Out",), attrs={"x_num_col_dims": 1, "y_num_col_dims": 1},
           infer=_mul_infer, grad=grad_of(("X", "Y")))
-def mul(xp, ins, a):
+def mul(xp, ins, a, ctx):
     """Out = flatten(X, x_num_col_dims) @ flatten(Y, y_num_col_dims), reshaped (Fluid's mul)."""
     x, y = ins["X"], ins["Y"]
     xn, yn = a["x_num_col_dims"], a["y_num_col_dims"]
@@ -34,29 +34,29 @@ def mul(xp, ins, a):
 
 @register("mul_grad", ins=("X", "Y", "Out@GRAD"),
           outs=(Slot("X@GRAD", dispensable=True), Slot("Y@GRAD", dispensable=True)),
-          attrs={"x_num_col_dims": 1, "y_num_col_dims": 1}, role="backward", wants_outputs=True)
-def mul_grad(xp, ins, a, want):
+          attrs={"x_num_col_dims": 1, "y_num_col_dims": 1}, role="backward")
+def mul_grad(xp, ins, a, ctx):
     x, y, g = ins["X"], ins["Y"], ins["Out@GRAD"]
     x2, y2 = x.reshape(_flat2d(x.shape, a["x_num_col_dims"])), y.reshape(_flat2d(y.shape, a["y_num_col_dims"]))
     g2 = g.reshape(x2.shape[0], y2.shape[1])
     res = {}
-    if "X@GRAD" in want:
+    if "X@GRAD" in ctx.outputs:
         res["X@GRAD"] = (g2 @ y2.T).reshape(x.shape)
-    if "Y@GRAD" in want:
+    if "Y@GRAD" in ctx.outputs:
         res["Y@GRAD"] = (x2.T @ g2).reshape(y.shape)
     return res
 
 
 @register("mean", ins=("X",), outs=("Out",), infer=lambda ins, a: {"Out": Meta((1,), ins["X"].dtype)},
           grad=grad_of(("X",)))
-def mean(xp, ins, a):
+def mean(xp, ins, a, ctx):
     """Out = mean of all elements of X, shape [1] (Fluid 1.x)."""
     x = ins["X"]
     return {"Out": x.mean(dtype=x.dtype).reshape(1)}
 
 
 @register("mean_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), role="backward")
-def mean_grad(xp, ins, a):
+def mean_grad(xp, ins, a, ctx):
     x, g = ins["X"], ins["Out@GRAD"]
     return {"X@GRAD": xp.full(x.shape, g.reshape(()) / x.size, dtype=x.dtype)}
 
@@ -83,7 +83,7 @@ def _sum_grad(op):
 
 
 @register("sum", ins=(Slot("X", duplicable=True),), outs=("Out",), infer=_sum_infer, grad=_sum_grad)
-def sum_(xp, ins, a):
+def sum_(xp, ins, a, ctx):
     """Out = X[0] + X[1] + ... (same shapes); SelectedRows inputs as NOTE(sum-sparse) says."""
     xs = ins["X"]
     sparse = [x for x in xs if is_selected_rows(x)]
@@ -153,7 +153,7 @@ def _as_mat(xp, v, trans: bool, is_x: bool):
 
 @register("matmul", ins=("X", "Y"), outs=("Out",), attrs=_MATMUL_ATTRS, infer=_matmul_infer,
           grad=grad_of(("X", "Y")))
-def matmul(xp, ins, a):
+def matmul(xp, ins, a, ctx):
     """Out = alpha · op(X) @ op(Y), op = transpose of the last two dims when asked
     (NOTE(matmul-rank))."""
     x, y = ins["X"], ins["Y"]
@@ -174,8 +174,8 @@ def _sum_to(xp, g, shape: tuple):
 
 @register("matmul_grad", ins=("X", "Y", "Out@GRAD"),
           outs=(Slot("X@GRAD", dispensable=True), Slot("Y@GRAD", dispensable=True)),
-          attrs=_MATMUL_ATTRS, role="backward", wants_outputs=True)
-def matmul_grad(xp, ins, a, want):
+          attrs=_MATMUL_ATTRS, role="backward")
+def matmul_grad(xp, ins, a, ctx):
     # With A = op(X), B = op(Y) and Out = alpha·A@B: dA = alpha·G@Bᵀ, dB = alpha·Aᵀ@G; dX is
     # dA (or dAᵀ when X was transposed), summed over the batch dims X was broadcast along.
     x, y, g = ins["X"], ins["Y"], ins["Out@GRAD"]
@@ -187,11 +187,11 @@ def matmul_grad(xp, ins, a, want):
     if a["alpha"] != 1.0:
         g = g * xp.asarray(a["alpha"], dtype=g.dtype)
     res = {}
-    if "X@GRAD" in want:
+    if "X@GRAD" in ctx.outputs:
         da = g @ xp.swapaxes(bm, -1, -2)
         da = xp.swapaxes(da, -1, -2) if tx else da
         res["X@GRAD"] = _sum_to(xp, da, _mat_shape(x.shape, False, True)).reshape(x.shape)
-    if "Y@GRAD" in want:
+    if "Y@GRAD" in ctx.outputs:
         db = xp.swapaxes(am, -1, -2) @ g
         db = xp.swapaxes(db, -1, -2) if ty else db
         res["Y@GRAD"] = _sum_to(xp, db, _mat_shape(y.shape, False, False)).reshape(y.shape)
@@ -213,7 +213,7 @@ def _scale_grad(op):
 @register("scale", ins=("X",), outs=("Out",),
           attrs={"scale": 1.0, "bias": 0.0, "bias_after_scale": True},
           infer=lambda ins, a: {"Out": ins["X"]}, grad=_scale_grad)
-def scale(xp, ins, a):
+def scale(xp, ins, a, ctx):
     """Out = scale·X + bias, or scale·(X + bias) when ``bias_after_scale`` is False.
 
     A SelectedRows X gives a SelectedRows with its values scaled (a gradient's 1/N); a bias
@@ -258,7 +258,7 @@ def _reduce_infer(ins, a):
 def _reduce(name: str, mean_: bool) -> None:
     @register(name, ins=("X",), outs=("Out",), attrs=_REDUCE_ATTRS, infer=_reduce_infer,
               grad=grad_of(("X",)))
-    def forward(xp, ins, a):
+    def forward(xp, ins, a, ctx):
         x = ins["X"]
         axes = _reduce_axes(x.ndim, a)
         out = x.mean(axis=axes, keepdims=a["keep_dim"]) if mean_ else x.sum(axis=axes, keepdims=a["keep_dim"])
@@ -266,7 +266,7 @@ def _reduce(name: str, mean_: bool) -> None:
 
     @register(name + "_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs=_REDUCE_ATTRS,
               role="backward")
-    def backward(xp, ins, a):
+    def backward(xp, ins, a, ctx):
         x, g = ins["X"], ins["Out@GRAD"]
         axes = _reduce_axes(x.ndim, a)
         g = g.reshape([1 if i in axes else d for i, d in enumerate(x.shape)])

@@ -19,7 +19,7 @@ def _topk_infer(ins, a):
 
 @register("top_k", ins=(Slot("X", no_grad=True),), outs=("Out", "Indices"), attrs={"k": 1},
           infer=_topk_infer)
-def top_k(xp, ins, a):
+def top_k(xp, ins, a, ctx):
     """Out, Indices = the k largest entries of each row of X (last dim), largest first; ties
     go to the lower index, as in Fluid."""
     x = ins["X"]
@@ -40,7 +40,7 @@ def _acc_infer(ins, a):
 @register("accuracy", ins=(Slot("Out", no_grad=True), Slot("Indices", no_grad=True),
                            Slot("Label", no_grad=True)),
           outs=("Accuracy", "Correct", "Total"), infer=_acc_infer)
-def accuracy(xp, ins, a):
+def accuracy(xp, ins, a, ctx):
     """Correct = rows whose Label is among their top-k Indices; Total = rows;
     Accuracy = Correct / Total (0 for an empty batch)."""
     idx, label = ins["Indices"], ins["Label"]

@@ -44,7 +44,7 @@ whole table (and each moment) before writing the touched rows: O(table) memory t
 O(rows) would do. The executor lifts that where it is safe: the OpDef's ``inplace`` pairs say
 ParamOut replaces Param, and when nothing else can still see the old value (the var is not
 pushed to another executor, whose zero-copy send may still be reading it; fetches and
-``numpy.array(tensor)`` hand out copies) it grants the op ``attrs["_inplace"] = True`` once per
+``numpy.array(tensor)`` hand out copies) it sets the op's ``KernelContext.inplace`` once per
 plan, and the row path writes the touched rows into the table itself.
 """
 from __future__ import annotations
@@ -139,7 +139,7 @@ def _update(xp, op: str, ins, rule, states: tuple = (), lazy: bool = False, inpl
 
 @register("sgd", ins=(_P, _G, _LR), outs=(_PO,), infer=_infer_for("sgd"), role="optimize",
           inplace={"ParamOut": "Param"})
-def sgd(xp, ins, a):
+def sgd(xp, ins, a, ctx):
     """ParamOut = Param - lr * Grad.
 
     A SelectedRows Grad updates only its rows (``p[rows] -= lr * g``), which is the dense
@@ -148,8 +148,8 @@ def sgd(xp, ins, a):
     p, g = ins["Param"], ins["Grad"]
     lr = _lr(ins, p.dtype)
     if is_selected_rows(g) and xp is numpy and g.values.dtype == p.dtype and p.flags.c_contiguous:
-        return {"ParamOut": _sgd_rows(p, g, lr, a.get("_inplace", False))}
-    (out,) = _update(xp, "sgd", ins, lambda p, g: [p - lr * g], lazy=True, inplace=a.get("_inplace", False))
+        return {"ParamOut": _sgd_rows(p, g, lr, ctx.inplace)}
+    (out,) = _update(xp, "sgd", ins, lambda p, g: [p - lr * g], lazy=True, inplace=ctx.inplace)
     return {"ParamOut": out}
 
 
@@ -173,7 +173,7 @@ _V, _VO = _moment("Velocity")
           attrs={"mu": 0.9, "use_nesterov": False, "lazy_mode": False},
           infer=_infer_for("momentum", ("Velocity",)),
           role="optimize", inplace={"ParamOut": "Param", "VelocityOut": "Velocity"})
-def momentum(xp, ins, a):
+def momentum(xp, ins, a, ctx):
     """VelocityOut = mu * Velocity + Grad;
     ParamOut = Param - lr * VelocityOut, or with ``use_nesterov``
     ParamOut = Param - (Grad + mu * VelocityOut) * lr.
@@ -188,7 +188,7 @@ def momentum(xp, ins, a):
         v = v * mu + g
         return [p - (g + v * mu) * lr if a["use_nesterov"] else p - lr * v, v]
 
-    out, v = _update(xp, "momentum", ins, rule, ("Velocity",), a["lazy_mode"], a.get("_inplace", False))
+    out, v = _update(xp, "momentum", ins, rule, ("Velocity",), a["lazy_mode"], ctx.inplace)
     return {"ParamOut": out, "VelocityOut": v}
 
 
@@ -204,7 +204,7 @@ _B2, _B2O = _scalar("Beta2Pow")
           role="optimize", inplace={"ParamOut": "Param", "Moment1Out": "Moment1",
                                     "Moment2Out": "Moment2", "Beta1PowOut": "Beta1Pow",
                                     "Beta2PowOut": "Beta2Pow"})
-def adam(xp, ins, a):
+def adam(xp, ins, a, ctx):
     """Adam with bias correction folded into the step size (Paddle's form):
 
     m1 = beta1*m1 + (1-beta1)*g;  m2 = beta2*m2 + (1-beta2)*g²;
@@ -231,7 +231,7 @@ def adam(xp, ins, a):
         m2 = b2 * m2 + (1 - b2) * g * g
         return [p - lr_t * (m1 / (xp.sqrt(m2) + eps_t)), m1, m2]
 
-    out, m1, m2 = _update(xp, "adam", ins, rule, ("Moment1", "Moment2"), a["lazy_mode"], a.get("_inplace", False))
+    out, m1, m2 = _update(xp, "adam", ins, rule, ("Moment1", "Moment2"), a["lazy_mode"], ctx.inplace)
     return {"ParamOut": out, "Moment1Out": m1, "Moment2Out": m2,
             "Beta1PowOut": ins["Beta1Pow"] * b1p.dtype.type(a["beta1"]),
             "Beta2PowOut": ins["Beta2Pow"] * b2p.dtype.type(a["beta2"])}
@@ -243,7 +243,7 @@ _M, _MO = _moment("Moment")
 @register("adagrad", ins=(_P, _G, _M, _LR), outs=(_PO, _MO), attrs={"epsilon": 1e-6, "lazy_mode": False},
           infer=_infer_for("adagrad", ("Moment",)), role="optimize",
           inplace={"ParamOut": "Param", "MomentOut": "Moment"})
-def adagrad(xp, ins, a):
+def adagrad(xp, ins, a, ctx):
     """MomentOut = Moment + Grad²;  ParamOut = Param - lr * Grad / (sqrt(MomentOut) + epsilon).
 
     A SelectedRows Grad updates only its rows, lazy or not: a zero gradient leaves a row's
@@ -256,7 +256,7 @@ def adagrad(xp, ins, a):
         m = m + g * g
         return [p - lr * g / (xp.sqrt(m) + eps), m]
 
-    out, m = _update(xp, "adagrad", ins, rule, ("Moment",), lazy=True, inplace=a.get("_inplace", False))
+    out, m = _update(xp, "adagrad", ins, rule, ("Moment",), lazy=True, inplace=ctx.inplace)
     return {"ParamOut": out, "MomentOut": m}
 
 
@@ -267,6 +267,6 @@ def adagrad(xp, ins, a):
 # gradient (NOTE(reg-placement) in placegroup/regularizer.py).
 @register("l1_decay_sign", ins=(Slot("X", no_grad=True),), outs=("Out",),
           infer=lambda ins, a: {"Out": ins["X"]}, role="backward")
-def l1_decay_sign(xp, ins, a):
+def l1_decay_sign(xp, ins, a, ctx):
     """Out = sign(X): -1, 0 or 1 elementwise, in X's dtype."""
     return {"Out": xp.sign(ins["X"])}

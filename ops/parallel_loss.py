@@ -57,9 +57,9 @@ def _grad(op):
 
 @register("parallel_softmax_with_cross_entropy", ins=("Logits", Slot("Label", no_grad=True)),
           outs=("Softmax", "Loss"), attrs=_ATTRS, infer=_infer, grad=_grad, role="comm", wants_comm=True)
-def parallel_softmax_with_cross_entropy(xp, ins, attrs, comm):
+def parallel_softmax_with_cross_entropy(xp, ins, attrs, ctx):
     x, label = ins["Logits"], ins["Label"]
-    tag, step = attrs.get("_tag", "c"), attrs.get("_step", 0)
+    comm, tag, step = ctx.comm, ctx.tag or "c", ctx.step
     host = (lambda v: v) if xp is np else (lambda v: v.get())
     m = xp.asarray(comm.allreduce(host(x.max(axis=1, keepdims=True)), "max", tag + "m", step))
     shifted = xp.maximum(x - m, SOFTMAX_CLIP)
@@ -74,10 +74,10 @@ def parallel_softmax_with_cross_entropy(xp, ins, attrs, comm):
 
 @register("parallel_softmax_with_cross_entropy_grad", ins=("Softmax", "Label", "Loss@GRAD"),
           outs=("Logits@GRAD",), attrs=_ATTRS, role="backward", wants_comm=True)
-def parallel_softmax_with_cross_entropy_grad(xp, ins, attrs, comm):
+def parallel_softmax_with_cross_entropy_grad(xp, ins, attrs, ctx):
     """Logits@GRAD = (Softmax - onehot) * (every member's Loss@GRAD summed): NOTE(parallel-ce-grad)."""
     sm, label, g = ins["Softmax"], ins["Label"], ins["Loss@GRAD"]
-    tag, step = attrs.get("_tag", "c"), attrs.get("_step", 0)
+    comm, tag, step = ctx.comm, ctx.tag or "c", ctx.step
     g = xp.asarray(comm.allreduce(g if xp is np else g.get(), "sum", tag + "g", step))
     col, mine, ignored = _local_labels(xp, label, sm.shape[1], comm.rank, attrs["ignore_index"])
     d = sm.copy()

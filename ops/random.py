@@ -66,8 +66,9 @@ def _infer(ins, a):
 CHUNK = 1 << 20  # elements generated at a time: a 10M-row table never needs 10x its size
 
 
-def _generate(xp, a, values) -> dict:
-    """Out, made ``CHUNK`` elements of rows at a time by ``values(idx) -> float64 array``."""
+def _generate(xp, a, rank: int, values) -> dict:
+    """Out, made ``CHUNK`` elements of rows at a time by ``values(idx) -> float64 array``;
+    ``rank``: this executor's index among those that run the op (``KernelContext.rank``)."""
     shape = tuple(int(d) for d in a["shape"])
     out = xp.empty(shape, dtype=a["dtype"])
     if not shape or out.size == 0:
@@ -77,7 +78,7 @@ def _generate(xp, a, values) -> dict:
     offs = tuple(int(o) for o in a["offsets"]) or (0,) * len(shape)
     if a["rank_axis"] >= 0:  # a model-parallel shard: the rank-th part along rank_axis
         ax = a["rank_axis"]
-        offs = offs[:ax] + (offs[ax] + a.get("_rank", 0) * shape[ax],) + offs[ax + 1:]
+        offs = offs[:ax] + (offs[ax] + rank * shape[ax],) + offs[ax + 1:]
     steps = tuple(int(st) for st in a["strides"]) or (1,) * len(shape)
     per_row = max(1, out.size // shape[0])
     rows = max(1, CHUNK // per_row)
@@ -89,16 +90,16 @@ def _generate(xp, a, values) -> dict:
 
 
 @register("uniform_random", ins=(), outs=("Out",), attrs={**_RAND_ATTRS, "min": -1.0, "max": 1.0},
-          infer=_infer, role="init", wants_rank=True)
-def uniform_random(xp, ins, a):
+          infer=_infer, role="init")
+def uniform_random(xp, ins, a, ctx):
     """Out ~ U[min, max), value at whole-var index i = f(seed, i)."""
     lo, span = a["min"], a["max"] - a["min"]
-    return _generate(xp, a, lambda idx: lo + span * uniform01(xp, a["seed"], idx))
+    return _generate(xp, a, ctx.rank, lambda idx: lo + span * uniform01(xp, a["seed"], idx))
 
 
 @register("gaussian_random", ins=(), outs=("Out",), attrs={**_RAND_ATTRS, "mean": 0.0, "std": 1.0},
-          infer=_infer, role="init", wants_rank=True)
-def gaussian_random(xp, ins, a):
+          infer=_infer, role="init")
+def gaussian_random(xp, ins, a, ctx):
     """Out ~ N(mean, std²) by Box-Muller on counters 2i and 2i+1."""
 
     def values(idx):
@@ -107,4 +108,4 @@ def gaussian_random(xp, ins, a):
         u2 = uniform01(xp, a["seed"], idx + np.uint64(1))
         return a["mean"] + a["std"] * xp.sqrt(-2.0 * xp.log1p(-u1)) * xp.cos(2.0 * np.pi * u2)
 
-    return _generate(xp, a, values)
+    return _generate(xp, a, ctx.rank, values)

@@ -22,7 +22,7 @@ Kernels import nothing from the framework, the executor or comm.
 Example::
 
     @register("relu", ins=("X",), outs=("Out",), infer=same_as("X"), grad=grad_of(("X",)))
-    def relu(xp, ins, attrs):
+    def relu(xp, ins, attrs, ctx):
         return {"Out": xp.maximum(ins["X"], 0)}
 """
 from __future__ import annotations
@@ -117,12 +117,8 @@ class OpDef:
     infer: Callable | None = None
     grad: Callable | None = None
     role: str = "forward"
-    wants_outputs: bool = False
-    # a collective: the kernel is called as f(xp, ins, attrs, comm) with the group's communicator
+    # a collective: the executor gives the kernel the group's communicator in ``ctx.comm``
     wants_comm: bool = False
-    # the kernel reads ``attrs["_rank"]``: this executor's index among those that run the op
-    # (0 in one process); a column shard's initializer offsets itself by it
-    wants_rank: bool = False
     # output slot -> input slot that it updates in place (ParamOut -> Param); the executor
     # and the version rule treat the pair as one loop-carried var.
     inplace: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -152,11 +148,11 @@ def _slots(spec: Sequence[str | Slot]) -> tuple[Slot, ...]:
 def register(type: str, *, ins: Sequence[str | Slot], outs: Sequence[str | Slot],
              attrs: Mapping[str, Any] | None = None, infer: Callable | None = None,
              grad: Callable | None = None, role: str = "forward", gpu: Callable | None = None,
-             wants_outputs: bool = False, inplace: Mapping[str, str] | None = None,
-             wants_comm: bool = False, wants_rank: bool = False):
+             inplace: Mapping[str, str] | None = None, wants_comm: bool = False):
     """Register the decorated function as the cpu kernel of op ``type``.
 
-    The same function serves cupy arrays on CUDA places unless ``gpu`` gives another.
+    Every kernel is called as ``f(xp, ins, attrs, ctx)`` (``ctx``: a ``KernelContext``). The
+    same function serves cupy arrays on CUDA places unless ``gpu`` gives another.
 
     Raises:
         ValueError: if ``type`` is registered twice or ``role`` is unknown.
@@ -170,8 +166,7 @@ def register(type: str, *, ins: Sequence[str | Slot], outs: Sequence[str | Slot]
         _REGISTRY[type] = OpDef(
             type=type, inputs=_slots(ins), outputs=_slots(outs), attrs=dict(attrs or {}),
             kernels={"cpu": fn, "gpu": gpu or fn}, infer=infer, grad=grad, role=role,
-            wants_outputs=wants_outputs, inplace=dict(inplace or {}), wants_comm=wants_comm, wants_rank=wants_rank,
-            doc=fn.__doc__ or "")
+            inplace=dict(inplace or {}), wants_comm=wants_comm, doc=fn.__doc__ or "")
         return fn
 
     return deco

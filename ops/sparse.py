@@ -69,7 +69,7 @@ def _split_ids_infer(ins, a):
 
 @register("split_ids", ins=(Slot("Ids", no_grad=True),), outs=(Slot("Out", duplicable=True),),
           attrs={"num_shards": 1, "height": 0, "table": ""}, infer=_split_ids_infer)
-def split_ids(xp, ins, a):
+def split_ids(xp, ins, a, ctx):
     """Out[k] = the sorted unique ids ``i`` of Ids with ``i % num_shards == k``, int64 [n_k, 1]
     (NOTE(row-shards)); a shard no id falls in gets [0, 1].
 
@@ -110,7 +110,7 @@ def _shard_lookup_infer(ins, a):
 
 @register("shard_lookup", ins=(Slot("Ids", no_grad=True), "W"), outs=("Out",), attrs=_SHARD_ATTRS,
           infer=_shard_lookup_infer)
-def shard_lookup(xp, ins, a):
+def shard_lookup(xp, ins, a, ctx):
     """The pserver side of a prefetch: Out = SelectedRows(rows=Ids, values=W[Ids // num_shards],
     height) where ``W`` is shard ``shard_index`` of the table (NOTE(row-shards)).
 
@@ -161,7 +161,7 @@ def concat_rows(xp, op: str, xs) -> SelectedRows:
 
 
 @register("merge_selected_rows", ins=(Slot("X", duplicable=True),), outs=("Out",), infer=_merge_infer)
-def merge_selected_rows(xp, ins, a):
+def merge_selected_rows(xp, ins, a, ctx):
     """Out = the sum of the SelectedRows X[0], X[1], ...: rows sorted unique, the values of a
     row listed more than once (in one input or across inputs) summed."""
     return {"Out": concat_rows(xp, "merge_selected_rows", ins["X"]).merged(xp)}
@@ -181,7 +181,7 @@ def _shard_sr_infer(ins, a):
 
 @register("shard_selected_rows", ins=("X",), outs=(Slot("Out", duplicable=True),),
           attrs={"num_shards": 1, "height": 0}, infer=_shard_sr_infer, role="backward")
-def shard_selected_rows(xp, ins, a):
+def shard_selected_rows(xp, ins, a, ctx):
     """Out[k] = the entries of X on shard k, rows made local (``row // num_shards``), height
     ``shard_rows(height, num_shards, k)`` (NOTE(row-shards)). Entries keep their order and
     repeats; the optimizer merges them. Its role is backward: it only reshapes a gradient.
@@ -217,7 +217,7 @@ def _split_sr_infer(ins, a):
 
 @register("split_selected_rows", ins=("X",), outs=(Slot("Out", duplicable=True),),
           attrs={"sections": [], "axis": 0}, infer=_split_sr_infer, role="backward")
-def split_selected_rows(xp, ins, a):
+def split_selected_rows(xp, ins, a, ctx):
     """Out[k] = the entries of X in the k-th block of consecutive rows (``sections``), rows made
     local to the block: the gradient of a sparse parameter sliced into row blocks (seed 000),
     as ``split`` is for a dense one.

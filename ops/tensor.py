@@ -11,21 +11,21 @@ from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, grad_o
 
 @register("fill_constant", ins=(), outs=("Out",), attrs={"shape": [1], "value": 0.0, "dtype": "float32"},
           infer=lambda ins, a: {"Out": Meta(tuple(a["shape"]), a["dtype"])}, role="init")
-def fill_constant(xp, ins, a):
+def fill_constant(xp, ins, a, ctx):
     """Out = a tensor of ``shape`` filled with ``value``."""
     return {"Out": xp.full(tuple(a["shape"]), a["value"], dtype=a["dtype"])}
 
 
 @register("increment", ins=(Slot("X", no_grad=True),), outs=("Out",), attrs={"step": 1.0},
           infer=lambda ins, a: {"Out": ins["X"]}, inplace={"Out": "X"})
-def increment(xp, ins, a):
+def increment(xp, ins, a, ctx):
     """Out = X + step (X has one element; used for step counters)."""
     x = ins["X"]
     return {"Out": x + xp.asarray(a["step"], dtype=x.dtype)}
 
 
 @register("fill_zeros_like", ins=(Slot("X", no_grad=True),), outs=("Out",), infer=lambda ins, a: {"Out": ins["X"]})
-def fill_zeros_like(xp, ins, a):
+def fill_zeros_like(xp, ins, a, ctx):
     """Out = zeros with X's shape and dtype."""
     return {"Out": xp.zeros_like(ins["X"])}
 
@@ -33,7 +33,7 @@ def fill_zeros_like(xp, ins, a):
 @register("assign", ins=("X",), outs=("Out",), infer=lambda ins, a: {"Out": ins["X"]},
           grad=lambda op: [OpSpec("assign", {"X": [op.outputs["Out"][0] + "@GRAD"]},
                                   {"Out": [op.grad_of(op.inputs["X"][0])]})])
-def assign(xp, ins, a):
+def assign(xp, ins, a, ctx):
     """Out = X (the value is shared, never mutated in place)."""
     return {"Out": ins["X"]}
 
@@ -41,7 +41,7 @@ def assign(xp, ins, a):
 @register("assign_value", ins=(), outs=("Out",),
           attrs={"shape": [1], "dtype": "float32", "values": []},
           infer=lambda ins, a: {"Out": Meta(tuple(a["shape"]), a["dtype"])}, role="init")
-def assign_value(xp, ins, a):
+def assign_value(xp, ins, a, ctx):
     """Out = the constant ``values`` (flat list) reshaped to ``shape``."""
     return {"Out": xp.asarray(a["values"], dtype=a["dtype"]).reshape(tuple(a["shape"]))}
 
@@ -75,14 +75,14 @@ def _concat_infer(ins, a):
 
 @register("concat", ins=(Slot("X", duplicable=True),), outs=("Out",), attrs={"axis": 0},
           infer=_concat_infer, grad=grad_of(("X",)))
-def concat(xp, ins, a):
+def concat(xp, ins, a, ctx):
     """Out = X[0], X[1], ... joined along ``axis`` (negative counts from the end)."""
     return {"Out": xp.concatenate(ins["X"], axis=a["axis"])}
 
 
 @register("concat_grad", ins=(Slot("X", duplicable=True), "Out@GRAD"),
           outs=(Slot("X@GRAD", duplicable=True, dispensable=True),), attrs={"axis": 0}, role="backward")
-def concat_grad(xp, ins, a):
+def concat_grad(xp, ins, a, ctx):
     xs, g = ins["X"], ins["Out@GRAD"]
     axis = a["axis"] % g.ndim
     bounds = [0]
@@ -129,7 +129,7 @@ def _split_grad(op):
 
 @register("split", ins=("X",), outs=(Slot("Out", duplicable=True),),
           attrs={"num": 0, "sections": [], "axis": 0}, infer=_split_infer, grad=_split_grad)
-def split(xp, ins, a):
+def split(xp, ins, a, ctx):
     """Out = X cut along ``axis`` into ``num`` equal parts or parts of ``sections`` sizes
     (one of them may be -1: the rest)."""
     x = ins["X"]
@@ -170,7 +170,7 @@ def _reshape_target(xshape, shape) -> list:
 @register("reshape", ins=("X",), outs=("Out",), attrs={"shape": []},
           infer=lambda ins, a: {"Out": Meta(tuple(_reshape_target(ins["X"].shape, a["shape"])), ins["X"].dtype)},
           grad=grad_of(("X",)))
-def reshape(xp, ins, a):
+def reshape(xp, ins, a, ctx):
     """Out = X with shape ``shape``: a 0 copies X's dim at that index, one -1 is inferred
     (Fluid's reshape2 semantics)."""
     x = ins["X"]
@@ -178,20 +178,20 @@ def reshape(xp, ins, a):
 
 
 @register("reshape_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs={"shape": []}, role="backward")
-def reshape_grad(xp, ins, a):
+def reshape_grad(xp, ins, a, ctx):
     return {"X@GRAD": ins["Out@GRAD"].reshape(ins["X"].shape)}
 
 
 @register("cast", ins=("X",), outs=("Out",), attrs={"out_dtype": "float32"},
           infer=lambda ins, a: {"Out": Meta(ins["X"].shape, np.dtype(a["out_dtype"]).name)},
           grad=grad_of(("X",)))
-def cast(xp, ins, a):
+def cast(xp, ins, a, ctx):
     """Out = X converted to ``out_dtype`` (a numpy dtype name)."""
     return {"Out": ins["X"].astype(a["out_dtype"], copy=False)}
 
 
 @register("cast_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs={"out_dtype": "float32"},
           role="backward")
-def cast_grad(xp, ins, a):
+def cast_grad(xp, ins, a, ctx):
     # Only X's dtype is read: the gradient goes back to it.
     return {"X@GRAD": ins["Out@GRAD"].astype(ins["X"].dtype, copy=False)}

@@ -24,7 +24,7 @@ import placegroup as fluid
 from placegroup.errors import ProgramError
 from placegroup.ir.framework import Program
 from placegroup.layers import collective as clayers
-from placegroup.ops.registry import GradOpView, get_op_def, registered_ops
+from placegroup.ops.registry import GradOpView, KernelContext, get_op_def, registered_ops
 
 KS = (1, 2, 3)
 
@@ -102,10 +102,12 @@ def run_ranks(k: int, fn) -> list:
 
 
 def run_op(op: str, ins: dict, attrs: dict, comm, tag: str = "fwd", xp=np, device: str = "cpu") -> dict:
-    """Run ``op``'s kernel on one rank as the executor does (defaults, ``_tag``, ``_step``)."""
+    """Run ``op``'s kernel on one rank as the executor does (defaults; ``comm``, ``tag`` and
+    ``step`` in its ``KernelContext``)."""
     opdef = get_op_def(op)
     assert opdef.wants_comm, f"{op} is not a collective"
-    return opdef.kernels[device](xp, ins, {**opdef.attrs, **attrs, "_tag": tag, "_step": 0}, comm)
+    ctx = KernelContext(outputs=(s.name for s in opdef.outputs), rank=comm.rank, step=0, comm=comm, tag=tag)
+    return opdef.kernels[device](xp, ins, {**opdef.attrs, **attrs}, ctx)
 
 
 def reference(op: str, attrs: dict, xs: list) -> list:
@@ -347,7 +349,7 @@ def test_executor_runs_collectives_and_their_gradients(k):
         exe = fluid.Executor(fluid.CPUPlace())
         if k > 1:  # a test-only group: the plan's one-member communicators swapped for ours
             for step in exe._plan(main).steps:
-                step.comm = comm if step.comm is not None else None
+                step.ctx.comm = comm if step.ctx.comm is not None else None
         return exe.run(main, feed={"x": xs[r], "w": ws[r]}, fetch_list=[whole, loss, "w@GRAD"],
                        scope=fluid.Scope())
 

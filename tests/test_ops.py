@@ -16,7 +16,7 @@ import pytest
 
 from placegroup.errors import ProgramError
 from placegroup.ir.framework import Program
-from placegroup.ops.registry import EMPTY_VAR, GradOpView, get_op_def, registered_ops
+from placegroup.ops.registry import EMPTY_VAR, GradOpView, KernelContext, get_op_def, registered_ops
 from tests.op_cases import CASES, OpCase, by_id, sample
 
 RTOL, ATOL = 1e-5, 1e-6
@@ -29,12 +29,9 @@ def _attrs(case: OpCase, extra=None) -> dict:
 
 
 def run_kernel(op: str, ins: dict, attrs: dict, xp=np, device: str = "cpu") -> dict:
-    """Run ``op``'s kernel as the executor does (``want`` = every output slot)."""
+    """Run ``op``'s kernel as the executor does (``ctx.outputs`` = every output slot)."""
     opdef = get_op_def(op)
-    kernel = opdef.kernels[device]
-    if opdef.wants_outputs:
-        return kernel(xp, ins, attrs, frozenset(s.name for s in opdef.outputs))
-    return kernel(xp, ins, attrs)
+    return opdef.kernels[device](xp, ins, attrs, KernelContext(outputs=(s.name for s in opdef.outputs)))
 
 
 def _names(slot: str, value) -> list[str]:
@@ -102,9 +99,7 @@ def _run_grad_ops(specs, scope: dict) -> dict:
         opdef = get_op_def(spec.type)
         ins = {s.name: ([scope[n] for n in op.input(s.name)] if s.duplicable else scope[op.input(s.name)[0]])
                for s in opdef.inputs if op.input(s.name)}
-        want = frozenset(s for s in op.outputs)
-        outs = opdef.kernels["cpu"](np, ins, op.attrs, want) if opdef.wants_outputs else \
-            opdef.kernels["cpu"](np, ins, op.attrs)
+        outs = opdef.kernels["cpu"](np, ins, op.attrs, KernelContext(outputs=op.outputs))
         for slot, names in op.outputs.items():
             for name, value in zip(names, _listed(outs[slot]), strict=True):
                 if name != EMPTY_VAR:

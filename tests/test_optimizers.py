@@ -22,7 +22,7 @@ import placegroup as fluid
 from placegroup.errors import ProgramError
 from placegroup.ir.framework import Program
 from placegroup.layers.learning_rate_scheduler import LR_DECAY_COUNTER
-from placegroup.ops.registry import get_op_def
+from placegroup.ops.registry import KernelContext, get_op_def
 from placegroup.regularizer import L1Decay, L2Decay, append_regularization_ops
 
 # -- numpy references: one update, (param, grad, lr, state, attrs) -> (param, state) ---------
@@ -94,7 +94,9 @@ def _inputs(case: OptCase, rng, dtype, shape=(3, 4)) -> dict:
 
 
 def _run(op, ins, attrs):
-    return get_op_def(op).kernels["cpu"](np, ins, {**get_op_def(op).attrs, **attrs})
+    opdef = get_op_def(op)
+    ctx = KernelContext(outputs=(s.name for s in opdef.outputs))
+    return opdef.kernels["cpu"](np, ins, {**opdef.attrs, **attrs}, ctx)
 
 
 @pytest.mark.parametrize("case", OPT_CASES, ids=OPT_IDS)

@@ -3,13 +3,13 @@ softmax_with_cross_entropy on the whole logits (ops/parallel_loss.py)."""
 import numpy as np
 import pytest
 
-from placegroup.ops.registry import get_op_def
+from placegroup.ops.registry import KernelContext, get_op_def
 from tests.test_collective_ops import run_op, run_ranks
 
 
 def _whole(x, label):
     ref = get_op_def("softmax_with_cross_entropy")
-    out = ref.kernels["cpu"](np, {"Logits": x, "Label": label}, dict(ref.attrs))
+    out = ref.kernels["cpu"](np, {"Logits": x, "Label": label}, dict(ref.attrs), KernelContext())
     grad = get_op_def("softmax_with_cross_entropy_grad")
     return out, grad
 
@@ -23,7 +23,7 @@ def test_loss_and_gradient_equal_the_whole_logits(k):
     label[3, 0] = -100  # ignored row: loss 0, no gradient
     dloss = rng.normal(size=(n, 1))
     ref = get_op_def("softmax_with_cross_entropy")
-    want = ref.kernels["cpu"](np, {"Logits": x, "Label": label}, dict(ref.attrs))
+    want = ref.kernels["cpu"](np, {"Logits": x, "Label": label}, dict(ref.attrs), KernelContext())
     # the gradient of sum(dloss * loss) w.r.t. the logits: (softmax - onehot) * dloss
     onehot = np.zeros_like(x)
     keep = label[:, 0] != -100

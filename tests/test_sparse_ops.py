@@ -18,14 +18,15 @@ import pytest
 
 from placegroup.errors import ProgramError
 from placegroup.ir.framework import Program
-from placegroup.ops.registry import get_op_def
+from placegroup.ops.registry import KernelContext, get_op_def
 from placegroup.values import SelectedRows, is_selected_rows
 from placegroup.ops.sparse import shard_rows
 
 
 def run(op, ins, **attrs):
     opdef = get_op_def(op)
-    return opdef.kernels["cpu"](np, ins, {**opdef.attrs, **attrs})
+    ctx = KernelContext(outputs=(s.name for s in opdef.outputs))
+    return opdef.kernels["cpu"](np, ins, {**opdef.attrs, **attrs}, ctx)
 
 
 def sr(rows, values, height):

@@ -34,7 +34,7 @@ from placegroup.transpiler.passes import Job, PassResult, updates
 # skips them (Runtime.run_step) and runs the rest: forward, backward and the sum. The
 # learning-rate ops (role lr_sched) are round-end ops too, so a schedule counts rounds, as it
 # does on pservers. Every trainer runs the same steps, so a collective's step tag
-# (``attrs["_step"]``, the step it runs at: r*m + m-1) is the same on every member. A
+# (``KernelContext.step``, the step it runs at: r*m + m-1) is the same on every member. A
 # model-parallel shard (updated on its trainer even with pservers) gets the same ops less the
 # allreduce. Why in the program and not in the runtime (as with pservers): the collective is
 # an op, which must run once per round, not per step, and the partial sum is then an ordinary
