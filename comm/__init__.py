@@ -1,5 +1,6 @@
 """Communication between executors (installed as ``placegroup.comm``).
 
-The ZeroMQ transport, framing, mailbox, heartbeats and collectives land with issue #3;
-docs/protocol.md describes the wire format first.
+Layers, each wrapping the one below (comm/base.py): a transport (``transport``: ZeroMQ;
+``loopback``: in one process), the ``session`` (hello, done, peer status), the ``mailbox``
+(values, fetches, errors, tickets) and the ``collectives``. docs/protocol.md is the wire format.
 """

@@ -3,9 +3,9 @@
 ``RingCommunicator`` is what a collective op's kernel receives as its communicator in a cluster
 (``executor/distributed.py`` binds one per op and group; ``executor.LocalComm`` is the
 one-member stand-in). Every member calls the same method with the same ``tag`` and ``step``;
-each message of that call is the mailbox key ``(f"{tag}@{phase}{r}", step, source)``, so calls
-with other tags or steps, before or after, never mix with it. docs/protocol.md, "Collectives",
-lists the phases.
+each value of that call is the mailbox key ``((tag, f"{phase}{r}"), step, source)``, and
+travels with its tag in a header field of its own, so calls with other tags or steps, before
+or after, never mix with it. docs/protocol.md, "Collectives", lists the phases.
 
 NOTE(ring): how a call moves its data.
   1. Every rank posts a *header* to every peer (phase ``h``): an empty array of the rank's dtype
@@ -229,7 +229,7 @@ class _Call:
         self.peers = [k for k in range(comm.size) if k != comm.rank]
 
     def post(self, dst: int, phase: str, r, value) -> None:
-        self.comm.mailbox.post(self.comm.members[dst], f"{self.tag}@{phase}{r}", self.step, value)
+        self.comm.mailbox.post(self.comm.members[dst], (self.tag, f"{phase}{r}"), self.step, value)
 
     def post_header(self, x: np.ndarray, data) -> None:
         """Phase h to every peer, with the direct data (one array, or a list by rank) if any;
@@ -242,7 +242,7 @@ class _Call:
 
     def recv(self, phase: str, r, srcs: Sequence[int]) -> list:
         mb, members = self.comm.mailbox, self.comm.members
-        keys = [(f"{self.tag}@{phase}{r}", self.step, members[k]) for k in srcs]
+        keys = [((self.tag, f"{phase}{r}"), self.step, members[k]) for k in srcs]
         mb.flush()
         try:
             vals = mb.wait(keys, self.comm.timeout, self._describe)
@@ -290,6 +290,7 @@ class _Call:
                 f"(rank {self.comm.rank} of {self.comm.size})")
 
     def _describe(self, missing) -> str:
+        missing = [(f"{tag}@{part}", version, src) for (tag, part), version, src in missing]  # for people
         var, _, src = missing[0]
         j = self.comm.members.index(src)
         what = f"{self.where()}, waiting for rank {j} ({src})"

@@ -20,7 +20,7 @@ Thread-safety: a table is built once per plan and then only read, by the mailbox
 from __future__ import annotations
 
 import dataclasses
-import re
+import string
 
 import numpy as np
 
@@ -29,8 +29,6 @@ from placegroup.values import SelectedRows
 
 MIN_MESSAGE = 256 << 20  # NOTE(max-message)
 MESSAGE_MARGIN = 2
-# a collective's wire var (docs/protocol.md, "Collectives"): <tag><suffix>@<phase><r>
-_COLLECTIVE = re.compile(r"^(.+?)[a-z]*@(?:h0|x0|(?:rs|ag)\d+\.\d+)$")
 
 UNEXPECTED, DTYPE, SHAPE = "unexpected", "dtype", "shape"
 
@@ -61,8 +59,13 @@ class Expectations:
         self.vars[(var, src)] = Expect(np.dtype(dtype), None if shape is None else tuple(shape), rows)
 
     def allow_collective(self, tag: str, src: str) -> None:
-        """``src`` is in the group of the collective op ``tag``: any of its wire vars (their
-        dtypes and shapes are the collective's to check, by its header phase)."""
+        """``src`` is in the group of the collective op ``tag``: any part of its calls (their
+        dtypes and shapes are the collective's to check, by its header phase).
+
+        NOTE(collective-tags): a kernel that runs several collectives for one op (the parallel
+        softmax loss) tags them with the op's tag and lowercase letters (``op7m``, ``op7s``);
+        op tags (``op<index>``) end in a digit, so ``check`` also looks up a tag without its
+        trailing letters."""
         self.tags.setdefault(src, set()).add(tag)
 
     def update(self, other: "Expectations") -> None:
@@ -74,12 +77,16 @@ class Expectations:
 
     def check(self, src: str, var: str, value) -> tuple[str, str] | None:
         """None if ``value`` of ``var`` from ``src`` is wanted, else ``(reason, detail)``;
-        reason is ``UNEXPECTED`` (no plan receives ``var`` from ``src``), ``DTYPE`` or ``SHAPE``."""
+        reason is ``UNEXPECTED`` (no plan receives ``var`` from ``src``), ``DTYPE`` or ``SHAPE``.
+        A ``var`` that is a ``(tag, part)`` pair is a part of a collective call: wanted when
+        ``src`` joins the collective ``tag`` with this executor (NOTE(collective-tags))."""
+        if type(var) is tuple:
+            tags = self.tags.get(src, ())
+            if var[0] in tags or var[0].rstrip(string.ascii_lowercase) in tags:
+                return None
+            return UNEXPECTED, f"{src} takes part in no collective {var[0][:80]!r} with this executor"
         exp = self.vars.get((var, src))
         if exp is None:
-            m = _COLLECTIVE.match(var)
-            if m is not None and m.group(1) in self.tags.get(src, ()):
-                return None
             return UNEXPECTED, f"{var!r} is not a var this executor receives from {src}"
         rows = isinstance(value, SelectedRows)
         data = np.asarray(value.values) if rows else value

@@ -6,6 +6,9 @@ arrays are numpy views of the received frames (no copy). Anything malformed rais
 ``FrameError`` and nothing else, whatever the bytes (tests/test_hostile.py fuzzes it); the
 caller drops it with a log line. What a well-formed message may carry is the receiver's
 business (comm/expect.py, docs/protocol.md "What is dropped").
+
+A value's ``var`` is a str, or for a part of a collective call a ``(tag, part)`` pair, which
+travels as a ``coll`` entry whose tag is a field of its own (docs/protocol.md, "Collectives").
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import numpy as np
 
 from placegroup.values import SelectedRows
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 KINDS = ("hello", "values", "done", "error", "fetch")
 MAX_HEADER = 64 * 1024
 MAX_DIMS = 32  # numpy 1.x's limit (2.x allows 64): a deeper shape is refused, not a numpy error
@@ -34,7 +37,7 @@ class Message:
     kind: str
     src: str
     step: int
-    vals: list = dataclasses.field(default_factory=list)  # [(var, version, array)]
+    vals: list = dataclasses.field(default_factory=list)  # [(var or (tag, part), version, array)]
     msg: str = ""
     digest: str = ""
 
@@ -47,7 +50,8 @@ def _buf(a: np.ndarray):
 def pack(kind: str, src: str, step: int, vals: Sequence[tuple] = (), msg: str = "",
          digest: str = "") -> list:
     """Frames of one message. ``vals``: ``(var, version, value)`` with numpy arrays or
-    ``SelectedRows``; device arrays must be copied to the host first."""
+    ``SelectedRows``; device arrays must be copied to the host first. A ``var`` that is a
+    ``(tag, part)`` pair is a collective's (a dense value)."""
     entries, frames = [], []
     for var, version, value in vals:
         if isinstance(value, SelectedRows):
@@ -56,7 +60,10 @@ def pack(kind: str, src: str, step: int, vals: Sequence[tuple] = (), msg: str = 
             frames += [_buf(np.asarray(value.rows, dtype=np.int64)), _buf(v)]
         else:
             v = np.asarray(value)
-            entries.append([var, int(version), v.dtype.str, list(v.shape), "dense"])
+            if type(var) is tuple:  # (tag, part) of a collective call
+                entries.append([var[1], int(version), v.dtype.str, list(v.shape), "coll", var[0]])
+            else:
+                entries.append([var, int(version), v.dtype.str, list(v.shape), "dense"])
             frames.append(_buf(v))
     head: dict[str, Any] = {"v": PROTOCOL_VERSION, "kind": kind, "src": src, "step": int(step)}
     if entries:
@@ -158,7 +165,8 @@ def unpack(frames: Sequence) -> Message:
         # type(x) is int, not isinstance: msgpack's true is no count (_int)
         n_e = len(e) if type(e) is list else 0
         rows_entry = n_e == 6 and e[4] == "rows" and type(e[5]) is int and e[5] >= 0
-        if not ((n_e == 5 and e[4] == "dense" or rows_entry) and type(e[0]) is str
+        coll_entry = n_e == 6 and e[4] == "coll" and type(e[5]) is str
+        if not ((n_e == 5 and e[4] == "dense" or rows_entry or coll_entry) and type(e[0]) is str
                 and type(e[1]) is int and type(e[2]) is str and type(e[3]) is list):
             raise FrameError(f"bad vals entry {_short(e)}")
         var, version, dts, shape, vkind = e[:5]
@@ -184,7 +192,7 @@ def unpack(frames: Sequence) -> Message:
             value = SelectedRows(rows, _view(frames[i + 1], dtype, tuple(shape)), e[5])
         else:
             value = _view(frames[i], dtype, tuple(shape))
-        out.vals.append((var, version, value))
+        out.vals.append(((e[5], var) if coll_entry else var, version, value))
         i += need
     if i != len(frames):
         raise FrameError(f"{len(frames) - i} unexpected extra frame(s)")

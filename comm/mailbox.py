@@ -1,9 +1,18 @@
 """The mailbox: values that arrived, by ``(var, version, source)``, and the ops that wait.
 
-It sits on a ``Transport`` (docs/protocol.md): ``post`` batches outgoing values per peer until
-``flush`` (a step's messages to one peer travel together, DESIGN.md §8); ``wait`` drains the
-sockets until the values an op needs are there, handling ``hello``/``done``/``error`` on the
-way. Malformed messages are dropped with a log line and never stop the executor.
+It sits on a ``Session`` (comm/session.py), which sits on a transport (comm/base.py): ``send``
+queues outgoing values per peer until ``flush`` (a step's messages to one peer travel together)
+and returns a ticket; ``wait`` drains the transport until the values an op needs are there.
+The session below says ``hello``, records ``done``, tells whether a peer is alive and drops
+strangers' and malformed messages; the mailbox takes ``values`` (checked against the plans'
+expectations, comm/expect.py), ``fetch`` and ``error``. Nothing it drops stops the executor.
+
+Example::
+
+    mb = Mailbox(open_transport("trainer:0", None, pservers, digest=d), step_of=lambda: step)
+    t = mb.send(ps0, "w@GRAD", 3, grad)   # a Ticket; it leaves at the next flush or wait
+    mb.wait(t)                            # it has left (flushed to the transport)
+    w, = mb.wait([("w", 3, ps0)], 60, describe)
 
 Thread-safety: one mailbox per executor thread.
 """
@@ -12,60 +21,112 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from placegroup.comm.framing import FrameError, pack, pack_fetch, unpack
-from placegroup.comm.transport import Transport
 from placegroup import config
-from placegroup.errors import CommTimeout, PeerLost, RemoteError
+from placegroup.comm.framing import pack, pack_fetch
+from placegroup.comm.session import Session
+from placegroup.errors import CommTimeout, RemoteError
 
-log = logging.getLogger("placegroup.comm")
 DEBUG = config.DEBUG  # >= 2: log every message
 EAGER_BYTES = 256 * 1024  # NOTE(eager-flush)
-LOST_GRACE = config.get("PLACEGROUP_LOST_GRACE")  # NOTE(peer-lost)
 
 
 class PeersDone(Exception):
     """Every source a wait depends on has said ``done``: a pserver stops serving."""
 
 
+class Ticket:
+    """What ``Mailbox.send`` returns: ``mailbox.wait(ticket)`` returns once the value has left
+    this mailbox for the transport (the ZeroMQ transport may still hold it in libzmq's queue;
+    a value for a peer that said ``done`` counts as left: nobody will read it)."""
+
+    __slots__ = ("peer", "seq")
+
+    def __init__(self, peer: str, seq: int) -> None:
+        self.peer, self.seq = peer, seq
+
+    def __repr__(self) -> str:
+        return f"Ticket({self.peer!r}, {self.seq})"
+
+
+def _keys(missing) -> str:
+    return f"waiting for {missing}"
+
+
 class Mailbox:
-    def __init__(self, transport: Transport, step_of=lambda: 0) -> None:
-        self.t = transport
+    """The values one executor sends and receives, over ``transport``.
+
+    Args:
+        transport: a ``comm.base.FrameTransport`` (``comm.transport.open_transport``); the
+            mailbox makes its ``Session``, which says ``hello`` at once.
+        step_of: the executor's current step, for message headers (``done`` says it too).
+
+    Attributes:
+        values: ``(var, version, source) -> value`` arrived and not taken yet.
+        done: the session's ``peer -> last step`` of the peers that said ``done``.
+        dropped: reason -> how many messages or values were dropped (docs/protocol.md).
+        on_fetch: ``on_fetch(peer, [(var, version)])`` when a peer asks for values, or None.
+        start_timeout, describe_peer: the session's (``Session.check``).
+    """
+
+    def __init__(self, transport, step_of: Callable[[], int] = lambda: 0) -> None:
+        self.session = Session(transport)
+        self.me = transport.me
         self.values: dict[tuple, Any] = {}
-        self.done: dict[str, int] = {}   # peer -> its last step
+        self.done = self.session.done
+        self.drops = self.session.drops
+        self.dropped = self.drops.counts
         self.outbox: dict[str, list] = {}
         self.pending_bytes = 0
-        self.step_of = step_of          # the executor's current step, for headers
-        # called with (peer, [(var, version)]) when a peer asks for values (kind "fetch")
+        self.step_of = step_of
         self.on_fetch = None
-        self.start_timeout = config.get("PLACEGROUP_START_TIMEOUT")
-        self.describe_peer = lambda peer: peer  # "trainer:1" -> who that is, for errors
         # NOTE(hostile-input): what arrives is checked against the plans' expectations
         self.expected = None            # comm.expect.Expectations once a plan is known; None: take all
         self.held: dict[tuple, Any] = {}  # values no plan expects yet (NOTE(expect-early))
         self.held_bytes = 0
-        self.dropped: dict[str, int] = {}   # reason -> how many messages or values were dropped
-        self._drop_log: dict[tuple, tuple] = {}  # (peer, reason) -> (last logged, dropped since)
+        self._seq = 0                   # tickets issued
+        self._left: dict[str, int] = {}  # peer -> the last ticket whose value has left
+
+    start_timeout = property(lambda self: self.session.start_timeout,
+                             lambda self, v: setattr(self.session, "start_timeout", v))
+    describe_peer = property(lambda self: self.session.describe_peer,
+                             lambda self, f: setattr(self.session, "describe_peer", f))
 
     # -- sending -------------------------------------------------------------------------------
-    def post(self, peer: str, var: str, version: int, value: Any) -> None:
+    def send(self, peer: str, var, version: int, value: Any) -> Ticket:
+        """Queue one value for ``peer``; it leaves at the next flush (or at once, past
+        EAGER_BYTES). ``post`` is the same method.
+
+        Args:
+            peer: the receiver's wire name.
+            var: the var's name, or ``(tag, part)`` for a part of a collective call.
+            version: the version the receiver files it under (the producing step; -1: startup).
+            value: a host numpy array or SelectedRows. Until the receiver has it, the caller
+                must not change it (large arrays leave without a copy).
+        Returns:
+            A ``Ticket``: ``wait(ticket)`` returns once the value has left.
+        """
         self.outbox.setdefault(peer, []).append((var, version, value))
+        self._seq += 1
+        ticket = Ticket(peer, self._seq)
         # NOTE(eager-flush): small values wait for the next flush so that a step's messages
         # to one peer travel together; a big one leaves now, so that libzmq's IO thread
         # sends it while this thread computes the next op (a gradient while backward goes on).
         self.pending_bytes += getattr(value, "nbytes", 0)
         if self.pending_bytes >= EAGER_BYTES:
             self.flush()
+        return ticket
+
+    post = send
 
     def flush(self) -> None:
+        """Send what waits in the outbox, one ``values`` message per peer."""
         if not self.outbox:
             return
         step = self.step_of()
         for peer, vals in self.outbox.items():
-            if DEBUG >= 2:
-                print(f"[{self.t.me}] -> {peer}: {[(v[0], v[1]) for v in vals]}", file=sys.stderr)
-            self._send(peer, pack("values", self.t.me, step, vals))
+            self._out(peer, vals, step)
         self.outbox.clear()
         self.pending_bytes = 0
 
@@ -73,95 +134,89 @@ class Mailbox:
         """Send what waits for ``peer`` only."""
         vals = self.outbox.pop(peer, None)
         if vals:
-            self._send(peer, pack("values", self.t.me, self.step_of(), vals))
+            self._out(peer, vals, self.step_of())
             self.pending_bytes = sum(getattr(v[2], "nbytes", 0) for vs in self.outbox.values() for v in vs)
 
-    def _send(self, peer: str, frames) -> None:
-        self.t.send(peer, frames)
+    def _out(self, peer: str, vals: list, step: int) -> None:
+        if DEBUG >= 2:
+            print(f"[{self.me}] -> {peer}: {[(v[0], v[1]) for v in vals]}", file=sys.stderr)
+        self.session.send(peer, pack("values", self.me, step, vals))
+        self._left[peer] = self._seq  # every ticket of peer so far was in what just left
 
     def request(self, peer: str, wanted: Sequence[tuple]) -> None:
         """Ask ``peer`` for ``[(var, version)]`` (a ``fetch``); the answer comes as values."""
-        self._send(peer, pack_fetch(self.t.me, self.step_of(), wanted))
+        self.session.send(peer, pack_fetch(self.me, self.step_of(), wanted))
 
     def broadcast(self, peers: Sequence[str], kind: str, msg: str = "") -> None:
-        """A control message (``done``, ``error``) to each peer, at once."""
+        """After what waits in the outbox, a control message to each of ``peers``: ``error``
+        (with ``msg``: this executor failed), or ``done`` (it ran its last step,
+        ``step_of()``; the session's ``say_done``).
+
+        Raises:
+            ValueError: ``kind`` is neither.
+        """
+        if kind not in ("done", "error"):
+            raise ValueError(f"broadcast: kind {kind!r} is not 'done' or 'error'")
         self.flush()
+        if kind == "done":
+            self.session.say_done(peers, self.step_of())
+            return
+        frames = pack("error", self.me, self.step_of(), msg=msg)
         for peer in peers:
-            self._send(peer, pack(kind, self.t.me, self.step_of(), msg=msg))
+            self.session.send(peer, frames)
 
     # -- receiving -----------------------------------------------------------------------------
     def _file(self, peer: str, frames) -> None:
         """File one received message (NOTE(hostile-input)): whatever it is, this never raises
         but ``RemoteError`` for a well-formed ``error`` from a peer this executor talks to."""
-        ex = self.expected
-        if ex is not None and peer not in ex.senders:  # before parsing anything a stranger sent
-            # strangers share one log key: random bytes on the port come with a new name each
-            self._drop("", "stranger", f"dropped {len(frames)} frame(s) from {_who(peer, True)}: not an "
-                                       f"executor this one is linked to")
-            return
-        try:
-            m = unpack(frames)
-        except FrameError as e:
-            self._drop(peer, "malformed", f"dropped a message from {_who(peer)}: {e}")
-            return
-        if DEBUG >= 2:
-            print(f"[{self.t.me}] <- {peer}: {m.kind} {[(v[0], v[1]) for v in m.vals]}", file=sys.stderr)
-        if m.src != peer:
-            self._drop(peer, "spoofed", f"dropped a {m.kind} from {_who(peer)} claiming to be {m.src[:80]!r}")
-            return
+        m = self.session.receive(peer, frames)
+        if m is not None:
+            self._take(peer, m)
+
+    def _take(self, peer: str, m) -> None:
+        """A ``values``, ``fetch`` or ``error`` message the session let through."""
         if m.kind == "values":
             for var, version, value in m.vals:
                 self._file_value(peer, var, version, value)
-        elif m.kind == "hello":
-            if m.digest != self.t.digest:
-                self._note(peer, "digest", logging.WARNING, f"{peer} runs another program (digest "
-                                                            f"{m.digest[:40]!r}, ours {self.t.digest})")
-                self._send(peer, pack("error", self.t.me, -1, msg=(
-                    f"{self.t.me} runs another program than {peer}: transpile the same model with "
-                    f"the same arguments in every process")))
-            if self.t.router is not None:
-                self.t.hello_from(peer)
         elif m.kind == "fetch":
             if self.on_fetch is None:
-                self._drop(peer, "fetch", f"dropped a fetch from {peer}: nothing here serves fetches")
+                self.drops.drop(peer, "fetch", f"dropped a fetch from {peer}: nothing here serves fetches")
             else:
                 self.on_fetch(peer, [(var, version) for var, version, _ in m.vals])
-        elif m.kind == "done":
-            self.done[peer] = m.step
-            self.t.gone.add(peer)
         elif m.kind == "error":
             raise RemoteError(f"{peer} failed: {m.msg}")
 
     # NOTE(hostile-input): a message is dropped, with a log line, when its sender is not an
     # executor this one is linked to (any kind: a stranger's `done` must not end a pserver's
     # serving), when it is malformed (framing.unpack), when its header names another sender
-    # than its connection, and a value when no plan receives that var from that sender or its
-    # dtype or shape is not the declared one. Nothing dropped reaches a kernel; the executor
-    # goes on. Log lines are rate-limited per (peer, reason), all strangers counting as one
-    # peer: one every LOG_EVERY seconds, with the count of those not logged. docs/protocol.md,
-    # "What is dropped".
-    LOG_EVERY = config.get("PLACEGROUP_DROP_LOG_EVERY")
-    LOG_KEYS = 256  # (peer, reason) log keys kept (without a plan, names are not checked)
+    # than its connection (these three in the session), and a value when no plan receives that
+    # var from that sender or its dtype or shape is not the declared one. Nothing dropped
+    # reaches a kernel; the executor goes on. Log lines are rate-limited (comm/drops.py).
+    # docs/protocol.md, "What is dropped".
     HOLD_BYTES, HOLD_COUNT = 256 << 20, 4096  # NOTE(expect-early)
 
     def expect(self, table) -> None:
         """Check what arrives against ``table`` (a ``comm.expect.Expectations``) from now on,
-        together with the tables given before (one per plan). Values held because no plan
-        expected them yet are filed again (NOTE(expect-early)).
+        together with the tables given before (one per plan): the session takes messages
+        only from its senders. Values held because no plan expected them yet are filed again
+        (NOTE(expect-early)).
 
         Example:
-            >>> mb.expect(dist_plan.expectations(plan, senders={"trainer:0"}))
+            >>> table = Expectations({"trainer:0"})  # the executor builds one per plan
+            >>> table.allow("w@GRAD", "trainer:0", "float32", (13, 1))
+            >>> mb.expect(table)
         """
         if self.expected is None:
             from placegroup.comm.expect import Expectations
 
             self.expected = Expectations()
         self.expected.update(table)
+        self.session.admit(self.expected.senders)
         held, self.held, self.held_bytes = self.held, {}, 0
         for (var, version, peer), value in held.items():
             self._file_value(peer, var, version, value)
 
-    def _file_value(self, peer: str, var: str, version: int, value: Any) -> None:
+    def _file_value(self, peer: str, var, version: int, value: Any) -> None:
         """NOTE(expect-early): expectations are the union of the plans registered so far, and a
         peer may already run a program this executor has not planned yet (it is still in the
         one before): a value no plan expects is held, up to HOLD_BYTES and HOLD_COUNT values,
@@ -177,52 +232,46 @@ class Mailbox:
         if reason == "unexpected" and room:
             self.held[(var, version, peer)] = value
             self.held_bytes += nbytes
-            self._note(peer, "held", logging.INFO, f"held a value from {peer}: {detail} (yet; it is filed "
-                                                   f"when a plan that expects it comes)")
+            self.drops.note(peer, "held", logging.INFO, f"held a value from {peer}: {detail} (yet; it is "
+                                                         f"filed when a plan that expects it comes)")
             return
-        self._drop(peer, reason, f"dropped a value from {peer}: {detail}")
-
-    def _drop(self, peer: str, reason: str, text: str) -> None:
-        """Count a dropped message (or value) under ``reason`` and log ``text``, rate-limited."""
-        self.dropped[reason] = self.dropped.get(reason, 0) + 1
-        self._note(peer, reason, logging.WARNING, text)
-
-    def _note(self, peer: str, reason: str, level: int, text: str) -> None:
-        """Log ``text`` unless a line for (peer, reason) went out less than LOG_EVERY s ago."""
-        key = (peer, reason)
-        if key not in self._drop_log and len(self._drop_log) >= self.LOG_KEYS:
-            key = ("*", reason)  # a flood of random identities must not grow this without bound
-        now = time.monotonic()
-        last, since = self._drop_log.get(key, (None, 0))
-        if last is not None and now - last < self.LOG_EVERY:
-            self._drop_log[key] = (last, since + 1)
-            return
-        self._drop_log[key] = (now, 0)
-        more = f" [{since} more like it ({reason}) in the last {now - last:.0f}s]" if since else ""
-        log.log(level, "%s: %s%s", self.t.me, text[:400], more)
+        self.drops.drop(peer, reason, f"dropped a value from {peer}: {detail}")
 
     def pump(self, timeout_ms: int) -> None:
-        for peer, frames in self.t.poll(timeout_ms):
-            self._file(peer, frames)
+        for peer, m in self.session.poll(timeout_ms):
+            self._take(peer, m)
 
     def pump_once(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for any message; True if one came."""
+        """Wait up to ``timeout`` seconds for any message; True if a value, fetch, error or
+        ``done`` came."""
         before = len(self.values) + len(self.done)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            n = self.t.poll(int(min(deadline - time.monotonic(), 1.0) * 1000) + 1)
-            for peer, frames in n:
-                self._file(peer, frames)
-            if n:
+            n = self.session.poll(int(min(deadline - time.monotonic(), 1.0) * 1000) + 1)
+            for peer, m in n:
+                self._take(peer, m)
+            if n or len(self.values) + len(self.done) > before:
                 return True
         return len(self.values) + len(self.done) > before
 
-    def wait(self, keys: Sequence[tuple], timeout: float | None, describe) -> list:
-        """The values for ``keys`` (``(var, version, source)``), draining sockets until all are
-        there. A source that said ``done`` before that version is skipped (its slot is None);
-        if every key's source is done, ``PeersDone``. The wait lasts while the sources are
-        alive (NOTE(peer-lost)): ``PeerLost`` when one is gone or never came; after ``timeout``
-        seconds (None: no limit), ``CommTimeout(describe(missing))``."""
+    def wait(self, keys, timeout: float | None = None, describe: Callable = _keys) -> list | None:
+        """The values for ``keys`` (``(var, version, source)``), draining the transport until
+        all are there; or, given a ``Ticket`` (or a list of them), return once its value has
+        left (it is sent now if it still waits in the outbox; returns None).
+
+        A source that said ``done`` before that version is skipped (its slot is None); if
+        every key's source is done, ``PeersDone``. The wait lasts while the sources are alive
+        (NOTE(peer-lost)): ``PeerLost`` when one is gone or never came; after ``timeout``
+        seconds (None: no limit), ``CommTimeout(describe(missing))``.
+
+        Example:
+            >>> w, b = mb.wait([("w", 3, ps0), ("b", 3, ps1)], 60, lambda missing: f"op #4 {missing}")
+        """
+        if isinstance(keys, Ticket) or (keys and isinstance(keys[0], Ticket)):
+            for t in [keys] if isinstance(keys, Ticket) else keys:
+                if self._left.get(t.peer, 0) < t.seq:
+                    self.flush_peer(t.peer)
+            return None
         self.flush()
         values = self.values
         deadline = None
@@ -235,10 +284,11 @@ class Mailbox:
                 return out
             deadline = self._wait_more(missing, deadline, timeout, describe)
 
-    def newest(self, var: str, src: str, min_version: int):
+    def newest(self, var: str, src: str, min_version: int, _pump: bool = True):
         """``(version, value)`` of the newest value of ``var`` from ``src`` of at least
-        ``min_version`` that has arrived (older ones dropped), or None; never waits."""
-        self.pump(0)
+        ``min_version`` that has arrived (older ones dropped: superseded), or None; never waits."""
+        if _pump:
+            self.pump(0)
         found = [k for k in self.values if k[0] == var and k[2] == src and k[1] >= min_version]
         if not found:
             return None
@@ -248,33 +298,27 @@ class Mailbox:
             del self.values[k]
         return best[1], value
 
-    def wait_newest(self, var: str, src: str, min_version: int, timeout: float, describe) -> tuple:
+    def wait_newest(self, var: str, src: str, min_version: int, timeout: float | None, describe) -> tuple:
         """``(version, value)``: the newest value of ``var`` from ``src`` of at least
         ``min_version`` (waiting for one if none has come); older ones are dropped."""
         self.flush()
         deadline = None
-        while True:
-            found = [k for k in self.values if k[0] == var and k[2] == src and k[1] >= min_version]
-            if found:
-                best = max(found, key=lambda k: k[1])
-                value = self.values.pop(best)
-                for k in [k for k in self.values if k[0] == var and k[2] == src and k[1] < best[1]]:
-                    del self.values[k]  # superseded
-                return best[1], value
+        while (hit := self.newest(var, src, min_version, _pump=False)) is None:
             deadline = self._wait_more([(var, min_version, src)], deadline, timeout, describe)
+        return hit
 
     def oldest(self, var: str, src: str):
         """The key of ``src``'s oldest pending value of ``var``, any version (async mode)."""
         found = [k for k in self.values if k[0] == var and k[2] == src]
         return min(found, key=lambda k: k[1]) if found else None
 
-    def wait_any(self, keys: Sequence[tuple], timeout: float, describe, any_version: bool = False,
+    def wait_any(self, keys: Sequence[tuple], timeout: float | None, describe, any_version: bool = False,
                  hold: float = 0.0) -> tuple:
         """``(key, value)`` of the first of ``keys`` to arrive (value None: its source is done,
         ``PeersDone`` when every one is). With ``any_version`` a key's version is ignored and
         each source's oldest value comes first. ``hold`` seconds: first wait that long without
         flushing, so values for a source still to be answered can travel with its answer
-        (NOTE(each-batching) in executor/serving.py). ``CommTimeout`` as ``wait``."""
+        (NOTE(each-batching) in the executor). ``CommTimeout`` as ``wait``."""
         held_until = time.monotonic() + hold if hold else None
         if held_until is None:
             self.flush()
@@ -302,58 +346,29 @@ class Mailbox:
 
     def _wait_more(self, missing, deadline: float | None, timeout: float | None, describe) -> float:
         """One more round of a wait for ``missing`` (keys): the wait fails as every wait does
-        (``CommTimeout`` past ``timeout``, ``PeerLost``), else the sockets are drained for up
+        (``CommTimeout`` past ``timeout``, ``PeerLost``), else the transport is drained for up
         to a second. Returns the deadline (set on the first round)."""
         if deadline is None:
             deadline = _deadline(timeout)
         left = deadline - time.monotonic()
         if left <= 0:
             raise CommTimeout(_timed_out(describe(missing), timeout))
-        self._check_lost(missing, describe)
+        self.session.check(missing, describe)
         self.pump(int(min(left, 1.0) * 1000) + 1)
         return deadline
 
     def check_peers(self, peers: Sequence[str], what: str) -> None:
         """``PeerLost`` if one of ``peers`` (not done) is gone or never came (NOTE(peer-lost));
         ``what``: what this executor was waiting for, for the message."""
-        self._check_lost([("", 0, p) for p in peers], lambda missing: what)
-
-    def _check_lost(self, missing, describe) -> None:
-        """NOTE(peer-lost): waiting is unbounded while the awaited peers are alive (a slow peer
-        is no failure; libzmq's heartbeats keep an idle connection up). A source whose
-        connection dropped (its process died, or it fell silent for the peer timeout) and did
-        not come back within LOST_GRACE seconds, or that never connected within
-        PLACEGROUP_START_TIMEOUT, will send nothing: fail now, naming it and what we wait for."""
-        for k in missing:
-            src = k[2]
-            state, since = self.t.status(src)
-            if state == "alive" or src in self.done:
-                continue
-            if state == "lost" and since > min(LOST_GRACE, self.t.peer_timeout):
-                raise PeerLost(f"peer {self.describe_peer(src)} is gone: its connection dropped {since:.1f}s ago "
-                               f"and did not come back (its process died, or it was silent for "
-                               f"PLACEGROUP_PEER_TIMEOUT={self.t.peer_timeout:g}s); " + describe([k]))
-            if state == "refused" and since > LOST_GRACE:  # libzmq retries: one refusal may be a race
-                raise PeerLost(f"peer {self.describe_peer(src)} refused this executor's CURVE handshake "
-                               f"{since:.1f}s ago: its server key or our client key is not the one it "
-                               f"expects (PLACEGROUP_KEYS, docs/security.md); " + describe([k]))
-            if state == "never" and since > self.start_timeout:
-                raise PeerLost(f"peer {self.describe_peer(src)} never came: no connection in {since:.0f}s "
-                               f"(PLACEGROUP_START_TIMEOUT={self.start_timeout:g}s; is it running?); "
-                               + describe([k]))
+        self.session.check([("", 0, p) for p in peers], lambda missing: what)
 
     def _gone_before(self, key: tuple) -> bool:
         last = self.done.get(key[2])
         return last is not None and key[1] > last
 
     def close(self, linger_ms: int | None = None) -> None:
-        self.t.close(linger_ms)
-
-
-def _who(peer: str, quote: bool = False) -> str:
-    """A peer's name for a log line: escaped unless printable (no forged lines), cut short."""
-    peer = peer if len(peer) <= 40 else peer[:37] + "..."
-    return repr(peer) if quote and peer.isprintable() else peer if peer.isprintable() else ascii(peer)
+        """Close the session and its transport; queued messages get ``linger_ms`` to leave."""
+        self.session.close(linger_ms)
 
 
 def _deadline(timeout: float | None) -> float:

@@ -1,27 +1,29 @@
-"""The ZeroMQ transport: one ROUTER to be reached on, one DEALER per peer we reach.
+"""The ZeroMQ transport: one ROUTER to be reached on, one DEALER per peer we reach; and
+``open_transport``, which picks it or the loopback one.
 
 It moves frame lists between named executors (docs/protocol.md, "Sockets" and "Names") and
-knows nothing of vars or versions. ``send(peer, frames)`` never blocks on the network
-(libzmq's own IO thread writes); ``poll(timeout)`` returns what arrived.
+reports connection events (comm/base.py, ``FrameTransport``); it knows nothing of vars,
+versions or message kinds. ``send(peer, frames)`` never blocks on the network (libzmq's own IO
+thread writes); ``poll(timeout)`` returns what arrived.
 
 NOTE(no-io-thread): there is no Python IO thread. The op that waits for a value drains the
-sockets itself (``Mailbox.wait`` -> ``poll``), so a message costs one wake-up on its way to
-the op (libzmq's IO thread -> the waiting thread), not two (DESIGN.md §8 counts them; the
-issue's "background IO thread" was the other option DESIGN.md allows). Heartbeats need no
-Python thread either: libzmq's IO thread sends and answers them (NOTE(heartbeats)).
+sockets itself (``Mailbox.wait`` -> ``Session.poll`` -> ``poll``), so a message costs one
+wake-up on its way to the op (libzmq's IO thread -> the waiting thread), not two (the other
+option, a background IO thread, costs one more per message). Heartbeats need no Python thread
+either: libzmq's IO thread sends and answers them (NOTE(heartbeats)).
 
-Thread-safety: a Transport belongs to the executor thread that made it.
+Thread-safety: a transport belongs to the executor thread that made it.
 """
 from __future__ import annotations
 
 import ipaddress
 import logging
-import time
 from typing import Sequence
 
 import zmq
 
-from placegroup.comm.framing import pack
+from placegroup.comm.base import CONNECTED, LOST, REFUSED
+from placegroup.comm.loopback import LoopbackNetwork
 
 log = logging.getLogger("placegroup.comm")
 
@@ -40,14 +42,42 @@ def bind_address(endpoint: str) -> str:
     return endpoint
 
 
-class Transport:
-    """Sockets of one executor.
+def open_transport(me: str, bind: str | None, connect: dict[str, str], *, digest: str,
+                   max_message: int = -1, peer_timeout: float = 60.0, security=None, network=None):
+    """The transport of executor ``me``: over ``network`` when it is a ``LoopbackNetwork``
+    (several executors in one process), else ZeroMQ over TCP.
+
+    Args:
+        me, bind, connect, digest, max_message, security, peer_timeout: as ``ZmqTransport``
+            (the loopback transport ignores ``max_message`` and ``security``).
+        network: a ``comm.loopback.LoopbackNetwork``, or None.
+    Returns:
+        A ``comm.base.FrameTransport``.
+    Raises:
+        TypeError: ``network`` is neither None nor a ``LoopbackNetwork``.
+        zmq.ZMQError: the endpoint cannot be bound (in use, not an address of this host).
+
+    Example:
+        >>> net = LoopbackNetwork()
+        >>> t = open_transport("trainer:0", None, {}, digest="d", network=net)
+        >>> t.close()
+    """
+    if isinstance(network, LoopbackNetwork):
+        return network.transport(me, bind, connect, digest=digest, peer_timeout=peer_timeout)
+    if network is not None:
+        raise TypeError(f"open_transport: network must be a LoopbackNetwork or None, not {type(network).__name__}")
+    return ZmqTransport(me, bind, connect, digest, max_message=max_message, security=security,
+                        peer_timeout=peer_timeout)
+
+
+class ZmqTransport:
+    """Sockets of one executor (a ``comm.base.FrameTransport``).
 
     Args:
         me: this executor's name on the wire (``trainer:0``, ``pserver@ip:port``).
         bind: the ``ip:port`` to bind a ROUTER on, or None (a trainer that only connects).
         connect: peer name -> ``ip:port`` for each peer this executor connects to.
-        digest: the program digest sent in ``hello`` (every executor runs one program).
+        digest: the program digest, kept for the session's ``hello``.
         max_message: the largest message a socket accepts, in bytes (ZMQ_MAXMSGSIZE).
         security: sets up CURVE on each socket (``comm/security.py``), or None: plain TCP.
         peer_timeout: seconds of silence after which libzmq drops a connection (heartbeats).
@@ -60,6 +90,8 @@ class Transport:
         self.max_message = max_message
         self.security = security
         self.peer_timeout = peer_timeout
+        self.dials = tuple(connect)
+        self.on_event = None
         self.ctx = zmq.Context(io_threads=1)
         if security is not None:
             security.start(self.ctx)
@@ -67,17 +99,14 @@ class Transport:
         self.router = None
         self.dealers: dict[str, zmq.Socket] = {}
         self.socket_peer: dict[zmq.Socket, str] = {}
-        self.known: set[str] = set()      # ROUTER peers that said hello
-        self.pending: dict[str, list] = {}  # frames for ROUTER peers not yet known
-        self.gone: set[str] = set()       # peers that said done: nothing more is sent to them
-        self.lost: dict[str, float] = {}  # peer -> when its connection dropped (NOTE(peer-lost))
-        self.came: set[str] = set()       # peers we have had a connection with
+        self.known: set[str] = set()      # ROUTER peers that connected: they can be addressed
+        self.pending: dict[str, list] = {}  # frames for ROUTER peers not connected yet
+        self.unreachable: set[str] = set()  # ROUTER peers whose connection went for good
         self.address: dict[str, str] = {}  # ROUTER peer -> its IP (for error messages)
         self.fd_peer: dict[int, str] = {}  # ROUTER connection (file descriptor) -> peer
         self.members: set[str] | None = None  # the peers worth tracking (None: any name)
-        self.refused: dict[str, float] = {}  # DEALER peer -> when it refused our handshake
         self.monitors: dict = {}          # monitor socket -> peer (None: the ROUTER's)
-        self.started = time.monotonic()
+        self.down: set[str] = set()       # peers whose connection dropped or was refused
         self.bytes_sent = 0               # payload bytes handed to sockets (bench/ reads them)
         self.bytes_received = 0
         if bind is not None:
@@ -95,7 +124,6 @@ class Transport:
             self.poller.register(s, zmq.POLLIN)
             self._monitor(s, peer, zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
                           | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
-            s.send_multipart(pack("hello", me, -1, digest=digest), copy=False)
 
     def _monitor(self, s: zmq.Socket, peer: str | None, events: int) -> None:
         mon = s.get_monitor_socket(events)
@@ -119,9 +147,7 @@ class Transport:
         return s
 
     def send(self, peer: str, frames: Sequence) -> None:
-        """Queue ``frames`` for ``peer`` (held back until a ROUTER peer has said hello)."""
-        if peer in self.gone:
-            return
+        """Queue ``frames`` for ``peer`` (held back until a ROUTER peer has connected)."""
         nbytes = sum(memoryview(f).nbytes for f in frames)
         self.bytes_sent += nbytes
         # NOTE(zero-copy): pyzmq releases a zero-copy frame's buffer through its garbage
@@ -134,16 +160,11 @@ class Transport:
             try:
                 self.router.send_multipart([peer.encode(), *frames], copy=copy)
             except zmq.ZMQError as e:  # EHOSTUNREACH (ROUTER_MANDATORY): the peer left
-                log.warning("%s: %s is gone (%s); dropping what was sent to it", self.me, peer, e)
-                self.gone.add(peer)
-        else:
+                log.warning("%s: %s is gone (%s); dropping what is sent to it", self.me, peer, e)
+                self.known.discard(peer)
+                self.unreachable.add(peer)
+        elif peer not in self.unreachable:
             self.pending.setdefault(peer, []).append(frames)
-
-    def hello_from(self, peer: str) -> None:
-        """``peer`` connected to our ROUTER: it can be addressed now."""
-        self.known.add(peer)
-        for frames in self.pending.pop(peer, []):
-            self.send(peer, frames)
 
     def poll(self, timeout_ms: int) -> list[tuple[str, list]]:
         """Messages that arrived within ``timeout_ms``: ``[(peer, frames)]`` (may be empty)."""
@@ -178,12 +199,20 @@ class Transport:
         return out
 
     def _arrived(self, peer: str, fd: int, address: str) -> None:
+        """A (new) connection of ``peer`` to our ROUTER: it can be addressed now."""
         for old in [f for f, p in self.fd_peer.items() if p == peer]:
             del self.fd_peer[old]
         self.fd_peer[fd] = peer
         self.address[peer] = address
-        self.came.add(peer)
-        self.lost.pop(peer, None)
+        self.known.add(peer)
+        self.unreachable.discard(peer)
+        for frames in self.pending.pop(peer, []):
+            self.send(peer, frames)
+        self._report(peer, CONNECTED)
+
+    def _report(self, peer: str, event: str) -> None:
+        if self.on_event is not None:
+            self.on_event(peer, event)
 
     def _watch(self, mon) -> None:
         """NOTE(peer-lost): every connection is watched. A connection drops when the peer's
@@ -203,31 +232,18 @@ class Transport:
                 peer = self.fd_peer.pop(int(event["value"]), None)
                 if peer is None:
                     continue  # a connection that never said who it was (a port scanner, say)
-            if event["event"] == zmq.EVENT_DISCONNECTED:
-                self.lost.setdefault(peer, time.monotonic())
-            elif event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:  # the peer is there (again)
-                self.came.add(peer)
-                self.lost.pop(peer, None)
-                self.refused.pop(peer, None)
-            else:  # the peer refused our CURVE key (or spoke another protocol): it never will
-                self.refused.setdefault(peer, time.monotonic())
-
-    def status(self, peer: str) -> tuple[str, float]:
-        """``("alive", 0)``, ``("lost", seconds since its connection dropped)``,
-        ``("refused", seconds since it refused our handshake)`` (docs/security.md) or
-        ``("never", seconds since this transport started)`` for a peer that never connected."""
-        now = time.monotonic()
-        if peer in self.refused:
-            return "refused", now - self.refused[peer]
-        if peer in self.lost:
-            return "lost", now - self.lost[peer]
-        if peer not in self.came:
-            return "never", now - self.started
-        return "alive", 0.0
+            if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.down.discard(peer)
+                self._report(peer, CONNECTED)
+                continue
+            self.down.add(peer)  # dropped; or it refused our CURVE key (or spoke another protocol)
+            self._report(peer, LOST if event["event"] == zmq.EVENT_DISCONNECTED else REFUSED)
 
     def close(self, linger_ms: int | None = None) -> None:
         """Close the sockets; what is still queued gets ``linger_ms`` (default LINGER_MS) to
-        leave, none for a lost peer."""
+        leave, none for a peer whose connection is down. Idempotent."""
+        if self.ctx.closed:
+            return
         for s in list(self.dealers.values()) + ([self.router] if self.router is not None else []):
             s.disable_monitor()
         if self.security is not None:
@@ -235,7 +251,10 @@ class Transport:
         for mon in self.monitors:
             mon.close(0)
         for peer, s in self.dealers.items():  # what waits for a lost peer will never leave
-            s.close(0 if peer in self.lost or peer in self.refused else linger_ms)
+            s.close(0 if peer in self.down else linger_ms)
         if self.router is not None:
             self.router.close(linger_ms)
         self.ctx.term()
+
+
+Transport = ZmqTransport  # the name the executor and the tests import

@@ -5,7 +5,7 @@ import pytest
 import zmq
 from hypothesis import given, settings, strategies as st
 
-from placegroup.comm.framing import FrameError, pack, unpack
+from placegroup.comm.framing import PROTOCOL_VERSION as V, FrameError, pack, unpack
 from placegroup.values import SelectedRows
 
 
@@ -37,6 +37,15 @@ def test_selected_rows_and_scalars():
     assert m.vals[1][2].shape == () and m.vals[1][2] == np.float32(0.5)
 
 
+def test_a_collective_part_carries_its_tag_in_a_field_of_its_own():
+    frames = pack("values", "trainer:0", 3, [(("op7m", "rs0.1"), 3, np.ones(2, np.float32)),
+                                             ("w", 3, np.zeros(1))])
+    assert msgpack.unpackb(frames[0])["vals"][0] == ["rs0.1", 3, "<f4", [2], "coll", "op7m"]
+    m = unpack(frames)
+    assert [(v[0], v[1]) for v in m.vals] == [(("op7m", "rs0.1"), 3), ("w", 3)]
+    np.testing.assert_array_equal(m.vals[0][2], np.ones(2, np.float32))
+
+
 def test_zero_copy_over_a_real_socket():
     ctx = zmq.Context.instance()
     a, b = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
@@ -59,16 +68,18 @@ def test_zero_copy_over_a_real_socket():
     ([], "empty message"),
     ([b"\xc1"], "not msgpack"),
     ([msgpack.packb([1, 2])], "not a map"),
-    ([msgpack.packb({"v": 2, "kind": "done", "src": "a", "step": 0})], "protocol version 2"),
-    ([msgpack.packb({"v": 1, "kind": "shout", "src": "a", "step": 0})], "bad kind"),
-    ([msgpack.packb({"v": 1, "kind": "values", "src": "a", "step": 0,
+    ([msgpack.packb({"v": V + 1, "kind": "done", "src": "a", "step": 0})], f"protocol version {V + 1}"),
+    ([msgpack.packb({"v": V, "kind": "shout", "src": "a", "step": 0})], "bad kind"),
+    ([msgpack.packb({"v": V, "kind": "values", "src": "a", "step": 0,
                      "vals": [["w", 0, "|O", [1], "dense"]]}), b"12345678"], "not allowed"),
-    ([msgpack.packb({"v": 1, "kind": "values", "src": "a", "step": 0,
+    ([msgpack.packb({"v": V, "kind": "values", "src": "a", "step": 0,
                      "vals": [["w", 0, "<f4", [2], "dense"]]}), b"1234"], "does not hold"),
-    ([msgpack.packb({"v": 1, "kind": "values", "src": "a", "step": 0,
+    ([msgpack.packb({"v": V, "kind": "values", "src": "a", "step": 0,
                      "vals": [["w", 0, "<f4", [1], "dense"]]})], "missing frames"),
-    ([msgpack.packb({"v": 1, "kind": "done", "src": "a", "step": 0}), b"x"], "extra frame"),
-    ([msgpack.packb({"v": 1, "kind": "values", "src": "a", "step": 0,
+    ([msgpack.packb({"v": V, "kind": "done", "src": "a", "step": 0}), b"x"], "extra frame"),
+    ([msgpack.packb({"v": V, "kind": "values", "src": "a", "step": 0,
+                     "vals": [["h0", 0, "<f4", [1], "coll", 7]]}), b"1234"], "bad vals entry"),
+    ([msgpack.packb({"v": V, "kind": "values", "src": "a", "step": 0,
                      "vals": [["w", 0, "<f4", [-1], "dense"]]}), b""], "not allowed"),
     ([b"\x00" * (70 * 1024)], "exceeds"),
 ])

@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import placegroup as fluid
 from placegroup.comm.expect import MIN_MESSAGE, Expectations, message_limit
-from placegroup.comm.framing import FrameError, pack, unpack
+from placegroup.comm.drops import DropLog
+from placegroup.comm.framing import PROTOCOL_VERSION, FrameError, pack, unpack
 from placegroup.comm.mailbox import Mailbox
 from placegroup.comm.transport import Transport
 from placegroup.errors import RemoteError
@@ -37,17 +38,20 @@ STRANGERS = ("rogue", "trainer:9", "pserver@127.0.0.1:2", "", "evil\nWARNING for
 
 
 class FakeTransport:
-    """What ``Mailbox._file`` uses of a Transport, recording what it is asked to do."""
-    me, digest, router = "pserver@127.0.0.1:1", "d1", object()
+    """A transport (comm/base.py) that records what it is asked to send; nothing arrives."""
+    me, digest, peer_timeout, dials, members, on_event = "pserver@127.0.0.1:1", "d1", 5.0, (), None, None
 
     def __init__(self) -> None:
-        self.sent, self.known, self.gone = [], set(), set()
+        self.sent = []
 
     def send(self, peer, frames) -> None:
         self.sent.append((peer, unpack(frames)))
 
-    def hello_from(self, peer) -> None:
-        self.known.add(peer)
+    def poll(self, timeout_ms):
+        return []
+
+    def close(self, linger_ms=None) -> None:
+        pass
 
 
 def _table() -> Expectations:
@@ -79,7 +83,7 @@ def test_a_stranger_is_dropped_whatever_it_sends(peer):
     for frames in msgs:
         mb._file(peer, frames)
     assert mb.dropped == {"stranger": len(msgs)}
-    assert not (mb.values or mb.held or mb.done or mb.t.known or mb.t.sent or mb.t.gone)
+    assert not (mb.values or mb.held or mb.done or mb.session.t.sent)  # not even an answer to its hello
 
 
 def test_a_header_naming_another_sender_is_dropped():
@@ -87,15 +91,16 @@ def test_a_header_naming_another_sender_is_dropped():
     for kind in ("done", "error", "hello"):
         mb._file("trainer:0", pack(kind, "trainer:1", 0, msg="x", digest="d1"))
     mb._file("trainer:0", _values("trainer:1", "w@GRAD", np.zeros((13, 1), F4)))
-    assert mb.dropped == {"spoofed": 4} and not (mb.values or mb.done or mb.t.known)
+    assert mb.dropped == {"spoofed": 4} and not (mb.values or mb.done or mb.session.t.sent)
 
 
 def test_a_linked_peer_still_says_hello_done_and_error():
     mb = _mailbox()
     mb._file("trainer:0", pack("hello", "trainer:0", -1, digest="d1"))
-    assert mb.t.known == {"trainer:0"} and not mb.t.sent
+    assert not mb.session.t.sent
     mb._file("trainer:1", pack("hello", "trainer:1", -1, digest="other"))  # answered, not dropped
-    assert mb.t.sent[0][0] == "trainer:1" and mb.t.sent[0][1].kind == "error"
+    sent = mb.session.t.sent
+    assert sent[0][0] == "trainer:1" and sent[0][1].kind == "error" and "another program" in sent[0][1].msg
     mb._file("trainer:0", pack("done", "trainer:0", 7))
     assert mb.done == {"trainer:0": 7}
     with pytest.raises(RemoteError, match="trainer:1 failed: boom"):
@@ -122,7 +127,7 @@ def test_without_expectations_everything_well_formed_is_taken():
     ({"kind": "x" * 60000}, "bad kind/src/step"),
 ])
 def test_hostile_headers_are_malformed_and_say_so_briefly(head, why):
-    full = {"v": 1, "kind": "values", "src": "a", "step": 0, **head}
+    full = {"v": PROTOCOL_VERSION, "kind": "values", "src": "a", "step": 0, **head}
     with pytest.raises(FrameError, match=why) as e:
         unpack([msgpack.packb(full), b"\0" * 4])
     assert len(str(e.value)) < 300
@@ -154,19 +159,21 @@ VALUE_CASES = [  # (src, var, value, what happens: None taken, "held", or the dr
     ("trainer:0", "emb@GRAD", SelectedRows(ROWS, np.ones((2, 4), np.float64), 100), "dtype"),
     ("trainer:0", "emb@GRAD", np.ones((100, 4), F4), "shape"),  # dense for a SelectedRows var
     ("trainer:0", "w@GRAD", SelectedRows(ROWS % 13, np.ones((2, 1), F4), 13), "shape"),
-    ("trainer:1", "op7@h0", np.zeros((0, 3), F4), None),   # a collective's wire vars
-    ("trainer:1", "op7m@rs1.0", np.zeros(5, F4), None),
-    ("trainer:1", "op7@ag0.2", np.zeros(5, np.float64), None),
-    ("trainer:0", "op7@h0", np.zeros((0, 3), F4), "held"),  # trainer:0 is not in op7's group
-    ("trainer:1", "op71@h0", np.zeros((0, 3), F4), "held"),
-    ("trainer:1", "op7@zz0", np.zeros(1, F4), "held"),
+    ("trainer:1", ("op7", "h0"), np.zeros((0, 3), F4), None),   # parts of a collective's calls
+    ("trainer:1", ("op7m", "rs1.0"), np.zeros(5, F4), None),     # NOTE(collective-tags)
+    ("trainer:1", ("op7", "ag0.2"), np.zeros(5, np.float64), None),
+    ("trainer:0", ("op7", "h0"), np.zeros((0, 3), F4), "held"),  # trainer:0 is not in op7's group
+    ("trainer:1", ("op71", "h0"), np.zeros((0, 3), F4), "held"),
+    ("trainer:1", ("op", "h0"), np.zeros((0, 3), F4), "held"),
+    ("trainer:1", "op7@h0", np.zeros((0, 3), F4), "held"),  # a var's name says nothing: the tag field does
     ("trainer:1", "w@GRAD", np.zeros((13, 1), F4), "held"),  # not from that peer
     ("trainer:0", "never_heard_of", np.zeros(1, F4), "held"),
 ]
 
 
 @pytest.mark.parametrize("src, var, value, outcome", VALUE_CASES,
-                         ids=[f"{c[1]}-{i}-{c[3]}" for i, c in enumerate(VALUE_CASES)])
+                         ids=[f"{'@'.join(c[1]) if isinstance(c[1], tuple) else c[1]}-{i}-{c[3]}"
+                              for i, c in enumerate(VALUE_CASES)])
 def test_values_are_checked_against_the_plans(src, var, value, outcome):
     mb = _mailbox()
     mb._file(src, _values(src, var, value))
@@ -204,7 +211,7 @@ def test_holding_is_bounded(monkeypatch):
 
 # -- the log -----------------------------------------------------------------------------------
 def test_a_flood_logs_one_line_per_peer_and_reason_with_a_count(caplog, monkeypatch):
-    monkeypatch.setattr(Mailbox, "LOG_EVERY", 0.3)
+    monkeypatch.setattr(DropLog, "LOG_EVERY", 0.3)
     mb = _mailbox()
     with caplog.at_level(logging.WARNING, logger="placegroup.comm"):
         for _ in range(500):
@@ -225,15 +232,15 @@ def test_log_lines_stay_bounded_under_random_identities(caplog, monkeypatch):
     with caplog.at_level(logging.WARNING, logger="placegroup.comm"):
         for i in range(300):
             mb._file(f"rogue{i}\n[trainer.0] forged" + "x" * 500, [b"x"])
-    assert len(caplog.records) == 1 and len(mb._drop_log) == 1
+    assert len(caplog.records) == 1 and len(mb.drops.lines) == 1
     line = caplog.records[0].getMessage()
     assert "\n" not in line and len(line) < 200, line  # no forged log lines
-    monkeypatch.setattr(Mailbox, "LOG_KEYS", 8)  # without a plan names are not checked
+    monkeypatch.setattr(DropLog, "LOG_KEYS", 8)  # without a plan names are not checked
     mb = Mailbox(FakeTransport())
     with caplog.at_level(logging.WARNING, logger="placegroup.comm"):
         for i in range(300):
             mb._file(f"rogue{i}", [b"\xc1"])
-    assert len(caplog.records) == 1 + 9 and len(mb._drop_log) == 9
+    assert len(caplog.records) == 1 + 9 and len(mb.drops.lines) == 9
 
 
 # -- the plan's table, the size limit ----------------------------------------------------------
@@ -380,7 +387,7 @@ def _mutate(data, frames: list) -> list:
 _GOOD = [("trainer:0", "w@GRAD", np.arange(13, dtype=F4).reshape(13, 1)),
          ("trainer:0", "x", np.ones((2, 13), F4)),
          ("trainer:0", "emb@GRAD", SelectedRows(np.array([3, 99]), np.ones((2, 4), F4), 100)),
-         ("trainer:1", "op7@rs0.1", np.ones(3, F4))]
+         ("trainer:1", ("op7", "rs0.1"), np.ones(3, F4))]
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -400,7 +407,7 @@ def test_a_mailbox_filing_mutated_frames_never_fails_nor_keeps_a_bad_value(data)
         assert m.kind == "error" and m.src == peer and peer in LINKED
     for (v, _, p), val in mb.values.items():
         assert p in LINKED and mb.expected.check(p, v, val) is None
-    assert set(mb.done) <= set(LINKED) and mb.t.known <= set(LINKED)
+    assert set(mb.done) <= set(LINKED)
     assert all(p in LINKED for _, _, p in mb.held)
 
 
@@ -438,7 +445,7 @@ def _hostile(rng: random.Random, src: str, impostor: bool) -> list:
             _values(src, "no_such_var", np.ones(4, F4)),
             _values(src, "fc_0.w_0@GRAD", np.ones((13, 2), F4), 0),      # wrong shape
             _values(src, "fc_0.w_0@GRAD", np.ones((13, 1), np.float64), 0),  # wrong dtype
-            [msgpack.packb({"v": 2, "kind": "done", "src": src, "step": 0})]]  # wrong version
+            [msgpack.packb({"v": PROTOCOL_VERSION + 1, "kind": "done", "src": src, "step": 0})]]  # wrong version
     if not impostor:
         msgs += [pack("error", src, 0, msg="fake"), pack("done", src, 0), pack("hello", src, -1, digest="x"),
                  _values(src, "fc_0.w_0@GRAD", np.full((13, 1), 1e6, F4), 0)]

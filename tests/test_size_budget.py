@@ -6,7 +6,11 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # placegroup/: + values.py (SelectedRows, moved out of ops/) and config.py (every environment variable)
-BUDGET = {"placegroup": 7400, "executor": 1200, "ops": 3100, "comm": 1700}
+# comm/: 1700 + ~400 for the layers of issue #13 (item 5): the transport interface (base.py), the
+# session (hello, done, peer status), the loopback transport and the drop log shared by the
+# session and the mailbox, ~40% of it their docstrings; what they took out of the mailbox and
+# the ZeroMQ transport is gone from there
+BUDGET = {"placegroup": 7400, "executor": 1200, "ops": 3100, "comm": 2120}
 PASS_LINES = 220
 
 
