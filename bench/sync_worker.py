@@ -58,7 +58,7 @@ def main() -> None:
     w0 = time.perf_counter()
     for i in range(a.steps):
         if i == a.warmup:
-            rt = getattr(exe, "_runtime", None)
+            rt = exe.link
             sent0, recv0 = (rt.transport.bytes_sent, rt.transport.bytes_received) if rt else (0, 0)
         t0 = time.perf_counter()
         loss, = exe.run(prog, feed=feed, fetch_list=[cost])
@@ -68,7 +68,7 @@ def main() -> None:
         if i >= a.warmup:
             times.append(time.perf_counter() - t0)
     wall = time.perf_counter() - w0
-    rt = getattr(exe, "_runtime", None)
+    rt = exe.link
     n_timed = a.steps - a.warmup
     moved = ((rt.transport.bytes_sent - sent0 + rt.transport.bytes_received - recv0) / n_timed) if rt else 0
     exe.close()

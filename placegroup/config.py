@@ -2,8 +2,8 @@
 
 Every environment variable placegroup reads is listed in ``SETTINGS`` below, with its type,
 its default and what it does; everything else in the package takes typed values from here
-(``config.get(name)``) and never looks at ``os.environ`` itself. ``python -m placegroup.config``
-prints the table with the values this process sees.
+(``config.get(name)``) and never looks at ``os.environ`` itself. ``placegroup env`` prints the
+table with the values this environment gives.
 
 Two families:
 
@@ -109,6 +109,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
        "1: resume from the newest complete checkpoint after the startup program.", "0 or 1"),
     _S("PLACEGROUP_DATA_HOME", str, "",
        "Where data sets are looked for first (then Paddle's cache, ~/.cache/paddle/dataset)."),
+    # -- read by ``placegroup launch`` for the processes it starts -------------------------------
+    *(_S(name, _count, None, "BLAS threads per process; unset: ``placegroup launch`` gives each "
+         "process its share of the cores.", "a whole number")
+      for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")),
 )}
 
 
@@ -152,7 +156,3 @@ def describe(environ: Mapping[str, str] | None = None) -> str:
         text = raw(s.name, environ)
         rows.append(f"{s.name:28} {text if text is not None else f'({s.default!r})':>12}  {s.doc}")
     return "\n".join(rows)
-
-
-if __name__ == "__main__":
-    print(describe())

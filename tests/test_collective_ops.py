@@ -348,7 +348,7 @@ def test_executor_runs_collectives_and_their_gradients(k):
     def rank(r, comm):
         exe = fluid.Executor(fluid.CPUPlace())
         if k > 1:  # a test-only group: the plan's one-member communicators swapped for ours
-            for step in exe._plan(main).steps:
+            for step in exe._plan(main, None).ops:
                 step.ctx.comm = comm if step.ctx.comm is not None else None
         return exe.run(main, feed={"x": xs[r], "w": ws[r]}, fetch_list=[whole, loss, "w@GRAD"],
                        scope=fluid.Scope())

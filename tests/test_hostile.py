@@ -252,37 +252,42 @@ def _transpiled(role_ep: str, role: str, pservers: str, trainer_id: int = 0):
 
 
 def test_a_pserver_expects_its_gradients_from_the_trainers_only():
-    from placegroup.executor.distributed import Runtime
+    from placegroup.executor.link import Link
+    from placegroup.executor.plan import compile_plan
+    from placegroup.ir.cluster import Cluster
     from placegroup.tools.launch import free_ports
 
     eps = [f"127.0.0.1:{p}" for p in free_ports(2)]
     prog = _transpiled(eps[0], "pserver", ",".join(eps))
-    rt = Runtime(prog, np, peer_timeout=5)
+    cluster = Cluster.from_program(prog)
+    me = cluster.find(prog.executor)
+    link = Link(prog, me, cluster, peer_timeout=5)
     try:
-        rt.plan(prog)
-        ex = rt.mailbox.expected
+        link.expect(compile_plan(prog, me, cluster, np))
+        ex = link.mailbox.expected
         assert ex.senders == set(LINKED)  # the other pserver may not send it anything
         grads = {k: e for k, e in ex.vars.items()}
         assert set(grads) == {("fc_0.w_0@GRAD", t) for t in LINKED}
         assert grads[("fc_0.w_0@GRAD", "trainer:0")].shape == (13, 1)
         assert grads[("fc_0.w_0@GRAD", "trainer:0")].dtype == np.float32
-        assert rt.transport.max_message == MIN_MESSAGE
+        assert link.transport.max_message == MIN_MESSAGE
     finally:
-        rt.close()
+        link.close()
 
 
 def test_a_trainer_expects_parameters_and_fetches_from_their_holders():
+    from placegroup.executor.link import expectations
+    from placegroup.executor.plan import compile_plan
     from placegroup.ir.cluster import Cluster
-    from placegroup.executor.dist_plan import DistPlan, expectations
 
     eps = "127.0.0.1:7164,127.0.0.1:7165"
     prog = _transpiled(None, "trainer", eps, trainer_id=1)
     cluster = Cluster.from_program(prog)
-    plan = DistPlan(prog, cluster.find(prog.executor), cluster, np)
+    plan = compile_plan(prog, cluster.find(prog.executor), cluster, np)
     ex = expectations(plan, {"pserver@127.0.0.1:7164", "pserver@127.0.0.1:7165"})
     ps0, ps1 = "pserver@127.0.0.1:7164", "pserver@127.0.0.1:7165"
     assert ex.vars[("fc_0.w_0", ps0)].shape == (13, 1) and ex.vars[("fc_0.b_0", ps1)].shape == (1,)
-    # what a fetch_list may ask of the pserver holding it (Runtime.fetch_remote)
+    # what a fetch_list may ask of the pserver holding it (the fetch rule)
     assert ("fc_0.w_0@GRAD@MERGED", ps0) in ex.vars and ("learning_rate_0", ps0) in ex.vars
     assert {k[1] for k in ex.vars} == {ps0, ps1}
 

@@ -156,6 +156,16 @@ def keys(directory: str, clients: int, force: bool) -> None:
     click.echo(f"export PLACEGROUP_KEYS={os.path.abspath(directory)}")
 
 
+@main.command(short_help="List the environment variables placegroup reads.")
+def env() -> None:
+    """Every environment variable placegroup reads (the launch contract and its own
+    PLACEGROUP_* knobs): its value in this environment, or its default in parentheses, and
+    what it does."""
+    from placegroup import config
+
+    click.echo(config.describe())
+
+
 # NOTE(subcommands): each further subcommand (``placegroup launch``, placegroup/tools/launch.py)
 # lives in its own module as a click command and joins the group here with
 # ``main.add_command(...)``; it imports what it needs inside its function, so that

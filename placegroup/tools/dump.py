@@ -10,15 +10,19 @@ Example:
 """
 from __future__ import annotations
 
-import numpy as np
-
 import json
 import math
 from typing import Any
 
+import numpy as np
+
+from placegroup.executor.transfers import render as render_transfers
+from placegroup.executor.transfers import transfers
+from placegroup.ir.cluster import Cluster
 from placegroup.ops.registry import EMPTY_VAR
 from placegroup.ir.place_group import ExecutorId, PlaceGroup
 from placegroup.ir.printer import format_op, format_var
+from placegroup.ir.serialize import SCHEMA_VERSION
 
 FORMATS = ("text", "json", "dot")
 JSON_FORMAT = "placegroup.dump/1"
@@ -102,8 +106,6 @@ def load_report(program) -> list[str]:
     """Per pserver: bytes of parameters and of optimizer state it holds, and a warning when
     the heaviest holds more than 1.5x the lightest (issue #3: uneven load makes every sync
     step wait for the slowest pserver)."""
-    from placegroup.ir.cluster import Cluster
-
     pservers = program.cluster.pservers if program.cluster is not None else []
     if not pservers:
         return []
@@ -146,6 +148,7 @@ def render_text(program, executor: ExecutorId | None = None) -> str:
     lines.append(f"// {'placement'.ljust(width)}  {'ops':>5}  {'vars':>5}")
     lines += [f"// {p.ljust(width)}  {o:>5}  {v:>5}" for p, o, v in rows]
     lines += load_report(program)
+    lines += render_transfers(_seen_transfers(program, executor))
     if executor is None:
         return "\n".join(lines) + "\n" + str(program)
     # The lines str(program) prints, minus what the executor does not see; ops keep their
@@ -156,6 +159,15 @@ def render_text(program, executor: ExecutorId | None = None) -> str:
         lines += ["  " + format_var(v) for v in view.vars(b)]
         lines += ["  " + format_op(op, i) for i, op in view.ops(b)]
     return "\n".join(lines) + "\n"
+
+
+def _seen_transfers(program, executor: ExecutorId | None) -> list:
+    """The program's transfers (executor/transfers.py) that ``executor`` sends or receives."""
+    items = transfers(program)
+    if executor is None or program.cluster is None:
+        return items
+    name = Cluster.from_program(program).find(executor).name
+    return [t for t in items if t.src == name or name in t.dst]
 
 
 # -- json -----------------------------------------------------------------------------------
@@ -194,8 +206,6 @@ def _executor_doc(ex: ExecutorId | None) -> dict | None:
 
 def program_document(program, executor: ExecutorId | None = None) -> dict:
     """The JSON document of ``render_json`` as a dict (schema in docs/ir.md)."""
-    from placegroup.ir.serialize import SCHEMA_VERSION
-
     view = View(program, executor)
     blocks = []
     for b in program.blocks:
@@ -212,6 +222,9 @@ def program_document(program, executor: ExecutorId | None = None) -> dict:
         format=JSON_FORMAT, schema_version=SCHEMA_VERSION, random_seed=program.random_seed,
         executor=_executor_doc(program.executor), cluster=_jsonable(program.cluster.model_dump() if program.cluster is not None else None),
         provenance=list(program.provenance), view=_executor_doc(executor),
+        transfers=[dict(src=t.src, dst=list(t.dst), var=t.var, rule=t.kind,
+                        after_op=None if t.op is None else t.op[0], version=t.version, when=t.when)
+                   for t in _seen_transfers(program, executor)],
         placements=[dict(place=None if p == NO_PLACE else p, ops=o, vars=n)
                     for p, o, n in view.summary()],
         blocks=blocks)

@@ -29,6 +29,8 @@ import threading
 import time
 from typing import Sequence
 
+from placegroup import config
+
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     """``n`` distinct ports that were free a moment ago (bound to port 0, then released)."""
@@ -67,7 +69,7 @@ def cluster_envs(trainers: int, pservers: int, host: str = "127.0.0.1") -> list[
     # they fight each other (a 15 ms matmul instead of 2 ms on 2 cores and 4 processes). Each
     # process gets its share of the cores unless the user chose.
     share = str(max(1, (os.cpu_count() or 1) // (pservers + trainers)))
-    threads = {k: os.environ.get(k, share) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    threads = {k: config.raw(k) or share for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
     common = {
         **threads,
         "PADDLE_INIT_PSERVERS": ",".join(ps_eps), "PADDLE_INIT_TRAINERS": str(trainers),

@@ -14,6 +14,7 @@ program), so the trainer's ``p`` always holds the latest update (DESIGN.md §4).
 """
 from __future__ import annotations
 
+from placegroup.ops.registry import ROUND_END
 from placegroup.transpiler.parts import block_parts, repeat_update
 from placegroup.transpiler.passes import Job, PassResult
 
@@ -29,8 +30,11 @@ def _slice_param(job: Job, p, parts) -> None:
         grad = main.var(g)
         last = max(k for k, op in enumerate(main.ops) if g in op.output_arg_names)
         split = "split_selected_rows" if grad.type == "selected_rows" else "split"
+        attrs = {"sections": [part.rows for part in parts], "axis": 0}
+        if main.ops[last].attrs.get(ROUND_END):  # a round's gradient is cut once per round
+            attrs[ROUND_END] = True
         main.insert_op(last + 1, split, {"X": [g]}, {"Out": [g + part.suffix for part in parts]},
-                       {"sections": [part.rows for part in parts], "axis": 0}, role="backward", infer=False)
+                       attrs, role="backward", infer=False)
     blocks = [p.name + part.suffix for part in parts]
     main.append_op("concat", {"X": blocks}, {"Out": [p.name]}, {"axis": 0}, role="optimize", infer=False)
     startup.append_op("concat", {"X": blocks}, {"Out": [p.name]}, {"axis": 0}, role="init", infer=False)

@@ -1,0 +1,328 @@
+"""The interpreter: one loop over a plan, for one process and for one executor of many.
+
+``Interpreter.run_step(plan, vals, step)`` runs the plan's ops in program order. Before an op
+runs, its remote inputs are taken by their edge rules (executor/edges.py) at the versions the
+policy picks (executor/policy.py); after it runs, what it is the last to write goes to the
+executors that read it. A one-process plan has no remote edges, so the same loop is a plain
+run of kernels. Every failure comes out as one ``OpError`` that names the executor, the step
+and the op ("While executing op #12 `mul` ..."), with the original chained; ``hook``, when
+set, is called before each op (``PLACEGROUP_DEBUG=1`` logs the ops through it).
+
+NOTE(lean-loop): the per-op cost of the loop is what every later figure stands on. An op with
+no remote input, no push, no communicator and no round to mind is ``plain``: its kernel is
+called straight, with nothing else looked at; all the rest was resolved once, in the plan.
+
+NOTE(end-of-step): after step s, the loop-carried values a trainer reads remotely (the fresh
+parameters) are *pending* at version s: the next step's first op that reads one waits for it
+there, so the next step's first messages (its prefetch ids) leave before that wait and one
+round trip serves both. Whoever looks earlier gets the value after update s all the same:
+``find_var(...).get_tensor()``, a fetch and ``exe.close()`` ``settle`` the pending values first.
+
+NOTE(each-batching): in sync mode, an each-edge op (a prefetch) answers each trainer as its
+instance arrives, but what it sends a trainer not yet answered waits briefly (EACH_HOLD_S) to
+leave in one message with that trainer's answer.
+
+Thread-safety: an interpreter belongs to the executor thread that runs it.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Callable
+
+from placegroup import config
+from placegroup.comm.mailbox import PeersDone
+from placegroup.errors import OpError
+from placegroup.executor.edges import RULES, InEdge
+from placegroup.executor.plan import Plan, PlannedOp
+from placegroup.executor.policy import CARRIED, CONSTANT, Sync
+from placegroup.ir.printer import format_op
+from placegroup.values import as_host, to_device
+
+log = logging.getLogger("placegroup.executor")
+EACH_HOLD_S = 0.002  # NOTE(each-batching)
+
+
+def debug_hook(who: str) -> Callable:
+    """The ``PLACEGROUP_DEBUG=1`` hook: one log line per op run."""
+    def hook(op: PlannedOp, step: int) -> None:
+        print(f"[{who} step {step}] run {format_op(op.op, op.index)}", file=sys.stderr)
+    return hook
+
+
+class Interpreter:
+    """Runs plans step by step for executor ``me`` (None: one process).
+
+    Args:
+        me: the ``ExecutorId`` it runs as, or None for one process.
+        policy: the version policy (``Sync()`` for one process).
+        link: the executor's ``Link`` to its peers (executor/link.py), or None.
+        xp: numpy or cupy.
+    """
+
+    def __init__(self, me=None, policy=None, link=None, xp=None) -> None:
+        self.me = me
+        self.policy = policy if policy is not None else Sync()
+        self.link = link
+        self.mailbox = link.mailbox if link is not None else None
+        self.xp = xp
+        self.who = str(me) if me is not None else "local"
+        self.hook: Callable | None = debug_hook(self.who) if config.DEBUG else None
+        self.pending: dict = {}          # var -> (InEdge, step): carried values not taken yet
+        self.have_version: dict = {}     # loop-carried var -> the version in the scope
+        self.staleness_seen: dict = {}   # lag -> how many loop-carried reads (or updates) had it
+        self.current_staleness = 0
+        self.each_updates: dict = {}     # async: updates applied per each-op
+        self.each_seen: dict = {}        # async: (each-op, trainer) -> updates when it last got one
+        self.vals: dict | None = None
+        self.initial_sent: set = set()
+
+    # -- one step ------------------------------------------------------------------------------
+    def run_step(self, plan: Plan, vals: dict, step: int) -> None:
+        """Run every op of ``plan`` once, as step ``step`` (-1: the job's startup program)."""
+        self.vals = vals
+        self.current_staleness = 0
+        link = self.link
+        if link is not None and step <= 0 and id(plan) not in self.initial_sent:
+            self.initial_sent.add(id(plan))
+            self._deliver_all(plan.initial, vals, -1)
+        hook = self.hook
+        round_end = self.policy.round_end(step)
+        for op in plan.ops:
+            if op.plain and hook is None:  # NOTE(lean-loop)
+                try:
+                    op.run(vals)
+                except Exception as e:
+                    raise self._op_error(op, vals, step, e) from e
+                continue
+            if op.round_end and not round_end:
+                continue   # mid-round (executor/policy.py, Rounds)
+            if hook is not None:
+                hook(op, step)
+            gathered: dict = {}
+            if op.remote:
+                self._take(vals, op, op.remote, step, gathered)
+            if op.each is not None:
+                self._run_each(op, vals, step, gathered)
+                continue
+            self._call(op, vals, step, gathered)
+            if op.pushes and round_end:  # a value made mid-round is no round's (Rounds)
+                version = self.policy.wire(step)
+                for out in op.pushes:
+                    value = as_host(vals[out.var])
+                    for peer in out.peers:
+                        self.mailbox.post(peer, out.var, version, value)
+        if link is not None:
+            self._end_step(plan, step)
+
+    def _end_step(self, plan: Plan, step: int) -> None:
+        # NOTE(deferred-flush) in executor/link.py: what this step posted leaves at the next wait
+        # (the parameter pull that ends a dense step, the next step's prefetch, a fetch) or at
+        # close, in one message per peer. A trainer that may not wait at all for a while
+        # (bounded staleness) sends now.
+        if self.policy.staleness:
+            self.mailbox.flush()
+        self.link.step_done(self.policy.wire(step) if step >= 0 else step, self.vals)
+        if plan.carried and not plan.startup and self.policy.round_end(step):
+            self.settle()  # values the step did not read (none, normally): no mixing versions
+            self.pending = {e.var: (e, step) for e in plan.carried}
+
+    def _call(self, op: PlannedOp, vals: dict, step: int, gathered: dict) -> None:
+        ctx = op.ctx
+        ctx.step = step
+        if op.group is not None and ctx.comm is None:  # a collective: its group's communicator, once
+            ctx.comm = self.link.communicator(op.group, self._describe(op, step))
+        try:
+            ins = op.inputs(vals) if not gathered else {
+                **{s: ([vals[n] for n in names] if dup else vals[names[0]])
+                   for s, names, dup in op.ins if s not in gathered}, **gathered}
+            op.call(ins, vals)
+        except Exception as e:
+            raise self._op_error(op, vals, step, e) from e
+
+    def _op_error(self, op: PlannedOp, vals: dict, step: int, err: BaseException) -> OpError:
+        """``err`` from ``op``'s kernel with the op's context (the caller chains the original)."""
+        where = f"[{self.me}, step {step}] " if self.me is not None else ""
+        return OpError(where + op.explain(vals, err))
+
+    def _deliver_all(self, outs, vals: dict, version: int) -> None:
+        for out in outs:
+            value = as_host(vals[out.var])
+            for peer in out.peers:
+                self.mailbox.post(peer, out.var, version, value)
+
+    # -- taking remote inputs --------------------------------------------------------------------
+    def _describe(self, op: PlannedOp | None, step: int):
+        def describe(missing) -> str:
+            var, ver, src = missing[0]
+            where = f"op #{op.index} `{op.op.type}`" if op is not None else "the end of the step"
+            return f"executor {self.me} was waiting in {where} at step {step} for {var!r} version {ver} from {src}"
+        return describe
+
+    def _version(self, edge: InEdge, op: PlannedOp | None, step: int, vals: dict) -> int | None:
+        """The version ``edge`` waits for at ``step`` (None: nothing to take now)."""
+        if edge.when == CONSTANT:
+            return None if edge.var in vals else -1  # a constant from the startup program: once
+        if op is None:  # settling a pending value: the step it was pending at
+            return self.policy.wire(step)
+        if edge.when == CARRIED and step > 0 and self.pending.pop(edge.var, None) is None:
+            return None  # settled already (NOTE(end-of-step))
+        if step < 0:
+            return step
+        version = self.policy.wanted(edge.when, step)
+        if version is None and edge.var not in vals:
+            version = self.policy.wire(step)  # mid-round, and nothing in hand yet
+        return version
+
+    def _take(self, vals: dict, op: PlannedOp | None, edges, step: int, gathered: dict) -> None:
+        keys, spans = [], []
+        policy = self.policy
+        for e in edges:
+            version = self._version(e, op, step, vals)
+            if version is None:
+                continue
+            if policy.staleness and e.when == CARRIED and e.kind == "broadcast" and version > -1:
+                self._take_stale(vals, op, e, version)
+                continue
+            rule = RULES[e.kind]
+            ks = rule.keys(e, version)
+            spans.append((e, rule, len(keys), len(ks)))
+            keys += ks
+        if not keys:
+            return
+        got = self.mailbox.wait(keys, self.link.wait_timeout, self._describe(op, step))
+        xp = self.xp
+        for e, rule, at, n in spans:
+            rule.put(e, [to_device(xp, v) for v in got[at:at + n]], vals, gathered)
+            if e.when == CARRIED:
+                self.have_version[e.var] = keys[at][1]
+
+    def _take_stale(self, vals: dict, op: PlannedOp | None, e: InEdge, version: int) -> None:
+        """Bounded staleness: a loop-carried value of ``version`` may be any newer than the
+        policy's oldest allowed that has arrived; the newest is taken, older ones dropped, and
+        how far behind it was is recorded (``staleness_seen``)."""
+        mb = self.mailbox
+        have = self.have_version.get(e.var, -2)
+        newer = mb.newest(e.var, e.sources[0], have + 1)  # never waits
+        if newer is not None:
+            have, value = newer
+            vals[e.var] = to_device(self.xp, value)
+        oldest = self.policy.oldest_allowed(version)
+        if have < oldest:  # too stale: wait for one recent enough
+            have, value = mb.wait_newest(e.var, e.sources[0], oldest, self.link.wait_timeout,
+                                         self._describe(op, version))
+            vals[e.var] = to_device(self.xp, value)
+        self.have_version[e.var] = have
+        lag = max(0, version - have)
+        self.staleness_seen[lag] = self.staleness_seen.get(lag, 0) + 1
+        self.current_staleness = max(self.current_staleness, lag) if op is not None else lag
+
+    def settle(self, names=None) -> None:
+        """Take the pending loop-carried values (all, or those of ``names``) into the scope
+        (NOTE(end-of-step))."""
+        if not self.pending or self.vals is None:
+            return
+        wanted = [n for n in (self.pending if names is None else names) if n in self.pending]
+        by_step: dict[int, list] = {}
+        for n in wanted:
+            e, step = self.pending.pop(n)
+            by_step.setdefault(step, []).append(e)
+        for step, edges in by_step.items():
+            self._take(self.vals, None, edges, step, {})
+
+    def settle_one(self, name: str) -> None:
+        """The scope's hook before it hands out ``name``'s value."""
+        if name in self.pending:
+            self.settle([name])
+
+    # -- each edges ------------------------------------------------------------------------------
+    def _run_each(self, op: PlannedOp, vals: dict, step: int, gathered: dict) -> None:
+        """The op runs once per arriving instance of its each edge, in arrival order, and what
+        it makes goes back to the instance that triggered it. Which instances, and the version
+        of the answer, are the policy's: every source's instance of this step (sync), or
+        whichever comes first, of any version, one per pass (async)."""
+        e = op.each
+        policy, mb = self.policy, self.mailbox
+        version = policy.wanted(e.when, step) if step >= 0 else step
+        keys = RULES[e.kind].keys(e, version)
+        one = policy.any_version
+        if one:  # a trainer's instances are answered in its own order (its step)
+            keys = [k for k in keys if self._in_order(k[0], k[2])]
+        ran = 0
+        while keys:
+            if one and (ran or not any(mb.oldest(k[0], k[2]) for k in keys)):
+                return
+            try:
+                key, value = mb.wait_any(keys, self.link.wait_timeout, self._describe(op, step),
+                                         any_version=one, hold=0.0 if one else EACH_HOLD_S)
+            except PeersDone:
+                if ran:
+                    return
+                raise
+            src = key[2]
+            keys = [k for k in keys if k[2] != src]
+            if value is None:  # that instance is done
+                continue
+            RULES[e.kind].put(e, [to_device(self.xp, value)], vals, gathered)
+            self._call(op, vals, step, gathered)
+            ran += 1
+            if one:
+                self._count_update(op.index, src)
+            reply = policy.reply_version(step, key[1])
+            for out in op.pushes:  # to the instance that triggered it (the each rule)
+                if src in out.peers:
+                    mb.post(src, out.var, reply, as_host(vals[out.var]))
+            if not one:
+                mb.flush_peer(src)
+
+    def _count_update(self, index: int, src: str) -> None:
+        """Async: how many others' updates came in since ``src`` last got this op's value."""
+        done = self.each_updates.get(index, 0)
+        lag = done - self.each_seen.get((index, src), done)
+        self.each_updates[index] = done + 1
+        self.each_seen[(index, src)] = done + 1
+        self.staleness_seen[lag] = self.staleness_seen.get(lag, 0) + 1
+
+    def _in_order(self, var: str, src: str) -> bool:
+        """Async: ``src``'s oldest ``var`` is not newer than anything else it has pending for
+        this executor's each-ops, so one trainer's gradient of step s is applied before its
+        prefetch of step s+1 is answered (it reads its own update, as in one process)."""
+        mb = self.mailbox
+        mine = mb.oldest(var, src)
+        if mine is None:
+            return True
+        return all((other := mb.oldest(v, src)) is None or other[1] >= mine[1] for v in self.each_vars)
+
+    # -- serving (a pserver's exe.run) -------------------------------------------------------------
+    def serve(self, plan: Plan, vals: dict, after_step: Callable | None = None) -> None:
+        """Steps until every trainer has said done. A pass starts when the policy says it may
+        (async: once an each-edge instance is there). ``after_step(n)``, if given, runs after
+        each step (n steps done): the checkpoint hook."""
+        self.vals = vals
+        if id(plan) not in self.initial_sent:
+            self.initial_sent.add(id(plan))
+            self._deliver_all(plan.initial, vals, -1)
+        each = [(p.each.var, src) for p in plan.ops if p.each is not None for src in p.each.sources]
+        self.each_vars = {v for v, _ in each}
+        step = 0
+        try:
+            while True:
+                if self.policy.waits_for_instance() and not self.link.await_instance(each, step):
+                    return
+                self.link.step = step  # what its messages' headers say
+                try:
+                    self.run_step(plan, vals, step)
+                except PeersDone:
+                    return
+                step += 1
+                if after_step is not None:
+                    after_step(step)
+        finally:
+            if self.staleness_seen:
+                log.info("%s: staleness of the updates it applied (lag: count): %s", self.me,
+                         dict(sorted(self.staleness_seen.items())))
+
+    each_vars: set = set()
+
+
+__all__ = ["Interpreter", "EACH_HOLD_S"]

@@ -1,0 +1,220 @@
+"""An executor's link to its peers: the transport and mailbox it talks through, who it
+talks to, what it accepts, the fetches it answers, and how it says done or failed.
+
+``Link(program, me, cluster, transport=...)`` opens the sockets (or, with a
+``LoopbackNetwork``, an in-process transport: several executors in one process) the first
+time a distributed program runs; the interpreter (executor/interpreter.py) sends and waits
+through ``link.mailbox``. A pserver binds its endpoint and each trainer connects to every
+pserver; trainers listed with endpoints (for collectives) bind theirs too, and of two such
+trainers the one with the smaller name connects to the other, so each pair shares exactly
+one connection.
+
+NOTE(deferred-flush): ``mailbox.post`` batches what a step sends per peer; it leaves at the
+next wait (the parameter pull that ends a dense step, the next step's prefetch, a fetch) or
+at close, in one message per peer: a sparse step's gradients travel with the next step's ids.
+
+NOTE(peer-lost): a wait lasts while the awaited peer is alive; ``peer_timeout`` is how long a
+silent peer counts as alive, ``wait_timeout`` (None: no limit) a safety net for bugs.
+
+Thread-safety: a link belongs to the executor thread that made it.
+"""
+from __future__ import annotations
+
+import logging
+
+from placegroup import config
+from placegroup.comm.collectives import RingCommunicator
+from placegroup.comm.expect import Expectations, message_limit
+from placegroup.comm.mailbox import Mailbox
+from placegroup.comm.security import Security
+from placegroup.comm.transport import open_transport
+from placegroup.errors import PlacegroupError
+from placegroup.ir.cluster import Cluster
+from placegroup.ir.framework import SELECTED_ROWS
+from placegroup.ir.place_group import ExecutorRole
+from placegroup.values import as_host, to_device
+
+log = logging.getLogger("placegroup.executor")
+FAILED_LINGER_MS = 200
+
+
+def peer_links(cluster: Cluster, me) -> tuple[dict, str | None]:
+    """``(connect, bind)`` of executor ``me``: the peers it connects to (name -> endpoint) and
+    the endpoint it binds, if any (module docstring)."""
+    connect = {}
+    if me.role == ExecutorRole.TRAINER:
+        connect = {e.name: e.endpoint for e in cluster.executors if e.role == ExecutorRole.PSERVER}
+        if me.endpoint is not None:
+            connect.update({e.name: e.endpoint for e in cluster.executors
+                            if e.role == ExecutorRole.TRAINER and e.endpoint and e.name > me.name})
+    return connect, me.endpoint
+
+
+class Link:
+    """The peers of executor ``me`` in ``cluster``, and the sockets to reach them.
+
+    Args:
+        program: the placed program (its digest and largest var size the transport).
+        me: this executor (an entry of ``cluster``).
+        cluster: the job's executors.
+        peer_timeout: seconds a silent peer counts as alive (default PLACEGROUP_PEER_TIMEOUT).
+        network: a ``LoopbackNetwork`` to run over in one process; None: ZeroMQ over TCP.
+    """
+
+    def __init__(self, program, me, cluster: Cluster, peer_timeout: float | None = None,
+                 network=None) -> None:
+        self.me = me
+        self.cluster = cluster
+        self.peer_timeout = peer_timeout or config.get("PLACEGROUP_PEER_TIMEOUT")
+        self.wait_timeout = config.get("PLACEGROUP_WAIT_TIMEOUT") or None
+        self.step = 0            # the trainer steps this executor ran (message headers carry it)
+        self.round = 1           # trainer steps per round (merge_steps): what pservers count
+        connect, bind = peer_links(cluster, me)
+        digest = program.cluster.digest
+        self.transport = open_transport(me.name, bind, connect, digest=digest, network=network,
+                                        max_message=message_limit(program),  # NOTE(max-message)
+                                        peer_timeout=self.peer_timeout,
+                                        security=Security.from_env() if network is None else None)
+        # the executors linked to this one: those it connects to, and those that connect to it
+        self.linked = set(connect) | {e.name for e in cluster.executors if me.name in peer_links(cluster, e)[0]}
+        self.transport.members = self.linked
+        self.mailbox = Mailbox(self.transport, lambda: self.step)
+        self.mailbox.start_timeout = config.get("PLACEGROUP_START_TIMEOUT")
+        self.mailbox.describe_peer = self.describe_peer
+        self.mailbox.on_fetch = self._on_fetch
+        self.peers = [e.name for e in cluster.executors if e != me]
+        self.trainers = [e.name for e in cluster.executors if e.role == ExecutorRole.TRAINER]
+        self.fetches: list = []  # (peer, var, version) asked for before that version was done
+        self.completed = -2      # the last version this executor finished (-1: startup)
+        self.vals: dict | None = None
+        self.failed = False
+        self.closed = False
+
+    def describe_peer(self, name: str) -> str:
+        """``trainer:1 (trainer 1, from 127.0.0.1)``: a peer's role and endpoint, for errors."""
+        e = next((e for e in self.cluster.executors if e.name == name), None)
+        if e is None:
+            return name
+        where = e.endpoint or getattr(self.transport, "address", {}).get(name)
+        role = "pserver" if e.role == ExecutorRole.PSERVER else f"trainer {e.rank}"
+        return f"{name} ({role}{f', at {where}' if where else ''})"
+
+    def expect(self, plan) -> None:
+        """NOTE(hostile-input): from now on the mailbox takes only what a plan waits for, and
+        only from the executors linked to this one (together with earlier plans)."""
+        self.mailbox.expect(expectations(plan, self.linked))
+
+    def communicator(self, group: tuple, describe) -> RingCommunicator:
+        """A collective op's communicator over ``group`` (wire names, rank order)."""
+        return RingCommunicator(self.mailbox, list(group), self.me.name, self.wait_timeout, describe)
+
+    # -- fetches: a peer asks for a var this executor holds ------------------------------------
+    def _on_fetch(self, peer: str, wanted) -> None:
+        self.fetches += [(peer, var, version) for var, version in wanted]
+        self._answer_fetches()
+
+    def step_done(self, version: int, vals: dict) -> None:
+        """This executor finished ``version``: answer the fetches waiting for it."""
+        self.completed = version
+        self.vals = vals
+        if self.fetches:
+            self._answer_fetches()
+
+    def _answer_fetches(self) -> None:
+        """Answer the fetches whose version is done (the fetch rule, executor/edges.py). In sync
+        mode the asker cannot let this executor finish a later step before the answer, so the
+        value is that step's."""
+        later = []
+        for peer, var, version in self.fetches:
+            if version > self.completed or self.vals is None:
+                later.append((peer, var, version))
+            elif var in self.vals:
+                self.mailbox.post(peer, var, version, as_host(self.vals[var]))
+            else:
+                self.mailbox.broadcast([peer], "error", f"{self.me} holds no value of {var!r}")
+        self.fetches = later
+        self.mailbox.flush()
+
+    def fetch(self, edges: list, step: int, xp, describe) -> dict:
+        """The values of fetch ``edges`` (vars held elsewhere) at trainer ``step``, asked of one
+        holder each; the holder counts rounds."""
+        version = step // self.round
+        keys = []
+        for e in edges:
+            holder = e.sources[0]
+            self.mailbox.request(holder, [(e.var, version)])
+            keys.append((e.var, version, holder))
+        got = self.mailbox.wait(keys, self.wait_timeout, describe)
+        return {e.var: to_device(xp, v) for e, v in zip(edges, got)}
+
+    # -- async serving ---------------------------------------------------------------------------
+    def await_instance(self, each: list, step: int) -> bool:
+        """Wait until some trainer's instance of an each edge (``[(var, source)]``) is there;
+        False when every trainer is done instead."""
+        mb = self.mailbox
+        trainers = set(self.trainers)
+        while not any(mb.oldest(v, src) for v, src in each):
+            if trainers <= set(mb.done):
+                return False
+            mb.flush()
+            if not mb.pump_once(1.0):
+                mb.check_peers(sorted(trainers), f"executor {self.me} was waiting for any trainer's update "
+                                                 f"(async mode) at pass {step}")
+        return True
+
+    # -- shutting down -------------------------------------------------------------------------
+    def fail(self, err: BaseException) -> None:
+        """Tell every peer this executor failed, so nobody waits for it until a timeout."""
+        self.failed = True
+        try:
+            self.mailbox.broadcast(self.peers, "error", f"{type(err).__name__}: {err}")
+        except Exception:  # noqa: BLE001 - already failing; the original error is what matters
+            pass
+
+    def close(self, settle=None) -> None:
+        """Say done (a trainer) and close the sockets; ``settle`` first takes the values still on
+        their way (the scope keeps the parameters after the last update)."""
+        if self.closed:
+            return
+        if not self.failed and settle is not None:
+            try:
+                settle()
+            except PlacegroupError as e:  # a pserver already gone: closing must not hang on it
+                log.warning("%s: closing without the last parameters: %s", self.me, e)
+        self.closed = True
+        if self.me.role == ExecutorRole.TRAINER:
+            # the last round whose values this trainer sent
+            self.mailbox.step_of = lambda: self.step // self.round - 1
+            self.mailbox.broadcast([e.name for e in self.cluster.executors
+                                    if e.role == ExecutorRole.PSERVER], "done")
+        # a failed executor's `error` messages leave at once to live peers; a dead peer's
+        # queue must not hold the exit up for the whole linger (NOTE(peer-lost))
+        self.mailbox.close(FAILED_LINGER_MS if self.failed else None)
+
+
+def expectations(plan, senders) -> Expectations:
+    """What executor ``plan.me`` accepts while running ``plan`` (comm/expect.py): each remote
+    input (broadcast, gather, each) from its sources with the var's declared dtype and shape;
+    the messages of each collective from its group; and, for a trainer, any var another
+    executor holds, from its first holder (the answer to a fetch). ``senders``: the names that
+    may send anything (the executors it is linked to)."""
+    exp = Expectations(senders)
+    meta = plan.feed_meta
+
+    def allow(n: str, src: str) -> None:
+        v = meta[n][0]
+        exp.allow(n, src, meta[n][1], v.shape, v.type == SELECTED_ROWS)
+
+    for p in plan.ops:
+        for e in p.remote + ((p.each,) if p.each is not None else ()):
+            for src in e.sources:
+                allow(e.var, src)
+        for src in p.group or ():
+            if src != plan.me.name:
+                exp.allow_collective(p.ctx.tag, src)
+    if plan.me.role != ExecutorRole.PSERVER:
+        for n, holders in plan.holders.items():
+            if holders and plan.me not in holders:
+                allow(n, holders[0].name)
+    return exp
+

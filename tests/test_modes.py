@@ -1,0 +1,193 @@
+"""The executor's rules in one process: version policies (sync, bounded staleness, async,
+merge_steps rounds), edge rules (broadcast, gather, each, collective, fetch) and the
+equivalence contract, over the loopback transport (tests/inproc.py).
+
+Distributed sync training with N trainers and M pservers, trainer t fed the t-th contiguous
+1/N of every batch, gives the parameters one process gives on the whole batch, and the mean
+of the trainers' losses is its loss, to rtol 1e-5. The same runs over real processes and
+sockets are in tests/test_distributed.py.
+"""
+import numpy as np
+import pytest
+
+from tests.dist import train_sparse
+from tests.dist.train_model import build, data
+from tests.inproc import run_cluster, run_local
+
+TOL = dict(rtol=1e-5, atol=1e-6)
+
+
+def model(name: str, optimizer: str):
+    return lambda: build(name, optimizer)
+
+
+def check_equivalent(run, ref, sharded=()):
+    """Mean loss and every parameter of every trainer against one process (``sharded``:
+    column shards, put together first)."""
+    n = len(run.losses)
+    np.testing.assert_allclose(np.mean([run.losses[k] for k in range(n)], axis=0), ref.losses[0], **TOL)
+    for name, want in ref.params[0].items():
+        if name in sharded:
+            whole = np.concatenate([run.params[k][name] for k in range(n)], axis=-1)
+            np.testing.assert_allclose(whole, want, err_msg=name, **TOL)
+            assert run.params[0][name].shape[-1] == want.shape[-1] // n  # each holds its shard only
+            continue
+        for k in range(n):
+            np.testing.assert_allclose(run.params[k][name], want, err_msg=name, **TOL)
+
+
+@pytest.mark.parametrize("name, optimizer, trainers, pservers, steps", [
+    ("linear", "sgd", 2, 2, 8),
+    ("wide", "sgd", 2, 3, 6),        # seed 000: fc_1.w_0 in 2 blocks over 3 pservers
+    ("wide", "momentum", 2, 2, 12),  # with piecewise_decay on the pservers
+    ("wide", "adam", 2, 2, 12),
+    ("linear", "sgd", 3, 1, 4),
+])
+def test_sync_equals_one_process(name, optimizer, trainers, pservers, steps):
+    batches = data(name, steps, 30)
+    check_equivalent(run_cluster(model(name, optimizer), trainers, pservers, batches),
+                     run_local(model(name, optimizer), batches))
+
+
+@pytest.mark.parametrize("optimizer, trainers", [("sgd", 2), ("adam", 2), ("sgd", 3)])
+def test_collective_data_parallel_equals_one_process(optimizer, trainers):
+    """No pservers: gradients all-reduced among the trainers (the collective rule)."""
+    batches = data("wide", 5, 30)
+    check_equivalent(run_cluster(model("wide", optimizer), trainers, 0, batches),
+                     run_local(model("wide", optimizer), batches))
+
+
+@pytest.mark.parametrize("trainers, pservers, optimizer, fused", [
+    (2, 0, "sgd", False), (2, 0, "adam", True), (4, 0, "momentum", False), (2, 2, "adam", True),
+    (2, 2, "momentum", True)])
+def test_model_parallel_fc_equals_one_process(trainers, pservers, optimizer, fused):
+    """The last fc column-sliced over the trainers, with the whole logits gathered (unfused) or
+    never made (fused), with or without pservers for the rest."""
+    batches = data("mp", 5, 24)
+    run = run_cluster(model("mp", optimizer), trainers, pservers, batches, endpoints=True,
+                      **({} if fused else {"config": _unfused()}))
+    check_equivalent(run, run_local(model("mp", optimizer), batches), sharded=("fc_1.w_0", "fc_1.b_0"))
+
+
+def _unfused():
+    import placegroup as fluid
+
+    return fluid.DistributeTranspilerConfig(mp_fused=False)
+
+
+def test_a_trainer_fetches_a_pserver_held_var_of_its_step():
+    """The fetch rule: the merged gradient a pserver holds, as one process computes it."""
+    batches = data("linear", 5, 20)
+    run = run_cluster(model("linear", "sgd"), 2, 2, batches, fetch=("fc_0.b_0@GRAD@MERGED",))
+    ref = run_local(model("linear", "sgd"), batches, fetch=("fc_0.b_0@GRAD",))
+    for k in range(2):
+        np.testing.assert_allclose(np.array([f[0] for f in run.fetched[k]]),
+                                   np.array([f[0] for f in ref.fetched[0]]), **TOL)
+
+
+def test_a_trainer_that_runs_out_of_data_does_not_block_the_others():
+    run = run_cluster(model("linear", "sgd"), 2, 2, data("linear", 8, 20), steps={1: 3})
+    assert len(run.losses[0]) == 8 and len(run.losses[1]) == 3
+
+
+def test_async_with_one_trainer_is_the_one_process_run():
+    """Async: each gradient applied alone as it arrives (the each rule); one trainer is exact."""
+    batches = data("wide", 6, 20)
+    check_equivalent(run_cluster(model("wide", "momentum"), 1, 2, batches, sync_mode=False),
+                     run_local(model("wide", "momentum"), batches))
+
+
+def test_async_two_trainers_train_without_waiting_for_each_other():
+    run = run_cluster(model("linear", "sgd"), 2, 2, data("linear", 40, 20), sync_mode=False, steps={1: 10})
+    first = np.array(run.losses[0])
+    assert len(first) == 40 and len(run.losses[1]) == 10
+    assert first[-10:].mean() < 0.9 * first[:10].mean()  # it trains
+    assert sum(sum(s.values()) for s in run.pserver_staleness.values()) > 0  # each pserver counted its updates
+
+
+@pytest.mark.parametrize("merge", [1, 2])
+def test_bounded_staleness_keeps_a_fast_trainer_within_k(merge):
+    """SSP(k=2): with trainer 1 slowed down, trainer 0 reads parameters up to 2 versions (rounds)
+    old, never more; it reads them once per round."""
+    run = run_cluster(model("linear", "sgd"), 2, 2, data("linear", 30, 20), staleness=2, slow={1: 0.02},
+                      merge_steps=merge)
+    seen = run.staleness_seen[0]
+    assert max(seen) <= 2 and max(seen) > 0, seen
+    assert sum(seen.values()) == 2 * 30 // merge  # two loop-carried parameters
+
+
+def test_staleness_zero_is_sync_to_the_bit():
+    batches = data("linear", 6, 20)
+    a = run_cluster(model("linear", "sgd"), 2, 2, batches)
+    b = run_cluster(model("linear", "sgd"), 2, 2, batches, staleness=0)
+    assert a.losses == b.losses
+
+
+def _check_merged(trainers, pservers, m, name, optimizer, sharded=(), **kw):
+    """``trainers`` x ``m`` steps of ``batch / trainers`` examples each equal one process taking
+    one step on the ``m * batch`` examples together."""
+    batches = data(name, 4 * m, 24)
+    run = run_cluster(model(name, optimizer), trainers, pservers, batches, merge_steps=m,
+                      endpoints=name == "mp", **kw)
+    merged = [tuple(np.concatenate([b[i] for b in batches[r * m:(r + 1) * m]]) for i in range(2))
+              for r in range(4)]
+    ref = run_local(model(name, optimizer), merged)
+    for pname, want in ref.params[0].items():
+        got = ([np.concatenate([run.params[k][pname] for k in range(trainers)], axis=-1)] if pname in sharded
+               else [run.params[k][pname] for k in range(trainers)])
+        for g in got:
+            np.testing.assert_allclose(g, want, err_msg=pname, **TOL)
+
+
+@pytest.mark.parametrize("trainers, pservers, optimizer", [
+    (2, 2, "sgd"), (2, 2, "adam"), (2, 0, "sgd"), (2, 0, "adam"), (1, 0, "momentum"), (2, 3, "momentum")])
+def test_merge_steps_equals_one_step_on_the_merged_batch(trainers, pservers, optimizer):
+    """merge_steps as ops (accumulate + round-end), with pservers and without."""
+    _check_merged(trainers, pservers, 2 if pservers else 3, "wide", optimizer)
+
+
+@pytest.mark.parametrize("pservers", [0, 2])
+def test_merge_steps_with_model_parallel_shards(pservers):
+    _check_merged(2, pservers, 2, "mp", "adam", sharded=("fc_1.w_0", "fc_1.b_0"))
+
+
+def test_merge_steps_in_async_mode_with_one_trainer():
+    """Async: each round's mean is one update, applied as it arrives; the schedule counts them."""
+    _check_merged(1, 2, 2, "wide", "momentum", sync_mode=False)
+
+
+def sparse(optimizer: str, vocab: int = 1000, lazy: bool = False, distributed: bool = True):
+    def make():
+        cost = train_sparse.build(vocab, 8, optimizer, lazy, distributed)
+        block = cost.block
+        return [block.var("ids"), block.var("label")], cost
+    return make
+
+
+@pytest.mark.parametrize("optimizer, pservers, vocab, lazy, trainers, kw", [
+    ("sgd", 2, 1000, False, 2, {}), ("momentum", 2, 1000, False, 2, {}), ("adagrad", 2, 1000, False, 2, {}),
+    ("adam", 2, 1000, False, 2, {}), ("adam", 3, 301, True, 2, {}),
+    ("adagrad", 2, 1000, False, 1, {"sync_mode": False})])
+def test_sparse_table_on_pservers_equals_one_process(optimizer, pservers, vocab, lazy, trainers, kw):
+    """A distributed table: rows prefetched by id from their shards (each edges), SelectedRows
+    gradients; the table, put back together from the pservers' shards, equals one process's;
+    it never exists on a trainer."""
+    batches = train_sparse.batches(vocab, 8, 32)
+    run = run_cluster(sparse(optimizer, vocab, lazy), trainers, pservers, batches, **kw)
+    ref = run_local(sparse(optimizer, vocab, lazy), batches)
+    np.testing.assert_allclose(np.mean([run.losses[k] for k in range(trainers)], axis=0), ref.losses[0], **TOL)
+    for k in range(trainers):
+        assert "emb" not in run.params[k]
+        for name in ("fc_0.w_0", "fc_0.b_0"):
+            np.testing.assert_allclose(run.params[k][name], ref.params[0][name], err_msg=name, **TOL)
+    table = np.zeros_like(ref.params[0]["emb"])
+    for k in range(pservers):
+        table[k::pservers] = run.pserver_params[k][f"emb.shard{k}"]
+    np.testing.assert_allclose(table, ref.params[0]["emb"], **TOL)
+
+
+def test_a_sparse_table_sliced_into_blocks_when_not_distributed():
+    """embedding(is_sparse=True) alone: an ordinary sliced parameter, its gradient SelectedRows."""
+    batches = train_sparse.batches(3000, 8, 32)
+    check_equivalent(run_cluster(sparse("momentum", 3000, distributed=False), 2, 2, batches),
+                     run_local(sparse("momentum", 3000, distributed=False), batches))
