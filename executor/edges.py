@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from placegroup.executor.policy import CARRIED, CONSTANT, SAME  # noqa: F401 (re-exported)
 
 
 @dataclasses.dataclass(frozen=True)
