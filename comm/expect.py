@@ -20,7 +20,6 @@ Thread-safety: a table is built once per plan and then only read, by the mailbox
 from __future__ import annotations
 
 import dataclasses
-import string
 
 import numpy as np
 
@@ -59,13 +58,10 @@ class Expectations:
         self.vars[(var, src)] = Expect(np.dtype(dtype), None if shape is None else tuple(shape), rows)
 
     def allow_collective(self, tag: str, src: str) -> None:
-        """``src`` is in the group of the collective op ``tag``: any part of its calls (their
-        dtypes and shapes are the collective's to check, by its header phase).
-
-        NOTE(collective-tags): a kernel that runs several collectives for one op (the parallel
-        softmax loss) tags them with the op's tag and lowercase letters (``op7m``, ``op7s``);
-        op tags (``op<index>``) end in a digit, so ``check`` also looks up a tag without its
-        trailing letters."""
+        """``src`` is in the group of the collective call ``tag``: any part of it (their dtypes
+        and shapes are the collective's to check, by its header phase). An op whose kernel
+        makes several calls per run declares them (``OpDef.collective_calls``), and each is
+        allowed by its own tag."""
         self.tags.setdefault(src, set()).add(tag)
 
     def update(self, other: "Expectations") -> None:
@@ -79,10 +75,10 @@ class Expectations:
         """None if ``value`` of ``var`` from ``src`` is wanted, else ``(reason, detail)``;
         reason is ``UNEXPECTED`` (no plan receives ``var`` from ``src``), ``DTYPE`` or ``SHAPE``.
         A ``var`` that is a ``(tag, part)`` pair is a part of a collective call: wanted when
-        ``src`` joins the collective ``tag`` with this executor (NOTE(collective-tags))."""
+        ``src`` joins the collective ``tag`` with this executor."""
         if type(var) is tuple:
             tags = self.tags.get(src, ())
-            if var[0] in tags or var[0].rstrip(string.ascii_lowercase) in tags:
+            if var[0] in tags:
                 return None
             return UNEXPECTED, f"{src} takes part in no collective {var[0][:80]!r} with this executor"
         exp = self.vars.get((var, src))

@@ -211,7 +211,8 @@ def expectations(plan, senders) -> Expectations:
                 allow(e.var, src)
         for src in p.group or ():
             if src != plan.me.name:
-                exp.allow_collective(p.ctx.tag, src)
+                for call in p.op.opdef.collective_calls:
+                    exp.allow_collective(p.ctx.tag + call, src)
     if plan.me.role != ExecutorRole.PSERVER:
         for n, holders in plan.holders.items():
             if holders and plan.me not in holders:

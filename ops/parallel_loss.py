@@ -56,7 +56,8 @@ def _grad(op):
 
 
 @register("parallel_softmax_with_cross_entropy", ins=("Logits", Slot("Label", no_grad=True)),
-          outs=("Softmax", "Loss"), attrs=_ATTRS, infer=_infer, grad=_grad, role="comm", wants_comm=True)
+          outs=("Softmax", "Loss"), attrs=_ATTRS, infer=_infer, grad=_grad, role="comm", wants_comm=True,
+          collective_calls=("m", "s", "p"))
 def parallel_softmax_with_cross_entropy(xp, ins, attrs, ctx):
     x, label = ins["Logits"], ins["Label"]
     comm, tag, step = ctx.comm, ctx.tag or "c", ctx.step
@@ -73,7 +74,7 @@ def parallel_softmax_with_cross_entropy(xp, ins, attrs, ctx):
 
 
 @register("parallel_softmax_with_cross_entropy_grad", ins=("Softmax", "Label", "Loss@GRAD"),
-          outs=("Logits@GRAD",), attrs=_ATTRS, role="backward", wants_comm=True)
+          outs=("Logits@GRAD",), attrs=_ATTRS, role="backward", wants_comm=True, collective_calls=("g",))
 def parallel_softmax_with_cross_entropy_grad(xp, ins, attrs, ctx):
     """Logits@GRAD = (Softmax - onehot) * (every member's Loss@GRAD summed): NOTE(parallel-ce-grad)."""
     sm, label, g = ins["Softmax"], ins["Label"], ins["Loss@GRAD"]

@@ -119,6 +119,9 @@ class OpDef:
     role: str = "forward"
     # a collective: the executor gives the kernel the group's communicator in ``ctx.comm``
     wants_comm: bool = False
+    # the collective calls the kernel makes per run, each tagged ``ctx.tag + call`` (the
+    # receiver accepts exactly these tags from the group): one untagged call unless it says
+    collective_calls: tuple = ("",)
     # output slot -> input slot that it updates in place (ParamOut -> Param); the executor
     # and the version rule treat the pair as one loop-carried var.
     inplace: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -148,7 +151,8 @@ def _slots(spec: Sequence[str | Slot]) -> tuple[Slot, ...]:
 def register(type: str, *, ins: Sequence[str | Slot], outs: Sequence[str | Slot],
              attrs: Mapping[str, Any] | None = None, infer: Callable | None = None,
              grad: Callable | None = None, role: str = "forward", gpu: Callable | None = None,
-             inplace: Mapping[str, str] | None = None, wants_comm: bool = False):
+             inplace: Mapping[str, str] | None = None, wants_comm: bool = False,
+             collective_calls: Sequence[str] = ("",)):
     """Register the decorated function as the cpu kernel of op ``type``.
 
     Every kernel is called as ``f(xp, ins, attrs, ctx)`` (``ctx``: a ``KernelContext``). The
@@ -166,7 +170,8 @@ def register(type: str, *, ins: Sequence[str | Slot], outs: Sequence[str | Slot]
         _REGISTRY[type] = OpDef(
             type=type, inputs=_slots(ins), outputs=_slots(outs), attrs=dict(attrs or {}),
             kernels={"cpu": fn, "gpu": gpu or fn}, infer=infer, grad=grad, role=role,
-            inplace=dict(inplace or {}), wants_comm=wants_comm, doc=fn.__doc__ or "")
+            inplace=dict(inplace or {}), wants_comm=wants_comm, collective_calls=tuple(collective_calls),
+            doc=fn.__doc__ or "")
         return fn
 
     return deco

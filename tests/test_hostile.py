@@ -60,6 +60,7 @@ def _table() -> Expectations:
     t.allow("x", "trainer:0", F4, (-1, 13))
     t.allow("emb@GRAD", "trainer:0", F4, (100, 4), rows=True)
     t.allow_collective("op7", "trainer:1")
+    t.allow_collective("op9m", "trainer:1")  # a call op 9 declares (OpDef.collective_calls)
     return t
 
 
@@ -160,7 +161,8 @@ VALUE_CASES = [  # (src, var, value, what happens: None taken, "held", or the dr
     ("trainer:0", "emb@GRAD", np.ones((100, 4), F4), "shape"),  # dense for a SelectedRows var
     ("trainer:0", "w@GRAD", SelectedRows(ROWS % 13, np.ones((2, 1), F4), 13), "shape"),
     ("trainer:1", ("op7", "h0"), np.zeros((0, 3), F4), None),   # parts of a collective's calls
-    ("trainer:1", ("op7m", "rs1.0"), np.zeros(5, F4), None),     # NOTE(collective-tags)
+    ("trainer:1", ("op9m", "rs1.0"), np.zeros(5, F4), None),     # a declared call of op 9
+    ("trainer:1", ("op7m", "rs1.0"), np.zeros(5, F4), "held"),   # a call op 7 did not declare
     ("trainer:1", ("op7", "ag0.2"), np.zeros(5, np.float64), None),
     ("trainer:0", ("op7", "h0"), np.zeros((0, 3), F4), "held"),  # trainer:0 is not in op7's group
     ("trainer:1", ("op71", "h0"), np.zeros((0, 3), F4), "held"),
