@@ -216,7 +216,7 @@ class Executor:
             interp.settle([n for n in names if n in interp.pending])
             remote = [fetch_edge(plan, n) for n in names if n not in vals and plan.remote_of(n)]
             if remote:  # a var held elsewhere: its holder's value of this step (the fetch rule)
-                got = link.fetch(remote, link.step - 1, self.xp, interp._describe(None, link.step - 1))
+                got = link.fetch(remote, link.step - 1, self.xp, interp.describe(None, link.step - 1))
                 return [(to_numpy(got[n]) if return_numpy else got[n]) if n in got
                         else self._fetch(vals, n, return_numpy, plan) for n in names]
         except BaseException as e:

@@ -76,6 +76,7 @@ class Interpreter:
         self.each_seen: dict = {}        # async: (each-op, trainer) -> updates when it last got one
         self.vals: dict | None = None
         self.initial_sent: set = set()
+        self.each_vars: set = set()      # the vars of a serving pserver's each edges
 
     # -- one step ------------------------------------------------------------------------------
     def run_step(self, plan: Plan, vals: dict, step: int) -> None:
@@ -131,7 +132,7 @@ class Interpreter:
         ctx = op.ctx
         ctx.step = step
         if op.group is not None and ctx.comm is None:  # a collective: its group's communicator, once
-            ctx.comm = self.link.communicator(op.group, self._describe(op, step))
+            ctx.comm = self.link.communicator(op.group, self.describe(op, step))
         try:
             ins = op.inputs(vals) if not gathered else {
                 **{s: ([vals[n] for n in names] if dup else vals[names[0]])
@@ -152,7 +153,8 @@ class Interpreter:
                 self.mailbox.post(peer, out.var, version, value)
 
     # -- taking remote inputs --------------------------------------------------------------------
-    def _describe(self, op: PlannedOp | None, step: int):
+    def describe(self, op: PlannedOp | None, step: int):
+        """What a wait of ``op`` (None: the end of the step) at ``step`` is for, for errors."""
         def describe(missing) -> str:
             var, ver, src = missing[0]
             where = f"op #{op.index} `{op.op.type}`" if op is not None else "the end of the step"
@@ -190,7 +192,7 @@ class Interpreter:
             keys += ks
         if not keys:
             return
-        got = self.mailbox.wait(keys, self.link.wait_timeout, self._describe(op, step))
+        got = self.mailbox.wait(keys, self.link.wait_timeout, self.describe(op, step))
         xp = self.xp
         for e, rule, at, n in spans:
             rule.put(e, [to_device(xp, v) for v in got[at:at + n]], vals, gathered)
@@ -210,7 +212,7 @@ class Interpreter:
         oldest = self.policy.oldest_allowed(version)
         if have < oldest:  # too stale: wait for one recent enough
             have, value = mb.wait_newest(e.var, e.sources[0], oldest, self.link.wait_timeout,
-                                         self._describe(op, version))
+                                         self.describe(op, version))
             vals[e.var] = to_device(self.xp, value)
         self.have_version[e.var] = have
         lag = max(0, version - have)
@@ -253,7 +255,7 @@ class Interpreter:
             if one and (ran or not any(mb.oldest(k[0], k[2]) for k in keys)):
                 return
             try:
-                key, value = mb.wait_any(keys, self.link.wait_timeout, self._describe(op, step),
+                key, value = mb.wait_any(keys, self.link.wait_timeout, self.describe(op, step),
                                          any_version=one, hold=0.0 if one else EACH_HOLD_S)
             except PeersDone:
                 if ran:
@@ -321,8 +323,6 @@ class Interpreter:
             if self.staleness_seen:
                 log.info("%s: staleness of the updates it applied (lag: count): %s", self.me,
                          dict(sorted(self.staleness_seen.items())))
-
-    each_vars: set = set()
 
 
 __all__ = ["Interpreter", "EACH_HOLD_S"]

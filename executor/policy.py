@@ -77,6 +77,14 @@ class Sync:
         """The version an each-edge answer is sent as, for an instance of ``instance_version``."""
         return self.wire(step)
 
+    def label(self) -> str:
+        """How ``wire`` tags a value, in words (for ``placegroup dump``)."""
+        return "step"
+
+    def reply_label(self) -> str:
+        """How ``reply_version`` tags an each-edge answer, in words."""
+        return self.label()
+
     def __repr__(self) -> str:
         return self.name
 
@@ -107,6 +115,9 @@ class Async(Sync):
     def reply_version(self, step: int, instance_version: int) -> int:
         return instance_version
 
+    def reply_label(self) -> str:
+        return "the version of the instance it answers"
+
 
 class Rounds(Sync):
     """A trainer merging ``m`` steps into one update (``merge_steps``), over ``inner``'s rules
@@ -133,6 +144,9 @@ class Rounds(Sync):
 
     def oldest_allowed(self, version: int) -> int:
         return self.inner.oldest_allowed(version)
+
+    def label(self) -> str:
+        return f"round (step // {self.round})"
 
 
 def policy_for(cluster, role) -> Sync:

@@ -85,7 +85,7 @@ class Scope:
     def __init__(self) -> None:
         self.vars: dict[str, Any] = {}
         # Set by a distributed executor so that ``Tensor.set`` on a var held elsewhere raises
-        # PlacementError naming the holder (DESIGN.md §4).
+        # PlacementError naming the holder: a process writes only what it holds.
         self.set_guard = None
         # Set by a distributed executor: called with a var's name before its value is handed
         # out, so that a parameter still on its way from a pserver is taken first.

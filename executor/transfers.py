@@ -38,10 +38,6 @@ class Transfer:
     when: str = "every step"
 
 
-def _wire(policy) -> str:
-    return "step" if policy.round == 1 else f"round (step // {policy.round})"
-
-
 def transfers(program) -> list[Transfer]:
     """The transfers of a transpiled ``program`` (one with ``program.cluster``), per executor in
     cluster order; [] for a program one process runs alone."""
@@ -58,13 +54,13 @@ def transfers(program) -> list[Transfer]:
             where = (p.index, p.op.type)
             when = "once per round" if p.round_end and policy.round > 1 else "every step"
             if p.each is not None:
-                reply = ("the version of the instance it answers" if policy.any_version else _wire(policy))
+                reply = policy.reply_label()
                 for e in p.pushes:
                     out.append(Transfer(me.name, e.peers, e.var, "each (to the instance that triggered it)",
                                         where, reply, "per arriving instance"))
                 continue
             for e in p.pushes:
-                out.append(Transfer(me.name, e.peers, e.var, e.kind, where, _wire(policy), when))
+                out.append(Transfer(me.name, e.peers, e.var, e.kind, where, policy.label(), when))
             if p.group is not None:
                 out.append(Transfer(me.name, tuple(n for n in p.group if n != me.name), p.op.input_arg_names[0]
                                     if p.op.input_arg_names else "-", "collective", where, "step", when))

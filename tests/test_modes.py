@@ -191,3 +191,37 @@ def test_a_sparse_table_sliced_into_blocks_when_not_distributed():
     batches = train_sparse.batches(3000, 8, 32)
     check_equivalent(run_cluster(sparse("momentum", 3000, distributed=False), 2, 2, batches),
                      run_local(sparse("momentum", 3000, distributed=False), batches))
+
+
+@pytest.mark.parametrize("kw", [{}, {"sync_mode": False}, {"merge_steps": 2}, {"staleness": 1}],
+                         ids=["sync", "async", "merge_steps", "bounded"])
+def test_every_value_sent_is_a_transfer_dump_lists(monkeypatch, kw):
+    """Nothing crosses the wire that the program does not say: each (sender, receiver, var) a
+    run sends is one of the transfers ``placegroup dump`` shows (and every one listed is sent)."""
+    import threading
+
+    import placegroup as fluid
+    from placegroup.comm.mailbox import Mailbox
+    from placegroup.executor.transfers import transfers
+
+    sent, lock = set(), threading.Lock()
+    real = Mailbox.send
+
+    def spy(self, peer, var, version, value):
+        if isinstance(var, str):  # a collective's parts are keyed by (tag, part)
+            with lock:
+                sent.add((self.session.me, peer, var))
+        return real(self, peer, var, version, value)
+
+    monkeypatch.setattr(Mailbox, "send", spy)
+    monkeypatch.setattr(Mailbox, "post", spy)
+    run_cluster(model("wide", "sgd"), 2, 3, data("wide", 4, 20), **kw)
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        build("wide", "sgd")
+    t = fluid.DistributeTranspiler()
+    t.transpile(0, program=main, startup_program=startup, pservers="127.0.0.1:7100,127.0.0.1:7101,127.0.0.1:7102",
+                trainers=2, **kw)
+    listed = {(x.src, d, x.var) for x in transfers(t.get_program(None, "trainer")) if x.kind != "fetch"
+              for d in x.dst}
+    assert len(sent) >= 10 and sent == listed
