@@ -1,4 +1,4 @@
-"""What the executor costs per op, next to the kernels it calls (DESIGN.md §8: units of a floor).
+"""What the executor costs per op, next to the kernels it calls (in units of a floor).
 
 For two models it times one training step three ways, in the same run, on the same data:
 

@@ -1,8 +1,8 @@
-"""Sync, bounded staleness (SSP, k = 2) and async, with and without one slow trainer (issue #6).
+"""Sync, bounded staleness (SSP, k = 2) and async, with and without one slow trainer.
 
 fit_a_line (13 -> 1, SGD) on 4 trainers + 2 pservers; the slow cases make the last trainer
 sleep after every step ("5 ms"), or as long on average in bursts ("15 ms /3": 15 ms every
-third step). DESIGN.md's SSP merges as sync does and lets the others run at most k steps ahead
+third step). SSP merges as sync does and lets the others run at most k steps ahead
 of the slow one: it overlaps the slow trainer's sleep with the others' work and messages, but
 no run ends before the slow trainer's own steps are done. Async does not wait for it. Prints, per mode, examples/s over all trainers, the wall time of the
 fastest trainer's run, and the loss the trainers end at, side by side.

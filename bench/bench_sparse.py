@@ -1,4 +1,4 @@
-"""Sparse prefetch + update: placegroup against numpy's own gather/scatter (DESIGN.md §8).
+"""Sparse prefetch + update: placegroup against numpy's own gather/scatter, in the same run.
 
 The floor, in one process: a float32 table [vocab x 64]; 50 batches of 1024 ids drawn as
 ``(zipf(1.1) * 2654435761) % vocab``; per batch ``rows = table[ids]`` then
@@ -29,8 +29,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def floor(vocab: int, dim: int = 64, batches: int = 50, batch: int = 1024, repeats: int = 7) -> list[float]:
-    """DESIGN.md §8's sparse floor: examples/s of each of ``repeats`` runs of 50 batches (a run
-    lasts tens of milliseconds, so one run is at the mercy of the scheduler)."""
+    """The sparse floor (module docstring): examples/s of each of ``repeats`` runs of 50 batches
+    (a run lasts tens of milliseconds, so one run is at the mercy of the scheduler)."""
     rng = np.random.default_rng(0)
     table = rng.random((vocab, dim), dtype=np.float32)
     all_ids = [((rng.zipf(1.1, size=batch) * 2654435761) % vocab).astype(np.int64) for _ in range(batches)]

@@ -1,4 +1,4 @@
-"""Sync training speed: placegroup against the floors of DESIGN.md §8, measured in one run.
+"""Sync training speed: placegroup against floors measured in the same run (bench/floors.py).
 
 Prints, for fit_a_line (batch 20, SGD, 2 trainers + 2 pservers, one process each) the step
 time in units of the floor round trip (one gradient push + parameter pull of 14 floats over

@@ -1,4 +1,5 @@
-"""Floors every bench measures in the same run (DESIGN.md §8).
+"""Floors every bench measures in the same run, so a speed is a ratio, not an absolute figure
+that differs between machines.
 
 * ``round_trip(n)``: two processes, a DEALER connected to a ROUTER over tcp on 127.0.0.1; the
   "trainer" sends a msgpack header and a float32 buffer of ``n`` elements (copy=False), the
@@ -58,7 +59,7 @@ def _pair(n: int, rounds: int) -> float:
 
 
 def round_trip(n: int = 14, rounds: int = 5000) -> float:
-    """Round trips per second of the DESIGN.md §8 floor."""
+    """Round trips per second of the round-trip floor (module docstring)."""
     return 1.0 / _pair(n, rounds)
 
 

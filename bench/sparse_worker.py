@@ -1,8 +1,8 @@
 """One process of the sparse benchmark (run by bench_sparse.py under placegroup.tools.launch).
 
 ids -> embedding([vocab, 64], is_sparse, is_distributed) -> fc(2) -> softmax CE -> mean, SGD,
-``--batch`` ids per trainer per step, drawn as ``(zipf(1.1) * 2654435761) % vocab`` (DESIGN.md
-§8's sparse floor). Labels are random bits: this measures speed only.
+``--batch`` ids per trainer per step, drawn as ``(zipf(1.1) * 2654435761) % vocab`` (as for the
+sparse floor, bench/bench_sparse.py). Labels are random bits: this measures speed only.
 """
 import argparse
 import json

@@ -1,4 +1,4 @@
-"""A CTR-style model whose embedding table is far larger than a trainer (seeds 001 and 003).
+"""A CTR-style model whose embedding table is far larger than a trainer (sparse, distributed).
 
     ad id -> embedding([vocab, 64], is_sparse, is_distributed) -> fc(32, relu) -> fc(2)
           -> softmax_with_cross_entropy -> mean -> Adam (lazy)
@@ -70,7 +70,7 @@ def main() -> None:
     loss = build(a.vocab, a.dim)
     exe = fluid.Executor(fluid.CPUPlace())
     table_mib = a.vocab * a.dim * 4 / 2 ** 20
-    prog, role, tid, n = fluid.transpile_from_env(exe)  # seed 002 §3.5's environment, if set
+    prog, role, tid, n = fluid.transpile_from_env(exe)  # Fluid's launch environment, if set
     if role == "PSERVER":
         print(f"pserver: held {shards_held()} ({a.vocab:,} rows in all); peak memory {peak_rss_mb():,.0f} MiB")
         return

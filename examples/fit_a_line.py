@@ -1,4 +1,4 @@
-"""fit_a_line: linear regression, the model of seed 002 §3.5, trained in one process.
+"""fit_a_line: linear regression, Fluid's classic first model, trained in one process.
 
     data x -> fc(size=1) -> square_error_cost(label y) -> mean -> SGD (or Momentum)
 
@@ -8,9 +8,9 @@ printing which one and why. It prints the mean training loss of every pass, the 
 and, for scale, the lowest training loss any linear model can reach (least squares, solved
 with numpy): a converged run ends close to it.
 
-The same script trains distributed, unchanged, when the seeds' environment variables say so
+The same script trains distributed, unchanged, when Fluid's launch environment variables say so
 (``TRAINING_ROLE``, ``PADDLE_INIT_PSERVERS``, ``PADDLE_INIT_TRAINERS``, ``POD_IP``,
-``PADDLE_INIT_PORT``, ``PADDLE_TRAINER_ID``; seed 002 §3.5): every process builds the model,
+``PADDLE_INIT_PORT``, ``PADDLE_TRAINER_ID``; docs/launch.md): every process builds the model,
 transpiles it, and runs its part; trainer t is fed the t-th contiguous 1/N of every batch, and
 pservers serve until the trainers are done.
 
@@ -84,9 +84,10 @@ def build(n_features: int, optimizer: str, lr: float, total_steps: int):
     if optimizer == "sgd":
         opt = fluid.optimizer.SGD(learning_rate=lr)
     else:
-        # Seed 002 writes Momentum(piecewise_decay([3, 6, 9], [0.1, 0.2, 0.3, 0.4]), 0.9), an
-        # increasing rate that diverges on these data; this schedule decays instead: lr for the
-        # first half of the steps, lr/2 to three quarters, then lr/10.
+        # Fluid's distributed fit_a_line writes Momentum(piecewise_decay([3, 6, 9],
+        # [0.1, 0.2, 0.3, 0.4]), 0.9), an increasing rate that diverges on these data; this
+        # schedule decays instead: lr for the first half of the steps, lr/2 to three quarters,
+        # then lr/10.
         if not (hasattr(fluid.optimizer, "Momentum") and hasattr(fluid.layers, "piecewise_decay")):
             raise SystemExit("--optimizer momentum needs fluid.optimizer.Momentum and "
                              "fluid.layers.piecewise_decay, which this placegroup lacks")
@@ -98,7 +99,8 @@ def build(n_features: int, optimizer: str, lr: float, total_steps: int):
 
 
 def distribute(exe, main, startup, mode: str = "sync"):
-    """Seed 002 §3.5: transpile for the cluster the environment names, if it names one.
+    """Transpile for the cluster the environment names, if it names one, as Fluid's distributed
+    training scripts do.
 
     Returns ``(main_program, role, trainer_id, trainer_num)``; ``role`` is None in one process.
     A pserver serves here until every trainer is done.

@@ -1,4 +1,4 @@
-"""A classifier with a million classes, its last layer column-sliced over the trainers (seed 004).
+"""A classifier with a million classes, its last layer column-sliced over the trainers.
 
     x [dim] -> fc(classes, model_parallel=True) -> softmax_with_cross_entropy -> mean -> SGD
 
@@ -55,7 +55,7 @@ def main() -> None:
     loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits=logits, label=label))
     fluid.optimizer.SGD(learning_rate=0.5).minimize(loss)
     exe = fluid.Executor(fluid.CPUPlace())
-    prog, _, tid, n = fluid.transpile_from_env(exe)  # seed 002 §3.5's environment, if set
+    prog, _, tid, n = fluid.transpile_from_env(exe)  # Fluid's launch environment, if set
     shard = fluid.global_scope().find_var("fc_0.w_0").get_tensor().shape()
     print(f"trainer {tid} of {n}: holds fc_0.w_0 {shard} of [{a.dim}, {a.classes}]")
     t0 = time.perf_counter()

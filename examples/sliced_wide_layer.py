@@ -1,8 +1,8 @@
-"""A wide layer whose weight is sliced over the pservers (seed 000), on real data.
+"""A wide layer whose weight is sliced over the pservers, on real data.
 
 scikit-learn's bundled handwritten digits (1,797 images of 8 x 8 pixels, 10 classes; no
-download) go through a wide hidden layer and a narrow classifier, the shape of seed 000's
-example::
+download) go through a wide hidden layer and a narrow classifier, the shape of the classic
+sliced-parameter example (a wide weight cut into row blocks over the pservers)::
 
     x [64] -> fc(2048, relu) -> fc(10) -> softmax_with_cross_entropy -> mean -> Momentum
 
@@ -71,7 +71,7 @@ def main() -> None:
     train_x, train_y, test_x, test_y = load_digits()
     exe = fluid.Executor(fluid.CPUPlace())
 
-    prog, role, tid, n = fluid.transpile_from_env(exe)  # seed 002 §3.5's environment, if set
+    prog, role, tid, n = fluid.transpile_from_env(exe)  # Fluid's launch environment, if set
     if role == "PSERVER":
         print("pserver: every trainer is done")
         return

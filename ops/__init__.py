@@ -1,7 +1,7 @@
 """The op registry and its op families (installed as ``placegroup.ops``).
 
 Importing this package registers every op. Kernels here import nothing from the framework,
-the executor or comm (DESIGN.md §2, STYLE.md rule 2).
+the executor or comm: a collective's communicator comes in the kernel's ``ctx``.
 """
 from placegroup.ops import (activation, collective, elementwise, lookup, loss, lr_schedule, parallel_loss,  # noqa: F401  (registers)
                             math, metric, optimizer, random, sparse, tensor)

@@ -1,5 +1,6 @@
 """Collective ops over a group of executors: c_allreduce_sum, c_allreduce_max, c_allgather,
-c_reducescatter (issue #5), each with its gradient rule beside it (STYLE.md rule 4).
+c_reducescatter, each with its gradient rule beside it, so a pass inserts only the forward
+collectives.
 
 Every member of the group runs the same op on its own ``X``; the op (``wants_comm=True``) finds
 the group's communicator in its kernel context, ``ctx.comm``::
@@ -211,7 +212,7 @@ def _split_grad(op):
           grad=_split_grad, role="comm", wants_comm=True)
 def c_split(xp, ins, attrs, ctx):
     """Out = part ``comm.rank`` of X cut into ``comm.size`` equal parts along ``axis``: after an
-    allgather of the batch, each member keeps its own rows (the model-parallel fc, seed 004)."""
+    allgather of the batch, each member keeps its own rows (the model-parallel fc)."""
     comm = ctx.comm
     _check_group("c_split", attrs, comm)
     x = ins["X"]

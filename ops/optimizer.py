@@ -1,6 +1,7 @@
 """Optimizer ops: each updates a Param from its Grad (slot roles let passes find them).
 
-NOTE(opt-roles): passes never list optimizer types (STYLE.md rule 7); they ask the OpDef.
+NOTE(opt-roles): passes never list optimizer types; they ask the OpDef, so a new optimizer
+needs no transpiler change.
 Every optimizer op's slots carry one of these roles:
 
 * ``Param`` / ``ParamOut``: the parameter it updates;

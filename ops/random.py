@@ -4,7 +4,7 @@ NOTE(counter-rng): the value at flat index ``i`` of the *whole* var is ``f(seed,
 (splitmix64 of ``seed`` and ``i``), so any box of the var (a row block on a pserver, a column
 shard of a model-parallel fc) or strided row set (the rows ``k, k+M, k+2M, ...`` of an
 embedding table's shard k) is generated alone, exactly equal to the same slice of the whole
-var, without ever making the whole var (DESIGN.md §4, Initialization). ``whole_shape``,
+var, without ever making the whole var. ``whole_shape``,
 ``offsets`` and ``strides`` say which part this op makes: along dim d, indices
 ``offsets[d] + strides[d] * arange(shape[d])``; empty means the op's own shape, offset 0, step 1.
 """

@@ -1,4 +1,4 @@
-"""The op registry: one `OpDef` per op type (STYLE.md rules 1-3, 7).
+"""The op registry: one `OpDef` per op type, registered by decorator.
 
 An OpDef says everything the rest of the system needs to know about an op type:
 
@@ -15,7 +15,7 @@ An OpDef says everything the rest of the system needs to know about an op type:
   kernel may update its in-place vars); attrs hold only what the program says;
 * ``grad``: a gradient maker ``(op: GradOpView) -> [OpSpec]`` that describes the backward ops
   (``append_backward`` only walks the graph and sums fan-in);
-* ``role``: ``forward``, ``backward``, ``optimize``, ``lr_sched``, ``init`` or ``comm``.
+* ``role``: ``forward``, ``loss``, ``backward``, ``optimize``, ``lr_sched``, ``init`` or ``comm``.
 
 Kernels import nothing from the framework, the executor or comm.
 
@@ -36,8 +36,8 @@ GRAD_SUFFIX = "@GRAD"
 # The name a grad op writes for a gradient nobody wants (Fluid's kEmptyVarName); the
 # executor drops it.
 EMPTY_VAR = "@EMPTY@"
-# The attr of an op that runs once per merge_steps round, not every step (NOTE(merge-steps-
-# collective) in placegroup/transpiler/allreduce.py); a trainer skips it mid-round.
+# The attr of an op that runs once per merge_steps round, not every step (NOTE(merge-steps)
+# in placegroup/transpiler/merge.py); a trainer skips it mid-round.
 ROUND_END = "_round_end"
 
 ROLES = ("forward", "backward", "optimize", "lr_sched", "init", "comm", "loss")
@@ -92,7 +92,7 @@ class Slot:
     name: str
     duplicable: bool = False
     dispensable: bool = False
-    role: str | None = None  # Param, Grad, LearningRate, Moment, ParamOut, ... (rule 7)
+    role: str | None = None  # Param, Grad, LearningRate, Moment, ParamOut, ... (NOTE(opt-roles))
     no_grad: bool = False  # never differentiable (ids, labels, counters)
     sparse_if: str | None = None  # output: a SelectedRows when this bool attr is true (is_sparse)
 

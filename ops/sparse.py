@@ -1,5 +1,5 @@
 """Ops over ids and SelectedRows for row-sharded tables: split_ids, shard_lookup,
-merge_selected_rows, shard_selected_rows (issue #4).
+merge_selected_rows, shard_selected_rows (docs/sparse.md).
 
 NOTE(row-shards): a table of ``height`` rows over ``num_shards`` shards puts global row ``i``
 on shard ``i % num_shards``, at local row ``i // num_shards``. Shard ``k`` holds global rows
@@ -219,7 +219,7 @@ def _split_sr_infer(ins, a):
           attrs={"sections": [], "axis": 0}, infer=_split_sr_infer, role="backward")
 def split_selected_rows(xp, ins, a, ctx):
     """Out[k] = the entries of X in the k-th block of consecutive rows (``sections``), rows made
-    local to the block: the gradient of a sparse parameter sliced into row blocks (seed 000),
+    local to the block: the gradient of a sparse parameter sliced into row blocks (the slice pass),
     as ``split`` is for a dense one.
 
     Raises:

@@ -4,8 +4,8 @@
 """
 import os as _os
 
-# NOTE(layout): the brief keeps executor/, ops/ and comm/ beside placegroup/ at the top level
-# of the repository; pyproject maps them to placegroup.executor, .ops, .comm. When Python finds
+# NOTE(layout): the repository keeps executor/, ops/ and comm/ beside placegroup/ at its top
+# level; pyproject maps them to placegroup.executor, .ops, .comm. When Python finds
 # this directory straight from a checkout (the repository root on sys.path, or an editable
 # install), those subpackages are not inside it, so the directory above joins __path__.
 _here = _os.path.dirname(__file__)

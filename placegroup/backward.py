@@ -1,6 +1,6 @@
 """append_backward: walk the forward ops in reverse, ask each op's grad maker, sum fan-in.
 
-It knows nothing about particular op types (STYLE.md rule 3): the gradient of an op is its
+It knows nothing about particular op types: the gradient of an op is its
 OpDef's ``grad`` entry. What it does itself:
 
 * finds the vars that need a gradient: those that depend, through differentiable slots, on a

@@ -1,7 +1,7 @@
 """The error classes every layer of placegroup raises.
 
-Each names where it happened (executor, op, var, step) and, where one is known, a fix
-(STYLE.md rule 9). They are plain exceptions so a user can catch the family with
+Each names where it happened (executor, op, var, step) and, where one is known, a fix.
+They are plain exceptions so a user can catch the family with
 ``except PlacegroupError``.
 """
 

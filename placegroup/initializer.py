@@ -1,7 +1,7 @@
 """Initializers: each appends one init op for a var to the startup program.
 
 Random initializers get a seed that depends only on the program's ``random_seed`` and the
-var's name (DESIGN.md §4), so every process, and every slice of a var, agrees on its values.
+var's name, so every process, and every slice of a var, agrees on its values.
 Fan-based ones (Xavier, MSRA) take their fans from the whole shape.
 
 Example::

@@ -5,8 +5,9 @@ the startup program; the learning rate is a var too (a constant, or a schedule's
 the transpiler can move all of it next to the parameter it updates.
 
 The update each one appends is the op of the same name in ``ops/optimizer.py`` (Paddle's
-maths, DESIGN.md §9); ``regularization`` (``fluid.regularizer.L2Decay``, ``L1Decay``) or a
-parameter's own ``ParamAttr(regularizer=...)`` adds its decay term to the gradient first.
+maths: the losses match PaddlePaddle's own executor); ``regularization``
+(``fluid.regularizer.L2Decay``, ``L1Decay``) or a parameter's own
+``ParamAttr(regularizer=...)`` adds its decay term to the gradient first.
 
 Example::
 

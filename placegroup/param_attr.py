@@ -13,7 +13,7 @@ class ParamAttr:
         learning_rate: a multiplier on the optimizer's learning rate for this parameter.
         regularizer: a weight-decay regularizer, or None.
         trainable: False keeps the parameter out of backward and the optimizer.
-        sparse_update: the gradient travels as SelectedRows (seed 001); same as
+        sparse_update: the gradient travels as SelectedRows (only the touched rows); same as
             ``embedding(is_sparse=True)``.
 
     Example::

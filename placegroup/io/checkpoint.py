@@ -1,4 +1,4 @@
-"""Distributed checkpoints: saved every N steps, resumed onto any number of pservers (issue #7).
+"""Distributed checkpoints: saved every N steps, resumed onto any number of pservers.
 
 Each executor that holds persistable vars (parameters, their blocks and shards, optimizer
 state, lr counters) saves what it holds, and only that, into its own part of the step::

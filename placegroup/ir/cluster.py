@@ -4,7 +4,9 @@
 ``trainer:0..N-1`` (with their endpoints when trainers were given as a list) and one pserver
 per endpoint. A var with no PlaceGroup, or an op with none, belongs to everyone (a
 single-process program). These answers are what the placement check and the executor's
-edges are computed from (DESIGN.md §4).
+edges (``classify``: local, broadcast, gather or each) are computed from.
+``ClusterSchema`` is the typed record of the job (trainers, pservers, mode, merge_steps, digest)
+that a transpiled program carries as ``program.cluster``.
 """
 from __future__ import annotations
 

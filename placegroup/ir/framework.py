@@ -1,7 +1,7 @@
 """The Program IR: Program -> Block -> Variable / Operator, in Fluid's shape.
 
 Every op and var may carry a ``PlaceGroup`` (``place``) saying which executors run or hold
-it (DESIGN.md §3). ``str(program)`` prints the stable text form described in ``docs/ir.md``;
+it. ``str(program)`` prints the stable text form described in ``docs/ir.md``;
 ``program.verify()`` checks def-before-use, one writer per value, shapes against each op's
 ``infer`` and the PlaceGroups.
 

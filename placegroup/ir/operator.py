@@ -25,7 +25,7 @@ class Operator:
         self.role = role or opdef.role
         self.place = _place(place)
         # input slot -> how it reads a var held by several executors: "gather" (every
-        # instance, in trainer-id order) or "each" (once per arriving instance); DESIGN.md §4
+        # instance, in trainer-id order) or "each" (once per arriving instance): docs/ir.md, "Edges"
         self.edges: dict[str, str] = {}
         # the parameter whose update this optimize-role op belongs to (set by the optimizer
         # and the transpiler's passes; Fluid's op_role_var)

@@ -1,4 +1,4 @@
-"""PlaceGroup: which executors run an op or hold a var, and on which devices (DESIGN.md §3).
+"""PlaceGroup: which executors run an op or hold a var, and on which devices.
 
 Text form, lower case and without spaces; ``PlaceGroup.parse`` and ``str(pg)`` round-trip it::
 
@@ -274,7 +274,8 @@ class PlaceGroup(_Frozen):
         return not self.nodes
 
     def matches(self, executor: ExecutorId) -> bool:
-        """Whether ``executor`` runs the op / holds the var (DESIGN.md §3, Matching).
+        """Whether ``executor`` runs the op / holds the var (its role is listed and, when
+        nodes are named, its endpoint is one of them).
 
         The executor's places are not compared: they say where it runs, not who it is.
 

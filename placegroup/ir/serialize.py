@@ -1,4 +1,4 @@
-"""prog.bin: a Program as bytes, and back (DESIGN.md §2, §7).
+"""prog.bin: a Program as bytes, and back; a damaged file is refused, naming what is wrong.
 
 Layout of the file::
 

@@ -36,7 +36,7 @@ class Variable:
 
     ``persistable`` vars live across steps in the scope (parameters, optimizer state, counters);
     the others are recomputed each step. ``attrs`` holds typed facts that passes set and read
-    (e.g. ``slice_of``); names are for people only (STYLE.md rule 6).
+    (e.g. ``slice_of``); names are for people only: no code parses them.
     """
 
     def __init__(self, block, name: str, shape: Sequence[int] | None = None,

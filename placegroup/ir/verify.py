@@ -1,4 +1,4 @@
-"""``program.verify()``: the IR's lint (STYLE.md rule 8).
+"""``program.verify()``: the IR's lint, run after every transpiler pass.
 
 Checks, per block, in program order:
 * every op's slots and attrs against its OpDef;

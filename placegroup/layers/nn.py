@@ -36,7 +36,8 @@ def fc(input, size: int, num_flatten_dims: int = 1, param_attr=None, bias_attr=N
         input: a Variable or a list of them.
         size: output width.
         num_flatten_dims: dims of ``input`` kept as rows; the rest are flattened.
-        model_parallel: mark the layer for the model-parallel pass (seed 004).
+        model_parallel: mark the layer for the model-parallel pass: its weight is
+            column-sliced over the trainers (docs/model_parallel.md).
     """
     helper = LayerHelper("fc", name=name)
     inputs = input if isinstance(input, (list, tuple)) else [input]
@@ -211,7 +212,7 @@ def embedding(input, size, is_sparse: bool = False, is_distributed: bool = False
         raise ValueError(f"embedding: padding_idx {padding_idx} is outside a table of {size[0]} rows")
     w = helper.create_parameter(param_attr, size, dtype)
     # Facts for append_backward and the transpiler's sparse pass live on the parameter as
-    # typed attrs (STYLE.md rule 6); either way of asking for sparse gradients sets the
+    # typed attrs, never read from names; either way of asking for sparse gradients sets the
     # parameter's attr and the op's.
     is_sparse = bool(is_sparse or w.attrs.get("sparse_update"))
     if is_sparse:

@@ -121,7 +121,7 @@ def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume:
            cpu_bind: str, script: str, args: tuple) -> None:
     """Run SCRIPT [ARGS] in every process of a local cluster on 127.0.0.1.
 
-    Each process gets the seeds' environment (TRAINING_ROLE, PADDLE_INIT_PSERVERS, ...);
+    Each process gets Fluid's launch environment (TRAINING_ROLE, PADDLE_INIT_PSERVERS, ...);
     output lines are prefixed with the role; the first failure stops the rest and is the
     exit code.
     """

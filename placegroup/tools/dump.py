@@ -104,8 +104,8 @@ UNEVEN_MIN_BYTES = 1 << 20  # below this, no pserver waits long enough for balan
 
 def load_report(program) -> list[str]:
     """Per pserver: bytes of parameters and of optimizer state it holds, and a warning when
-    the heaviest holds more than 1.5x the lightest (issue #3: uneven load makes every sync
-    step wait for the slowest pserver)."""
+    the heaviest holds more than 1.5x the lightest (uneven load makes every sync step wait
+    for the slowest pserver)."""
     pservers = program.cluster.pservers if program.cluster is not None else []
     if not pservers:
         return []

@@ -1,4 +1,4 @@
-"""``transpile_from_env``: the seed 002 §3.5 boilerplate, once.
+"""``transpile_from_env``: the boilerplate of Fluid's distributed training scripts, once.
 
 Every script that runs both in one process and as one process of a cluster reads the same
 environment (docs/launch.md), transpiles, runs its startup program, and, on a pserver, serves.

@@ -1,16 +1,16 @@
 """``placegroup launch``: a local cluster of trainers and pservers on 127.0.0.1.
 
-Each process gets the environment the seeds read (DESIGN.md §6): ``TRAINING_ROLE``,
-``PADDLE_INIT_PSERVERS`` (``ip:port,...``), ``PADDLE_INIT_TRAINERS`` (the count),
-``PADDLE_INIT_PORT`` and ``POD_IP`` (its own endpoint), ``PADDLE_TRAINER_ID``, and the Fleet
-names ``PADDLE_PSERVERS_IP_PORT_LIST``, ``PADDLE_TRAINERS_NUM``, ``PADDLE_CURRENT_ENDPOINT``,
-``PADDLE_TRAINER_ENDPOINTS``, and its share of the cores for BLAS (``OMP_NUM_THREADS`` and
-friends, unless already set), under the SCHED_BATCH policy (NOTE(sched-batch); ``--sched
-normal`` to leave it) and, where that pays, bound to its share of the cores (NOTE(cpu-bind);
-``--cpu-bind spread|none`` to choose). Every line a process prints is prefixed with its role
-(``[trainer.0]``). The first process that fails stops the others; ``launch`` exits with its
-code. When every trainer has finished, the pservers, told by the trainers, return by
-themselves; any still running after ``--grace`` seconds are stopped.
+Each process gets the environment Fluid's distributed scripts read (docs/launch.md):
+``TRAINING_ROLE``, ``PADDLE_INIT_PSERVERS`` (``ip:port,...``), ``PADDLE_INIT_TRAINERS`` (the
+count), ``PADDLE_INIT_PORT`` and ``POD_IP`` (its own endpoint), ``PADDLE_TRAINER_ID``, and the
+Fleet names ``PADDLE_PSERVERS_IP_PORT_LIST``, ``PADDLE_TRAINERS_NUM``,
+``PADDLE_CURRENT_ENDPOINT``, ``PADDLE_TRAINER_ENDPOINTS``, and its share of the cores for BLAS
+(``OMP_NUM_THREADS`` and friends, unless already set), under the SCHED_BATCH policy
+(NOTE(sched-batch); ``--sched normal`` to leave it) and, where that pays, bound to its share of
+the cores (NOTE(cpu-bind); ``--cpu-bind spread|none`` to choose). Every line a process prints is
+prefixed with its role (``[trainer.0]``). The first process that fails stops the others;
+``launch`` exits with its code. When every trainer has finished, the pservers, told by the
+trainers, return by themselves; any still running after ``--grace`` seconds are stopped.
 
 Example::
 

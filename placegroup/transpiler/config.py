@@ -8,7 +8,7 @@ import pydantic
 
 
 class RoundRobin:
-    """Deal blocks to pservers in turn, one counter over all blocks (seed 000).
+    """Deal blocks to pservers in turn, one counter over all blocks.
 
     Example::
 
@@ -45,11 +45,13 @@ class DistributeTranspilerConfig(pydantic.BaseModel):
     """What the transpiler may do (frozen; keyword arguments to ``transpile`` override it).
 
     Attributes:
-        slice_var_up: slice big parameters into blocks over the pservers (seed 000).
+        slice_var_up: slice big parameters into blocks over the pservers.
         split_method: ``RoundRobin`` or ``HashName`` (a class taking the pserver list).
         min_block_size: the smallest block, in elements.
-        staleness: bounded staleness k (0 = sync; issue #6).
-        merge_steps: local steps merged before sending (issue #6).
+        staleness: bounded staleness k: a trainer runs at most k steps ahead of
+            the slowest (0 = sync; docs/distributed.md, "Modes").
+        merge_steps: local steps merged into one update, applied once per round of
+            that many steps (NOTE(merge-steps) in merge.py).
         mp_fused: model parallel: softmax cross-entropy over the shards, never the whole logits.
     """
 

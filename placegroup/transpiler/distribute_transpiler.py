@@ -1,10 +1,10 @@
-"""DistributeTranspiler: Fluid's user entry point, over small passes (seed 002 §3.6).
+"""DistributeTranspiler: Fluid's user entry point, over small passes.
 
 ``transpile`` runs the passes (model_parallel, merge, allreduce, slice, sparse, placement) on copies of the programs (the input is never mutated), and
 ``get_program(endpoint, role)`` returns the one placed program with the executor it was made
 for recorded in it.
 
-Example (seed 002 §3.5)::
+Example (Fluid's classic fit_a_line training script)::
 
     t = fluid.DistributeTranspiler()
     t.transpile(trainer_id, pservers="127.0.0.1:6174,127.0.0.1:6175", trainers=2)
@@ -105,7 +105,7 @@ class DistributeTranspiler:
         cfg = self.config
         port = config.get("PADDLE_INIT_PORT")
         self.trainer_id = config.get("PADDLE_TRAINER_ID") if trainer_id is None else int(trainer_id)
-        # no pservers: the trainers form a collective group (issue #5)
+        # no pservers: the trainers form a collective group (collective data parallel)
         self.pserver_endpoints = _endpoints(pservers, port, "pservers") if pservers else []
         if isinstance(trainers, int) or str(trainers).strip().isdigit():
             n, trainer_eps = int(trainers), []

@@ -1,4 +1,4 @@
-"""The model-parallel pass (seed 004): an fc with too many classes, column-sliced over the trainers.
+"""The model-parallel pass: an fc with too many classes, column-sliced over the trainers.
 
 ``fc(input, size, model_parallel=True)`` marks its weight and bias (``attrs["model_parallel"] =
 "column"``). Over a group of K trainers, trainer k fed its own rows ``X_k`` [b, d]::
@@ -23,8 +23,9 @@ built again by ``append_backward`` from the loss, so gradients flow through the 
 own gradient rules (ops/collective.py); the optimizer ops are kept, their state sliced like
 the weight. Every member's shard gradient collects the rows of all K losses, each a mean over
 b rows, so it is scaled by 1/K: the sum of the members' losses over K is the one-process loss
-on the whole batch, and training matches it (DESIGN.md §4). Later passes leave these
-parameters on the trainers: their gradients are neither merged on pservers nor all-reduced.
+on the whole batch, and training matches one process training on the whole batch. Later
+passes leave these parameters on the trainers: their gradients are neither merged on pservers
+nor all-reduced.
 
 Limits: the backward is regenerated, so gradient regularization added by an optimizer is not
 (a PassError says so); the class count must divide by K.

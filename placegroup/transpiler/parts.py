@@ -1,7 +1,7 @@
 """Splitting a parameter's update into parts: what the slice and sparse passes share.
 
-A *part* of parameter ``p`` is a set of its rows: a contiguous block (seed 000's slicing:
-stride 1) or a strided shard (an embedding table's rows ``k, k+M, k+2M, ...``: stride M).
+A *part* of parameter ``p`` is a set of its rows: a contiguous block (the slice pass's row
+blocks: stride 1) or a strided shard (an embedding table's rows ``k, k+M, k+2M, ...``: stride M).
 ``repeat_update`` repeats every op of ``p``'s update (the ops whose ``op.param`` is ``p``:
 merge, lr scaling, optimizer) once per part, over the part's share of each var:
 
@@ -105,7 +105,8 @@ def repeat_update(job, p, parts: list[Part]) -> list[str]:
 
 
 def block_parts(shape, n_pservers: int, min_block_size: int) -> list[Part]:
-    """Seed 000's blocks: ``count = min(ceil(numel / min_block_size), #pservers)``, whole rows."""
+    """The slice pass's blocks: ``count = min(ceil(numel / min_block_size), #pservers)``, whole
+    rows."""
     rows = int(shape[0]) if shape else 1
     numel = math.prod(shape) if shape else 1
     count = max(1, min(math.ceil(numel / min_block_size), n_pservers, rows))

@@ -1,4 +1,4 @@
-"""The pass machinery: ``Job``, ``PassResult`` and ``run_passes`` (STYLE.md rule 5).
+"""The pass machinery: ``Job``, ``PassResult`` and ``run_passes``.
 
 A pass is a pure function ``f(job, ctx) -> PassResult``: it copies the main and startup
 programs it is given, changes the copies, and says whether anything changed. ``run_passes``

@@ -1,4 +1,4 @@
-"""The placement pass (seed 002 §3.6, the generic part): every op and var gets a PlaceGroup.
+"""The placement pass (the generic part): every op and var gets a PlaceGroup.
 
 Rules, in order:
 1. Each parameter (or parameter block) with an optimizer is dealt to a pserver by the
@@ -13,7 +13,7 @@ Rules, in order:
    (a constant learning rate) lives with its readers: on the one pserver that reads it, or
    replicated on all pservers; read by both roles, it is replicated on both.
 4. Everything else runs on, and lives on, every trainer (``trainer``, replicated).
-With no pservers (collective data parallel, issue #5) everything is ``trainer``.
+With no pservers (collective data parallel) everything is ``trainer``.
 The startup program's vars take their main-program places and its ops run where their output
 lives. Then every edge is checked (``placegroup.ir.cluster.check_placement``).
 """

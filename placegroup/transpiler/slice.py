@@ -1,4 +1,4 @@
-"""The slice pass (seed 000): big parameters become row blocks spread over the pservers.
+"""The slice pass: big parameters become row blocks spread over the pservers.
 
 Per parameter ``p`` with an optimizer (the ops whose ``op.param`` is ``p``)::
 
@@ -9,7 +9,7 @@ Per parameter ``p`` with an optimizer (the ops whose ``op.param`` is ``p``)::
 With ``count > 1`` the update is repeated per block (``parts.repeat_update``). On the trainer,
 ``split`` cuts the gradient into blocks right after backward writes it, and ``concat`` joins
 the updated blocks back into ``p`` at the end of the step (and at the end of the startup
-program), so the trainer's ``p`` always holds the latest update (DESIGN.md §4). Tables marked
+program), so the trainer's ``p`` always holds the latest update. Tables marked
 ``distributed`` are left to the sparse pass.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from placegroup.transpiler.passes import Job, PassResult
 
 
 def block_layout(shape, n_pservers: int, min_block_size: int) -> list[tuple[int, int]]:
-    """``[(row_offset, rows)]`` of each block of a var of ``shape`` (seed 000's rule)."""
+    """``[(row_offset, rows)]`` of each block of a var of ``shape`` (``parts.block_parts``)."""
     return [(part.offset, part.rows) for part in block_parts(shape, n_pservers, min_block_size)]
 
 

@@ -1,4 +1,4 @@
-"""The sparse pass (seeds 001 and 003): distributed embedding tables live on the pservers.
+"""The sparse pass: distributed embedding tables live on the pservers.
 
 A table ``W`` [V, D] marked ``distributed`` (``embedding(is_distributed=True)``) becomes M row
 shards, shard k on pserver k holding rows ``k, k+M, k+2M, ...`` (NOTE(row-shards) in
