@@ -1,8 +1,8 @@
 """Collectives among a group of executors over their mailboxes: allreduce, allgather, reducescatter.
 
 ``RingCommunicator`` is what a collective op's kernel receives as its communicator in a cluster
-(``executor/distributed.py`` binds one per op and group; ``executor.LocalComm`` is the
-one-member stand-in). Every member calls the same method with the same ``tag`` and ``step``;
+(``executor/link.py``, ``Link.communicator``, makes one per op and group; ``LocalComm`` in
+executor/plan.py is the one-member stand-in). Every member calls the same method with the same ``tag`` and ``step``;
 each value of that call is the mailbox key ``((tag, f"{phase}{r}"), step, source)``, and
 travels with its tag in a header field of its own, so calls with other tags or steps, before
 or after, never mix with it. docs/protocol.md, "Collectives", lists the phases.

@@ -1,7 +1,7 @@
 """What an executor accepts, and from whom: the table the mailbox checks arrivals against.
 
 ``framing.unpack`` says whether a message is well formed; this says whether it is *wanted*. An
-executor's plan (executor/dist_plan.py, ``expectations``) knows every value it waits for: the
+executor's plan (``expectations`` in executor/link.py) knows every value it waits for: the
 var, the executors it comes from, its declared dtype and shape. Anything else (a stranger's
 message, a var it never receives from that peer, a wrong dtype or shape) is dropped by the
 mailbox with a log line before a kernel can see it (docs/protocol.md, "What is dropped").

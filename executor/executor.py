@@ -8,8 +8,8 @@ program (one ``t.get_program(endpoint, role)`` returned) only adds a link to the
 (executor/link.py) and the version policy of its mode (executor/policy.py).
 
 NOTE(pserver-run): a pserver's first ``run`` of the main program serves the whole job: it
-runs its ops step after step until every trainer has said done. As seed-style scripts run
-the trainers' loop on pservers too, later calls return at once, and each fetch is the value
+runs its ops step after step until every trainer has said done. As Fluid's classic training
+scripts run the trainers' loop on pservers too, later calls return at once, and each fetch is the value
 this pserver holds, or None for a var held elsewhere.
 
 Thread-safety: one executor runs one program at a time; use one executor per thread.

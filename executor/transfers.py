@@ -44,10 +44,12 @@ def transfers(program) -> list[Transfer]:
     if program.cluster is None:
         return []
     cluster = Cluster.from_program(program)
+    rounds = program.cluster.merge_steps > 1  # a pserver's step is then a round of the trainers'
     out: list[Transfer] = []
     for me in cluster.executors:
         plan = compile_plan(program, me, cluster, np)
         policy = policy_for(program.cluster, me.role)
+        label = "step (a round)" if rounds and policy.round == 1 else policy.label()
         for e in plan.initial:
             out.append(Transfer(me.name, e.peers, e.var, e.kind, None, "-1 (the startup program's)", "once"))
         for p in plan.ops:
@@ -60,14 +62,15 @@ def transfers(program) -> list[Transfer]:
                                         where, reply, "per arriving instance"))
                 continue
             for e in p.pushes:
-                out.append(Transfer(me.name, e.peers, e.var, e.kind, where, policy.label(), when))
+                out.append(Transfer(me.name, e.peers, e.var, e.kind, where, label, when))
             if p.group is not None:
                 out.append(Transfer(me.name, tuple(n for n in p.group if n != me.name), p.op.input_arg_names[0]
                                     if p.op.input_arg_names else "-", "collective", where, "step", when))
         if plan.answers:
             askers = tuple(e.name for e in cluster.executors if e.role != me.role)
             out.append(Transfer(me.name, askers, f"any of its {len(plan.answers)} vars", "fetch", None,
-                                "the asker's step, once this executor has finished it", "when asked"))
+                                f"the asker's {'round' if rounds else 'step'}, once this executor has "
+                                f"finished it", "when asked"))
     return out
 
 

@@ -1,5 +1,5 @@
 """parallel_softmax_with_cross_entropy: softmax cross-entropy over logits split by columns
-among the members of a group (issue #5, beyond seed 004), without the whole logits anywhere.
+among the members of a group (a model-parallel last layer), without the whole logits anywhere.
 
 Member r holds the columns ``[r·C/K, (r+1)·C/K)`` of logits [N, C] (its fc shard's output)
 and every row's global label. Per row::

@@ -45,8 +45,9 @@ ROLES = ("forward", "backward", "optimize", "lr_sched", "init", "comm", "loss")
 
 class KernelContext:
     """What a kernel may know of the run besides its inputs and attrs: one per op and
-    executor, made once per plan; the executor sets ``step`` before the kernel runs, and a
-    kernel only reads it.
+    executor, made once per plan; a kernel only reads it. The executor keeps ``step`` current
+    for the ops that are not plain (collectives, ops with remote inputs or pushes); a plain
+    op's kernel, called straight (NOTE(lean-loop)), must not depend on it.
 
     Attributes:
         outputs: the output slots the op has; a kernel may skip computing the others (a grad

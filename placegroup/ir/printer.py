@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from placegroup.ops.registry import ROUND_END
+
 
 def _fmt_attr(v: Any) -> str:
     if isinstance(v, float):
@@ -40,6 +42,8 @@ def format_op(op, index: int | None = None) -> str:
         role += f" param={op.param}"
     if op.edges:
         role += " edges={" + ", ".join(f"{k}:{op.edges[k]}" for k in sorted(op.edges)) + "}"
+    if op.attrs.get(ROUND_END):
+        role += " round_end"
     place = f" @{op.place}" if op.place is not None else ""
     return (f"{head}{op.type}({_fmt_slots(op.inputs)}) -> ({_fmt_slots(op.outputs)})"
             f" {{{attrs}}}{role}{place}")
