@@ -14,6 +14,7 @@ if not _os.path.isdir(_os.path.join(_here, "ops")):
     if _os.path.isfile(_os.path.join(_root, "ops", "registry.py")):
         __path__.append(_root)
 
+from placegroup import _moved  # noqa: E402
 from placegroup import dataset, initializer, io, layers, optimizer, reader, regularizer  # noqa: E402
 from placegroup.ir import unique_name  # noqa: E402
 from placegroup.data_feeder import DataFeeder  # noqa: E402
@@ -30,6 +31,8 @@ from placegroup.ir.place_group import ExecutorId, ExecutorRole, PlaceGroup  # no
 from placegroup.ir.places import CPUPlace, CUDAPinnedPlace, CUDAPlace, is_compiled_with_cuda  # noqa: E402
 from placegroup.transpiler import (DistributeTranspiler, DistributeTranspilerConfig,  # noqa: E402
                                    HashName, RoundRobin)
+
+_moved.install()  # the module paths that moved keep working, with a DeprecationWarning
 
 __version__ = "0.1.0"
 

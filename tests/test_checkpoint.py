@@ -190,7 +190,7 @@ def test_the_environment_configures_and_overrides(monkeypatch, tmp_path):
     monkeypatch.setenv("PLACEGROUP_RESUME", "0")
     assert CheckpointConfig.from_env() is None  # turned off, not half configured
     monkeypatch.setenv("PLACEGROUP_RESUME", "yes")
-    with pytest.raises(fluid.ProgramError, match="PLACEGROUP_RESUME='yes': expected 0 or 1"):
+    with pytest.raises(fluid.ProgramError, match="PLACEGROUP_RESUME='yes': expected a whole number"):
         CheckpointConfig.from_env()
 
 

@@ -40,7 +40,7 @@ def test_values_parse_with_their_defaults(name, text, value):
 
 @pytest.mark.parametrize("name, text, says", [
     ("PLACEGROUP_PEER_TIMEOUT", "soon", "expected seconds"), ("PLACEGROUP_PEER_TIMEOUT", "-1", "expected seconds"),
-    ("PLACEGROUP_RESUME", "yes", "expected 0 or 1"), ("PADDLE_TRAINER_ID", "one", "expected a whole number")])
+    ("PLACEGROUP_RESUME", "yes", r"expected a whole number \(0 or 1\)"), ("PADDLE_TRAINER_ID", "one", "expected a whole number")])
 def test_a_bad_value_names_the_variable(name, text, says):
     with pytest.raises(ValueError, match=f"{name}={text!r}: {says}"):
         config.get(name, {name: text})

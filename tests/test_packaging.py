@@ -88,3 +88,22 @@ def test_pip_install_works_from_root_and_elsewhere(tmp_path):
     assert top == str(repo / "placegroup" / "__init__.py") and same == "True"
     assert _run([str(script), "--version"], elsewhere, env).strip() == "placegroup 0.1.0"
     assert _run([str(py), "-m", "placegroup.tools.cli", "--version"], repo, env).strip() == "placegroup 0.1.0"
+
+
+@pytest.mark.parametrize("old, new", [("placegroup.framework", "placegroup.ir.framework"),
+                                      ("placegroup.launch", "placegroup.tools.launch"),
+                                      ("placegroup.ops.selected_rows", "placegroup.values")])
+def test_a_moved_module_imports_under_its_old_name_with_a_warning(old, new):
+    import importlib
+    import sys
+
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
+
+
+def test_the_old_cli_module_still_runs():
+    out = subprocess.run([sys.executable, "-m", "placegroup.cli", "--version"], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.startswith("placegroup ")

@@ -14,7 +14,7 @@ executor's checkpoint hook.
 """
 from placegroup.io.checkpoint import CheckpointConfig, load_checkpoint, save_checkpoint
 from placegroup.io.checkpoint_store import latest_checkpoint
-from placegroup.io.var_files import (index_vars, is_parameter, is_persistable, load_params, load_persistables,
+from placegroup.io.var_files import (VAR_FORMAT_VERSION, VAR_MAGIC, index_vars, is_parameter, is_persistable, load_params, load_persistables,
                                      load_program, load_vars, save_params, save_persistables, save_program,
                                      save_vars)
 
