@@ -204,20 +204,20 @@ def _local_checkpoint(tmp_path, steps=(3,)):
 
 
 def test_a_crash_mid_write_leaves_the_previous_checkpoint_the_newest(tmp_path, monkeypatch):
-    from placegroup.io import var_files as pio
+    from placegroup.io import checkpoint_store as store
 
     main, truth = _local_checkpoint(tmp_path)
-    real, calls = pio._atomic_write, []
+    real, calls = store.atomic_write, []
 
     def crash_on_third(path, chunks):
         calls.append(path)
         if len(calls) == 3:
             raise KeyboardInterrupt("killed mid-write")
         real(path, chunks)
-    monkeypatch.setattr(pio, "_atomic_write", crash_on_third)
+    monkeypatch.setattr(store, "atomic_write", crash_on_third)
     with pytest.raises(KeyboardInterrupt):
         _save(tmp_path, [main], truth, step=6)
-    monkeypatch.setattr(pio, "_atomic_write", real)
+    monkeypatch.setattr(store, "atomic_write", real)
     assert fluid.io.latest_checkpoint(str(tmp_path)) == 3
     # a process killed outright leaves its hidden temporary part behind: it is ignored
     junk = tmp_path / "step-9" / ".local.abc.tmp"

@@ -63,10 +63,10 @@ def test_a_fresh_process_resumes_from_program_and_persistables(trained, tmp_path
     scope = fluid.Scope()
     exe.run(startup, scope=scope)
     train(exe, main, avg, scope, batches()[:3])
-    pio.save_program(main, str(tmp_path / "ckpt" / "prog.bin"))
+    fluid.io.save_program(main, str(tmp_path / "ckpt" / "prog.bin"))
     pio.save_persistables(exe, str(tmp_path / "ckpt"), main, scope=scope)
     # Another process: no startup run, the program read back from disk.
-    loaded = pio.load_program(str(tmp_path / "ckpt" / "prog.bin"))
+    loaded = fluid.io.load_program(str(tmp_path / "ckpt" / "prog.bin"))
     assert str(loaded) == str(main)
     exe2, scope2 = fluid.Executor(), fluid.Scope()
     with fluid.scope_guard(scope2):
@@ -80,8 +80,8 @@ def test_the_executor_and_cluster_survive_save_and_load(fresh_programs, tmp_path
     main.executor = ExecutorId.parse("trainer", "127.0.0.1:6170", rank=1)
     main.cluster = ClusterSchema(trainers=2, pservers=["127.0.0.1:7164"], sync_mode=True)
     main.provenance = ["merge", "slice", "placement"]
-    pio.save_program(main, str(tmp_path / "prog.bin"))
-    back = pio.load_program(str(tmp_path / "prog.bin"))
+    fluid.io.save_program(main, str(tmp_path / "prog.bin"))
+    back = fluid.io.load_program(str(tmp_path / "prog.bin"))
     assert back.executor == main.executor and back.provenance == main.provenance
     assert back.cluster == main.cluster
     assert str(back) == str(main)
@@ -242,11 +242,11 @@ def test_damaged_var_files_raise_only_serialization_error(data):
 
 def test_load_program_errors_name_the_file(tmp_path):
     with pytest.raises(FileNotFoundError):
-        pio.load_program(str(tmp_path / "missing.bin"))
+        fluid.io.load_program(str(tmp_path / "missing.bin"))
     bad = tmp_path / "bad.bin"
     bad.write_bytes(b"PGPROG\x01\x00")
     with pytest.raises(SerializationError, match=rf"^{bad}: prog.bin is truncated"):
-        pio.load_program(str(bad))
+        fluid.io.load_program(str(bad))
 
 
 @pytest.mark.parametrize("fail_at", ["fsync", "replace"])
@@ -256,7 +256,7 @@ def test_a_failed_write_leaves_the_old_file(fresh_programs, tmp_path, monkeypatc
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)
     prog, ckpt = tmp_path / "prog.bin", tmp_path / "all"
-    pio.save_program(startup, str(prog))
+    fluid.io.save_program(startup, str(prog))
     pio.save_persistables(exe, str(tmp_path), main, filename="all", scope=scope)
     os.chmod(prog, 0o600)
     before = {p: p.read_bytes() for p in (prog, ckpt)}
@@ -267,15 +267,15 @@ def test_a_failed_write_leaves_the_old_file(fresh_programs, tmp_path, monkeypatc
 
     monkeypatch.setattr(os, fail_at, boom)
     with pytest.raises(OSError, match="No space left"):
-        pio.save_program(main, str(prog))
+        fluid.io.save_program(main, str(prog))
     with pytest.raises(OSError, match="No space left"):
         pio.save_persistables(exe, str(tmp_path), main, filename="all", scope=scope)
     monkeypatch.undo()
     assert {p: p.read_bytes() for p in (prog, ckpt)} == before
     assert sorted(os.listdir(tmp_path)) == ["all", "prog.bin"]  # no temporary file left behind
-    pio.save_program(main, str(prog))
+    fluid.io.save_program(main, str(prog))
     assert oct(os.stat(prog).st_mode & 0o777) == oct(0o600)  # a replaced file keeps its mode
-    assert str(pio.load_program(str(prog))) == str(main)
+    assert str(fluid.io.load_program(str(prog))) == str(main)
 
 
 def test_exposed_as_fluid_io():

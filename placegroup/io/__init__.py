@@ -2,7 +2,8 @@
 
 Three kinds of file, none of them pickled, all written atomically:
 
-* a program, prog.bin (``save_program`` / ``load_program``; the format is ``placegroup.ir.serialize``'s);
+* a program, prog.bin (``save_program`` / ``load_program``; the bytes are
+  ``placegroup.ir.serialize``'s format), and the atomic write every file goes through: files.py;
 * var values (``save_persistables``, ``save_params``, ``save_vars`` and their loads): var_files.py;
 * checkpoints: every N steps, each process its own part, resumed onto any number of pservers
   (``CheckpointConfig``, ``save_checkpoint``, ``load_checkpoint``, ``latest_checkpoint``):
@@ -14,8 +15,9 @@ executor's checkpoint hook.
 """
 from placegroup.io.checkpoint import CheckpointConfig, load_checkpoint, save_checkpoint
 from placegroup.io.checkpoint_store import latest_checkpoint
-from placegroup.io.var_files import (VAR_FORMAT_VERSION, VAR_MAGIC, index_vars, is_parameter, is_persistable, load_params, load_persistables,
-                                     load_program, load_vars, save_params, save_persistables, save_program,
+from placegroup.io.files import load_program, save_program
+from placegroup.io.var_files import (VAR_FORMAT_VERSION, VAR_MAGIC, index_vars, is_parameter, is_persistable,
+                                     load_params, load_persistables, load_vars, save_params, save_persistables,
                                      save_vars)
 
 __all__ = ["is_parameter", "is_persistable", "latest_checkpoint", "load_checkpoint", "load_params",

@@ -22,6 +22,7 @@ from typing import Literal, Optional
 import pydantic
 
 from placegroup.io import var_files as _io
+from placegroup.io.files import atomic_write, fsync_dir
 from placegroup.errors import SerializationError
 
 log = logging.getLogger("placegroup.checkpoint")
@@ -68,15 +69,15 @@ def write_part(step_dir: str, tag: str, entries, values, manifest) -> str:
     final = os.path.join(step_dir, tag)
     try:
         for entry, arr in zip(entries, values):
-            _io._atomic_write(os.path.join(tmp, entry.file), _io._records([(entry.name, arr)]))
-        _io._atomic_write(os.path.join(tmp, MANIFEST), [manifest.model_dump_json(indent=1).encode()])
+            atomic_write(os.path.join(tmp, entry.file), _io._records([(entry.name, arr)]))
+        atomic_write(os.path.join(tmp, MANIFEST), [manifest.model_dump_json(indent=1).encode()])
         aside = None
         if os.path.exists(final):
             aside = tempfile.mkdtemp(prefix=f".{tag}.", suffix=".old", dir=step_dir)
             os.replace(final, aside)
         os.rename(tmp, final)
-        _io.fsync_dir(step_dir)
-        _io.fsync_dir(os.path.dirname(os.path.abspath(step_dir)))
+        fsync_dir(step_dir)
+        fsync_dir(os.path.dirname(os.path.abspath(step_dir)))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -1,9 +1,8 @@
-"""Saving and loading programs and var values: Fluid 1.x's ``fluid.io``.
+"""Saving and loading var values: Fluid 1.x's ``fluid.io`` save/load functions.
 
-Two kinds of file, both documented in ``docs/prog_bin.md`` and neither pickled:
+The files are documented in ``docs/prog_bin.md`` and never pickled (programs, prog.bin, are
+written by files.py):
 
-* a program: ``save_program(program, path)`` writes prog.bin (``Program.to_bytes``), and
-  ``load_program(path)`` reads it back, the executor it was made for included;
 * var values: ``save_persistables`` / ``save_params`` / ``save_vars`` write the values that the
   executor's scope holds, one file per var named after it in ``dirname`` (``filename=None``)
   or all in one file ``dirname/filename``; each value is a small msgpack header (name, dtype,
@@ -27,12 +26,10 @@ Thread-safety: saving reads the scope while no executor writes it; call these be
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
 import os
 import struct
-import tempfile
 from typing import Any, Callable, Iterable, Sequence
 
 import msgpack
@@ -42,10 +39,11 @@ import pydantic
 from placegroup.errors import SerializationError
 from placegroup.executor.scope import Scope, global_scope, to_numpy
 from placegroup.ir.cluster import Cluster
-from placegroup.ir.framework import Program, default_main_program
+from placegroup.io.files import atomic_write
+from placegroup.ir.framework import default_main_program
 
-__all__ = ["is_parameter", "is_persistable", "load_params", "load_persistables", "load_program",
-           "load_vars", "index_vars", "save_params", "save_persistables", "save_program", "save_vars"]
+__all__ = ["is_parameter", "is_persistable", "load_params", "load_persistables", "load_vars", "index_vars",
+           "save_params", "save_persistables", "save_vars"]
 
 VAR_MAGIC = b"PGVARS"
 VAR_FORMAT_VERSION = 1
@@ -61,68 +59,6 @@ class _VarHeader(pydantic.BaseModel):
     name: str
     dtype: str
     shape: list[pydantic.NonNegativeInt]
-
-
-# NOTE(atomic-write): a checkpoint is written next to its final name under a temporary name,
-# fsynced, then os.replace'd over the old file, and the directory is fsynced so the rename
-# survives a crash. A reader therefore sees the old file or the new one, never half of one.
-# With filename=None each var's file is replaced on its own: a crash between two of them
-# leaves some vars of the new step and some of the old; pass filename= for one atomic file.
-def _atomic_write(path: str, chunks: Iterable[Any]) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    mode = os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            os.fchmod(f.fileno(), mode)  # mkstemp makes 0600 files
-            for chunk in chunks:
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(folder)
-
-
-def fsync_dir(path: str) -> None:
-    """Make a rename into directory ``path`` durable (a no-op where a directory cannot be
-    fsynced)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-# -- programs -------------------------------------------------------------------------------
-def save_program(program, path: str) -> None:
-    """Write ``program`` to ``path`` as prog.bin, atomically (parent dirs are created).
-
-    Example:
-        >>> save_program(main, "/tmp/prog.bin")  # doctest: +SKIP
-    """
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    _atomic_write(path, [program.to_bytes()])
-
-
-def load_program(path: str):
-    """Read a prog.bin written by ``save_program``; ``program.executor`` comes back too.
-
-    Raises:
-        OSError: the file cannot be read (e.g. FileNotFoundError).
-        SerializationError: ``<path>: <what is wrong>`` for a truncated, corrupted or
-            other-schema file.
-    """
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        return Program.from_bytes(data)
-    except SerializationError as e:
-        raise SerializationError(f"{path}: {e}") from None
 
 
 # -- var files ------------------------------------------------------------------------------
@@ -354,10 +290,10 @@ def save_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
         items.append((v.name, arr))
     os.makedirs(dirname, exist_ok=True)
     if filename is not None:
-        _atomic_write(os.path.join(dirname, filename), _records(items))
+        atomic_write(os.path.join(dirname, filename), _records(items))
     else:
         for name, arr in items:
-            _atomic_write(_file_of(dirname, name), _records([(name, arr)]))
+            atomic_write(_file_of(dirname, name), _records([(name, arr)]))
     return [name for name, _ in items]
 
 
