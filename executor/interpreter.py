@@ -108,11 +108,7 @@ class Interpreter:
                 continue
             self._call(op, vals, step, gathered)
             if op.pushes and round_end:  # a value made mid-round is no round's (Rounds)
-                version = self.policy.wire(step)
-                for out in op.pushes:
-                    value = as_host(vals[out.var])
-                    for peer in out.peers:
-                        self.mailbox.post(peer, out.var, version, value)
+                self._deliver_all(op.pushes, vals, self.policy.wire(step))
         if link is not None:
             self._end_step(plan, step)
 
@@ -132,7 +128,7 @@ class Interpreter:
         ctx = op.ctx
         ctx.step = step
         if op.group is not None and ctx.comm is None:  # a collective: its group's communicator, once
-            ctx.comm = self.link.communicator(op.group, self.describe(op, step))
+            ctx.comm = self.link.communicator(op.group, lambda missing: self.describe(op, ctx.step)(missing))
         try:
             ins = op.inputs(vals) if not gathered else {
                 **{s: ([vals[n] for n in names] if dup else vals[names[0]])
