@@ -9,7 +9,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from placegroup import __version__
+from placegroup import DistributeTranspiler, __version__
 from placegroup.tools.cli import main
 from placegroup.io import save_program
 from placegroup.ir.place_group import ExecutorId, PlaceGroup
@@ -247,3 +247,26 @@ def test_as_a_real_process(placed, tmp_path):
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.count("\n") == 1 and "Traceback" not in bad.stderr
     assert "No such file or directory" in bad.stderr
+
+
+@pytest.mark.parametrize("kw, says", [
+    ({}, r"trainer:0 -> pserver@127\.0\.0\.1:7164: fc_0\.w_0@GRAD \[gather\] after #\d+ \w+, every step, version step"),
+    ({"sync_mode": False}, r"pserver@127\.0\.0\.1:7164 -> trainer:0, trainer:1: fc_0\.w_0 \[each \(to the instance "
+                           r"that triggered it\)\] after #\d+ sgd, per arriving instance, version the version of the "
+                           r"instance it answers"),
+    ({"merge_steps": 2}, r"trainer:1 -> pserver@127\.0\.0\.1:7164: fc_0\.w_0@GRAD@ROUND \[gather\] after #\d+ scale, "
+                         r"once per round, version round \(step // 2\)")])
+def test_dump_lists_every_transfer_of_a_transpiled_program(fresh_programs, tmp_path, kw, says):
+    main, startup = fresh_programs
+    fit_a_line()
+    t = DistributeTranspiler()
+    t.transpile(0, program=main, startup_program=startup, pservers="127.0.0.1:7164,127.0.0.1:7165", trainers=2,
+                **kw)
+    path = str(tmp_path / "prog.bin")
+    save_program(t.get_program(None, "trainer"), path)
+    out = dump(path)
+    assert "// transfers: every message a step sends" in out and re.search(says, out), out
+    doc = json.loads(dump(path, "--format", "json"))
+    assert {x["rule"] for x in doc["transfers"]} >= {"broadcast", "fetch"}
+    mine = dump(path, *PS_ARGS)  # one pserver's view: only what it sends or receives
+    assert "pserver@127.0.0.1:7165 ->" not in mine and "-> pserver@127.0.0.1:7165" not in mine

@@ -1,0 +1,50 @@
+"""The version policies, as tables: which version an input waits for, which a value is sent
+as, which steps end a round (executor/policy.py)."""
+import pytest
+
+from placegroup.executor.policy import CARRIED, CONSTANT, SAME, Async, Bounded, Rounds, Sync, policy_for
+from placegroup.ir.cluster import ClusterSchema
+
+
+@pytest.mark.parametrize("policy, when, step, version", [
+    (Sync(), SAME, 5, 5), (Sync(), CARRIED, 5, 4), (Sync(), CARRIED, 0, -1), (Sync(), CONSTANT, 5, -1),
+    (Async(), SAME, 3, 3), (Async(), CARRIED, 3, 2), (Bounded(2), CARRIED, 7, 6),
+    # rounds of 3: steps 0-2 are round 0, 3-5 round 1
+    (Rounds(3, Sync()), CARRIED, 3, 0), (Rounds(3, Sync()), CARRIED, 0, -1),
+    (Rounds(3, Sync()), SAME, 5, 1), (Rounds(3, Sync()), SAME, 4, None),  # mid-round: nothing new
+])
+def test_which_version_an_input_waits_for(policy, when, step, version):
+    assert policy.wanted(when, step) == version
+
+
+def test_rounds_tag_what_they_send_with_the_round_and_end_every_m_steps():
+    r = Rounds(3, Sync())
+    assert [r.wire(s) for s in range(7)] == [0, 0, 0, 1, 1, 1, 2]
+    assert [r.round_end(s) for s in range(7)] == [False, False, True, False, False, True, False]
+    assert r.wire(-1) == -1 and r.round_end(-1)  # the startup program
+    assert all(Sync().round_end(s) for s in range(-1, 5))
+
+
+def test_bounded_staleness_allows_k_versions_behind_and_zero_is_sync():
+    assert Bounded(2).oldest_allowed(10) == 8 and Bounded(0).oldest_allowed(10) == 10
+    assert Rounds(2, Bounded(1)).oldest_allowed(4) == 3
+    with pytest.raises(ValueError, match="staleness must be >= 0"):
+        Bounded(-1)
+
+
+def test_async_answers_with_the_instance_version_and_waits_for_one():
+    assert Async().reply_version(step=9, instance_version=4) == 4 and Sync().reply_version(9, 4) == 9
+    assert Async().waits_for_instance() and Async().any_version
+    assert not Sync().waits_for_instance() and not Sync().any_version
+
+
+@pytest.mark.parametrize("cluster, role, name", [
+    (None, "trainer", "sync"),
+    (ClusterSchema(trainers=2, pservers=["a:1"]), "trainer", "sync"),
+    (ClusterSchema(trainers=2, pservers=["a:1"], staleness=2), "trainer", "bounded(2)"),
+    (ClusterSchema(trainers=2, pservers=["a:1"], sync_mode=False), "pserver", "async"),
+    (ClusterSchema(trainers=2, pservers=["a:1"], merge_steps=2, staleness=1), "trainer", "rounds(2, bounded(1))"),
+    (ClusterSchema(trainers=2, pservers=["a:1"], merge_steps=2), "pserver", "sync"),  # a pserver counts rounds
+])
+def test_each_executor_gets_its_mode(cluster, role, name):
+    assert policy_for(cluster, role).name == name
