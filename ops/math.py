@@ -1,4 +1,5 @@
-"""Matrix products, scaling and reductions: mul, matmul, scale, mean, sum, reduce_sum, reduce_mean."""
+"""Matrix products, scaling and reductions: mul, matmul, scale, mean, sum, reduce_sum, reduce_mean,
+reduce_max, reduce_min, reduce_prod."""
 from __future__ import annotations
 
 import math
@@ -279,3 +280,56 @@ def _reduce(name: str, mean_: bool) -> None:
 
 _reduce("reduce_sum", False)
 _reduce("reduce_mean", True)
+
+
+# -- reduce_max, reduce_min, reduce_prod ----------------------------------------------------
+# NOTE(reduce-grad): as Paddle's reduce_max_grad/reduce_min_grad, the gradient goes to every
+# position equal to the result (each of tied maxima gets all of it). reduce_prod's gradient
+# at x is the product of the *other* entries of its group: Paddle computes Out/X, which is
+# NaN at a zero; we take the products left and right of each entry (exclusive cumprods), the
+# same where X != 0 and right where it is 0.
+
+
+def _keep_shape(x, axes) -> list:
+    return [1 if i in axes else d for i, d in enumerate(x.shape)]
+
+
+def _prod_of_others(xp, x, axes: tuple):
+    """For each entry, the product of the other entries of its reduction group."""
+    keep = [i for i in range(x.ndim) if i not in axes]
+    perm = keep + list(axes)
+    xt = xp.transpose(x, perm)
+    flat = xt.reshape(xt.shape[:len(keep)] + (-1,))
+    one = xp.ones_like(flat[..., :1])
+    left = xp.cumprod(xp.concatenate([one, flat[..., :-1]], axis=-1), axis=-1)
+    right = xp.flip(xp.cumprod(xp.flip(xp.concatenate([flat[..., 1:], one], axis=-1), -1), axis=-1), -1)
+    inv = [perm.index(i) for i in range(x.ndim)]
+    return xp.transpose((left * right).reshape(xt.shape), inv)
+
+
+def _extreme(name: str, kind: str) -> None:
+    @register(name, ins=("X",), outs=("Out",), attrs=_REDUCE_ATTRS, infer=_reduce_infer,
+              grad=grad_of(("X",), outs=("Out",)))
+    def forward(xp, ins, a, ctx):
+        x = ins["X"]
+        axes = _reduce_axes(x.ndim, a)
+        out = getattr(x, kind)(axis=axes, keepdims=a["keep_dim"])
+        return {"Out": out.astype(x.dtype, copy=False).reshape(out.shape or (1,))}
+
+    @register(name + "_grad", ins=("X", "Out", "Out@GRAD"), outs=("X@GRAD",), attrs=_REDUCE_ATTRS,
+              role="backward")
+    def backward(xp, ins, a, ctx):
+        x, out, g = ins["X"], ins["Out"], ins["Out@GRAD"]
+        shape = _keep_shape(x, _reduce_axes(x.ndim, a))
+        g = g.reshape(shape)
+        if kind == "prod":
+            return {"X@GRAD": (g * _prod_of_others(xp, x, _reduce_axes(x.ndim, a))).astype(x.dtype, copy=False)}
+        return {"X@GRAD": (g * (x == out.reshape(shape))).astype(x.dtype, copy=False)}
+
+    forward.__doc__ = (f"Out = the {kind} of X over ``dim`` (all dims with ``reduce_all``); gradient as "
+                       f"NOTE(reduce-grad).")
+
+
+_extreme("reduce_max", "max")
+_extreme("reduce_min", "min")
+_extreme("reduce_prod", "prod")

@@ -308,6 +308,114 @@ CASES: list[OpCase] = [
     OpCase("gaussian_random", check=_rand_check("gaussian")),
 ]
 
+
+# -- unary activations (ops/unary.py), reduce_max/min/prod, comparisons and logical ops ----
+
+
+def apart(lo, hi, *kinks):
+    """A sampler of uniform reals in [lo, hi] kept at least 0.1 from each kink."""
+
+    def draw(r, *shape):
+        x = r.uniform(lo, hi, size=shape)
+        for k in kinks:
+            x = np.where(np.abs(x - k) < 0.1, x + 0.25, x)
+        return x
+
+    return draw
+
+
+def _round_ref(x):
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)  # halves away from zero, as std::round
+
+
+def _sigmoid_np(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _prod_zeros(r, both=True):
+    """Zeros where Paddle's Out/X gradient would give NaN."""
+    x = N(r, 2, 3, 4)
+    x[0, 1, 2] = 0.0  # one zero in a group: the others' gradients are 0, its own is not
+    if both:
+        x[1, :2, 0] = 0.0  # two zeros in a group (dim 1): every gradient in it is 0
+    return {"X": x}
+
+
+# op: (sampler, reference, attrs, variant name)
+_ACTIVATIONS = [
+    ("square", N, lambda x, a: x * x, {}, ""),
+    ("sqrt", pos, lambda x, a: np.sqrt(x), {}, ""),
+    ("rsqrt", pos, lambda x, a: 1 / np.sqrt(x), {}, ""),
+    ("abs", away, lambda x, a: np.abs(x), {}, ""),
+    ("exp", N, lambda x, a: np.exp(x), {}, ""),
+    ("log", pos, lambda x, a: np.log(x), {}, ""),
+    ("reciprocal", away, lambda x, a: 1 / x, {}, ""),
+    ("softsign", N, lambda x, a: x / (1 + np.abs(x)), {}, ""),
+    ("softplus", lambda r, *s: 4 * N(r, *s), lambda x, a: np.logaddexp(0, x), {}, ""),
+    ("pow", N, lambda x, a: x ** a["factor"], {"factor": 3.0}, "cube"),
+    ("pow", pos, lambda x, a: x ** a["factor"], {"factor": -1.5}, "negative"),
+    ("leaky_relu", away, lambda x, a: np.where(x > 0, x, a["alpha"] * x), {}, ""),
+    ("leaky_relu", away, lambda x, a: np.where(x > 0, x, a["alpha"] * x), {"alpha": 0.3}, "alpha"),
+    ("elu", away, lambda x, a: np.where(x > 0, x, a["alpha"] * (np.exp(x) - 1)), {}, ""),
+    ("elu", away, lambda x, a: np.where(x > 0, x, a["alpha"] * (np.exp(x) - 1)), {"alpha": 0.5}, "alpha"),
+    ("relu6", apart(-2, 8, 0, 6), lambda x, a: np.clip(x, 0, 6), {}, ""),
+    ("relu6", apart(-2, 4, 0, 2), lambda x, a: np.clip(x, 0, 2), {"threshold": 2.0}, "threshold"),
+    ("brelu", apart(-3, 4, -1, 2), lambda x, a: np.clip(x, -1, 2), {"t_min": -1.0, "t_max": 2.0}, ""),
+    ("hard_sigmoid", apart(-4, 4, -2.5, 2.5), lambda x, a: np.clip(0.2 * x + 0.5, 0, 1), {}, ""),
+    ("hard_sigmoid", apart(-3, 3, -1, 1), lambda x, a: np.clip(0.5 * x + 0.5, 0, 1),
+     {"slope": 0.5, "offset": 0.5}, "slope"),
+    ("swish", lambda r, *s: 3 * N(r, *s), lambda x, a: x * _sigmoid_np(x), {}, ""),
+    ("swish", lambda r, *s: 3 * N(r, *s), lambda x, a: x * _sigmoid_np(2 * x), {"beta": 2.0}, "beta"),
+    ("clip", apart(-2, 2, -0.5, 0.8), lambda x, a: np.clip(x, -0.5, 0.8), {"min": -0.5, "max": 0.8}, ""),
+    ("sign", away, lambda x, a: np.sign(x), {}, ""),
+    ("floor", apart(-3, 3, -2, -1, 0, 1, 2), lambda x, a: np.floor(x), {}, ""),
+    ("ceil", apart(-3, 3, -2, -1, 0, 1, 2), lambda x, a: np.ceil(x), {}, ""),
+    ("round", apart(-3, 3, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5), lambda x, a: _round_ref(x), {}, ""),
+]
+
+
+_REDUCE_VARIANTS = [("dim1", {"dim": [1]}), ("keep_last", {"dim": [-1, 0], "keep_dim": True}),
+                    ("all", {"reduce_all": True})]
+_CMP = {"less_than": np.less, "less_equal": np.less_equal, "greater_than": np.greater,
+        "greater_equal": np.greater_equal, "equal": np.equal, "not_equal": np.not_equal}
+_INTS = lambda r, *s: r.integers(-2, 3, size=s).astype(np.float64)  # noqa: E731  (ties on purpose)
+_BOOLS = lambda r, *s: r.random(s) < 0.5  # noqa: E731
+
+CASES += [
+    *[OpCase(op, lambda r, d=d: {"X": d(r, 3, 4)}, lambda i, a, f=f: {"Out": f(i["X"], a)}, attrs=attrs, grad=("X",), name=name)
+      for op, d, f, attrs, name in _ACTIVATIONS],
+    OpCase("round", lambda r: {"X": np.array([[-2.5, -1.5, -0.5, 0.5, 1.5, 2.5]])},
+           lambda i, a: {"Out": np.array([[-3.0, -2.0, -1.0, 1.0, 2.0, 3.0]])}, name="halves"),
+    OpCase("clip", lambda r: {"X": np.array([[-1.0, -0.5, 0.0, 0.8, 2.0]])},
+           lambda i, a: {"Out": np.array([[-0.5, -0.5, 0.0, 0.8, 0.8]])}, attrs={"min": -0.5, "max": 0.8},
+           name="bounds", errors=(({"X": spec(2, 3)}, {"min": 1.0, "max": -1.0}, ProgramError,
+                                   "min 1.0 is greater than max -1.0"),
+                                  ({"X": spec(2, 3)}, {}, ProgramError, "min and max are required"))),
+    *[OpCase(op, lambda r: {"X": N(r, 2, 3, 4)}, _reduce_ref(f), attrs=attrs, grad=("X",), name=name,
+             errors=(({"X": spec(2, 3)}, {"dim": [-3]}, ProgramError, "dim -3 is out of range"),))
+      for op, f in [("reduce_max", np.max), ("reduce_min", np.min), ("reduce_prod", np.prod)]
+      for name, attrs in _REDUCE_VARIANTS],
+    OpCase("reduce_prod", _prod_zeros, _reduce_ref(np.prod), attrs={"dim": [1]}, grad=("X",), name="zeros"),
+    OpCase("reduce_prod", lambda r: _prod_zeros(r, both=False), _reduce_ref(np.prod), attrs={"reduce_all": True}, grad=("X",),
+           name="zeros_all"),
+    *[OpCase(op, lambda r: {"X": _INTS(r, 2, 3, 4), "Y": _INTS(r, 2, 3, 4)},
+             lambda i, a, f=f: {"Out": f(i["X"], i["Y"])}, batch=("X", "Y"),
+             errors=(({"X": spec(2, 3, 4), "Y": spec(5)}, {"axis": 1}, ProgramError, "do not broadcast"),))
+      for op, f in _CMP.items()],
+    OpCase("less_than", lambda r: {"X": _INTS(r, 2, 3, 4), "Y": _INTS(r, 3)},
+           lambda i, a: {"Out": i["X"] < i["Y"].reshape(1, 3, 1)}, attrs={"axis": 1}, name="axis1"),
+    OpCase("equal", lambda r: {"X": _INTS(r, 2, 3, 4), "Y": _INTS(r, 4)},
+           lambda i, a: {"Out": i["X"] == i["Y"]}, name="last"),
+    *[OpCase(op, lambda r: {"X": _BOOLS(r, 3, 4), "Y": _BOOLS(r, 3, 4)},
+             lambda i, a, f=f: {"Out": f(i["X"], i["Y"])}, batch=("X", "Y"),
+             errors=(({"X": spec(3, 4), "Y": spec(3, 4, dtype="bool")}, {}, ProgramError, "X must be bool"),))
+      for op, f in [("logical_and", np.logical_and), ("logical_or", np.logical_or),
+                    ("logical_xor", np.logical_xor)]],
+    OpCase("logical_not", lambda r: {"X": _BOOLS(r, 3, 4)}, lambda i, a: {"Out": ~i["X"]},
+           errors=(({"X": spec(3, 4, dtype="int64")}, {}, ProgramError, "X must be bool"),)),
+]
+
+
 def by_id() -> dict[str, OpCase]:
     """Case id -> case; ids are unique."""
     out: dict[str, OpCase] = {}

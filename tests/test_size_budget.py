@@ -8,11 +8,13 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # placegroup/: + values.py (SelectedRows, moved out of ops/) and config.py (every environment variable)
 # executor/: 1200 + ~400 for the interpreter's two tables (edges.py, policy.py, mostly their
 # documentation) and the transfers dump shows (transfers.py)
+# placegroup/: + ~270 for layers/ops.py (issue #14, item 6): 34 Fluid 1.8 layers over the unary,
+# reduce_max/min/prod, comparison and logical ops, each with its docstring and example
 # comm/: 1700 + ~400 for the layers of issue #13 (item 5): the transport interface (base.py), the
 # session (hello, done, peer status), the loopback transport and the drop log shared by the
 # session and the mailbox, ~40% of it their docstrings; what they took out of the mailbox and
 # the ZeroMQ transport is gone from there
-BUDGET = {"placegroup": 7400, "executor": 1600, "ops": 3100, "comm": 2120}
+BUDGET = {"placegroup": 7670, "executor": 1600, "ops": 3100, "comm": 2120}
 PASS_LINES = 220
 
 
