@@ -16,13 +16,15 @@ if not _os.path.isdir(_os.path.join(_here, "ops")):
 
 from placegroup import _moved  # noqa: E402
 from placegroup import dataset, initializer, io, layers, optimizer, reader, regularizer  # noqa: E402
+from placegroup import compat, core, metrics, nets  # noqa: E402
 from placegroup.ir import unique_name  # noqa: E402
 from placegroup.data_feeder import DataFeeder  # noqa: E402
 from placegroup.tools.from_env import transpile_from_env  # noqa: E402
 from placegroup.reader import batch  # noqa: E402
 from placegroup.backward import append_backward  # noqa: E402
-from placegroup.errors import (CommTimeout, OpError, PassError, PlacementError,  # noqa: E402
-                               PlacegroupError, ProgramError, RemoteError, SerializationError)
+from placegroup.errors import (CommTimeout, NotImplementedInPlacegroup, OpError, PassError,  # noqa: E402
+                               PlacementError, PlacegroupError, ProgramError, RemoteError,
+                               SerializationError)
 from placegroup.executor import Executor, Scope, global_scope, scope_guard  # noqa: E402
 from placegroup.ir.framework import (Block, Operator, Parameter, Program, Variable,  # noqa: E402
                                   default_main_program, default_startup_program, program_guard)
@@ -33,16 +35,19 @@ from placegroup.transpiler import (DistributeTranspiler, DistributeTranspilerCon
                                    HashName, RoundRobin)
 
 _moved.install()  # the module paths that moved keep working, with a DeprecationWarning
+# Fluid 1.8's names placegroup lacks raise NotImplementedInPlacegroup here and in the submodules
+# (this module's __getattr__ among them); docs/fluid_compat.md lists them
+compat.install_gaps()
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Block", "CPUPlace", "CUDAPinnedPlace", "CUDAPlace", "CommTimeout", "DataFeeder",
     "DistributeTranspiler", "DistributeTranspilerConfig", "Executor", "ExecutorId", "ExecutorRole",
-    "HashName", "OpError", "Operator", "ParamAttr", "Parameter", "PassError", "PlaceGroup",
-    "PlacementError", "PlacegroupError", "Program", "ProgramError", "RemoteError", "RoundRobin",
-    "Scope", "SerializationError", "Variable", "append_backward", "batch", "dataset",
-    "default_main_program", "default_startup_program", "global_scope", "initializer", "io",
-    "is_compiled_with_cuda", "layers", "optimizer", "program_guard", "reader", "regularizer",
-    "scope_guard", "transpile_from_env", "unique_name",
+    "HashName", "NotImplementedInPlacegroup", "OpError", "Operator", "ParamAttr", "Parameter",
+    "PassError", "PlaceGroup", "PlacementError", "PlacegroupError", "Program", "ProgramError",
+    "RemoteError", "RoundRobin", "Scope", "SerializationError", "Variable", "append_backward",
+    "batch", "core", "dataset", "default_main_program", "default_startup_program", "global_scope",
+    "initializer", "io", "is_compiled_with_cuda", "layers", "metrics", "nets", "optimizer",
+    "program_guard", "reader", "regularizer", "scope_guard", "transpile_from_env", "unique_name",
 ]

@@ -44,3 +44,12 @@ class RemoteError(PlacegroupError):
 
 class CollectiveError(PlacegroupError):
     """The members of a collective disagree (dtype, shape, op) or it was called wrongly."""
+
+
+class NotImplementedInPlacegroup(AttributeError, NotImplementedError):
+    """A name PaddlePaddle Fluid 1.8 has and placegroup does not implement yet.
+
+    An AttributeError, so ``hasattr(fluid.layers, "conv2d")`` is False and feature checks in
+    user code keep working; a NotImplementedError, so the message reads as what it is. The
+    names placegroup lacks are listed in docs/fluid_compat.md.
+    """

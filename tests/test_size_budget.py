@@ -8,13 +8,17 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # placegroup/: + values.py (SelectedRows, moved out of ops/) and config.py (every environment variable)
 # executor/: 1200 + ~400 for the interpreter's two tables (edges.py, policy.py, mostly their
 # documentation) and the transfers dump shows (transfers.py)
+# placegroup/: 7400 + ~500 for running unmodified Fluid 1.x scripts: the paddle aliases and the
+# "not implemented" errors (compat.py), Fluid 1.8's public names as data (compat_names.py, 148
+# lines of names only), the generator of docs/fluid_compat.md, the `run` command and the small
+# fluid.core / nets / metrics / layers.control_flow modules those names need
 # placegroup/: + ~270 for layers/ops.py (issue #14, item 6): 34 Fluid 1.8 layers over the unary,
 # reduce_max/min/prod, comparison and logical ops, each with its docstring and example
 # comm/: 1700 + ~400 for the layers of issue #13 (item 5): the transport interface (base.py), the
 # session (hello, done, peer status), the loopback transport and the drop log shared by the
 # session and the mailbox, ~40% of it their docstrings; what they took out of the mailbox and
 # the ZeroMQ transport is gone from there
-BUDGET = {"placegroup": 7670, "executor": 1600, "ops": 3100, "comm": 2120}
+BUDGET = {"placegroup": 8170, "executor": 1600, "ops": 3100, "comm": 2120}
 PASS_LINES = 220
 
 

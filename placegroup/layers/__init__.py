@@ -3,7 +3,7 @@
 Each module lists its public layers in ``__all__``; this package re-exports them all, so
 ``fluid.layers.fc`` and ``fluid.layers.piecewise_decay`` work as in Fluid.
 """
-from placegroup.layers import collective, io, learning_rate_scheduler, metric_op, nn, tensor
+from placegroup.layers import collective, control_flow, io, learning_rate_scheduler, metric_op, nn, tensor
 from placegroup.layers.math_op_patch import monkey_patch_variable
 from placegroup.layers.collective import *  # noqa: F401,F403
 from placegroup.layers.io import *  # noqa: F401,F403

@@ -3,13 +3,15 @@
 Subcommands::
 
     placegroup dump prog.bin [--format text|json|dot] [--role R --endpoint EP]
-    placegroup launch --trainers 2 --pservers 2 script.py [args]
+    placegroup launch --trainers 2 --pservers 2 [--paddle-compat] script.py [args]
+    placegroup run script.py [args]
     placegroup keys DIR [--clients N] [--force]
     placegroup --version
 
 ``dump`` shows who runs what (the rendering is in ``placegroup/tools/dump.py``, the formats in
 ``docs/ir.md``); ``launch`` starts a local cluster (``placegroup/tools/launch.py``); ``keys`` makes
-the CURVE keys that ``PLACEGROUP_KEYS`` points to (``comm/security.py``, docs/security.md). A file that is
+the CURVE keys that ``PLACEGROUP_KEYS`` points to (``comm/security.py``, docs/security.md); ``run``
+runs an unmodified Fluid 1.x script (``import paddle.fluid``) on placegroup (``tools/run.py``). A file that is
 missing or not a valid prog.bin gives one line on stderr and exit status 2, never a traceback.
 
 Example::
@@ -25,6 +27,7 @@ import click
 
 from placegroup import __version__
 from placegroup.tools.dump import FORMATS, render
+from placegroup.tools.run import run
 from placegroup.errors import PlacegroupError, SerializationError
 
 USAGE_ERROR = 2  # what click uses for a bad command line, and we for a bad input file
@@ -115,10 +118,12 @@ def dump(path: str, fmt: str, role: str | None, endpoint: str | None) -> None:
               help="spread: bind each process to its share of the cores (trainer i and pserver i "
                    "share one when there are more processes than cores); none: run anywhere; auto: "
                    "spread when no core would hold two trainers or two pservers.")
+@click.option("--paddle-compat", is_flag=True, help="Run an unmodified Fluid 1.x script: `import "
+              "paddle.fluid` gives placegroup, as with `placegroup run`.")
 @click.argument("script", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume: bool, sched: str,
-           cpu_bind: str, script: str, args: tuple) -> None:
+           cpu_bind: str, paddle_compat: bool, script: str, args: tuple) -> None:
     """Run SCRIPT [ARGS] in every process of a local cluster on 127.0.0.1.
 
     Each process gets Fluid's launch environment (TRAINING_ROLE, PADDLE_INIT_PSERVERS, ...);
@@ -128,7 +133,7 @@ def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume:
     from placegroup.tools.launch import launch as run_cluster
 
     sys.exit(run_cluster(script, list(args), trainers, pservers, grace=grace, keys=keys, sched=sched,
-                         cpu_bind=cpu_bind,
+                         cpu_bind=cpu_bind, paddle_compat=paddle_compat,
                          extra_env={"PLACEGROUP_RESUME": "1"} if resume else None))
 
 
@@ -170,6 +175,7 @@ def env() -> None:
 # lives in its own module as a click command and joins the group here with
 # ``main.add_command(...)``; it imports what it needs inside its function, so that
 # ``placegroup --help`` and ``dump`` stay quick.
+main.add_command(run)
 
 if __name__ == "__main__":
     main()

@@ -174,7 +174,8 @@ def bind_pays(trainers: int, pservers: int, cores: int) -> bool:
 
 def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace: float = 30.0,
            out=None, python: str = sys.executable, extra_env: dict | None = None,
-           keys: str | None = None, sched: str = "batch", cpu_bind: str = "auto") -> int:
+           keys: str | None = None, sched: str = "batch", cpu_bind: str = "auto",
+           paddle_compat: bool = False) -> int:
     """Run ``script`` as a local cluster; return the exit code (the first failure's, or 0).
 
     Args:
@@ -190,6 +191,9 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
             ``"normal"`` leaves the scheduling policy as it is.
         cpu_bind: ``"spread"`` binds each process to its cores (``cpu_sets``, NOTE(cpu-bind)),
             ``"none"`` lets them run anywhere, ``"auto"`` spreads where ``bind_pays``.
+        paddle_compat: run ``python -m placegroup run script args...`` instead, so that an
+            unmodified Fluid 1.x script's ``import paddle.fluid`` gives placegroup
+            (``placegroup.compat``).
     """
     if sched not in SCHED_POLICIES:
         raise ValueError(f"sched must be one of {', '.join(SCHED_POLICIES)}, got {sched!r}")
@@ -210,8 +214,9 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
     out = out or sys.stdout
     lock = threading.Lock()
     procs: list[Proc] = []
+    command = [python, "-m", "placegroup", "run", script, *args] if paddle_compat else [python, script, *args]
     for tag, role, env in cluster_envs(trainers, pservers):
-        popen = subprocess.Popen([python, script, *args], env={**os.environ, **(extra_env or {}), **env},
+        popen = subprocess.Popen(command, env={**os.environ, **(extra_env or {}), **env},
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         # the child is still starting Python: the threads it makes later (libzmq's) inherit this
         set_sched(popen.pid, sched)
