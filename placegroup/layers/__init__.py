@@ -3,16 +3,17 @@
 Each module lists its public layers in ``__all__``; this package re-exports them all, so
 ``fluid.layers.fc`` and ``fluid.layers.piecewise_decay`` work as in Fluid.
 """
-from placegroup.layers import collective, control_flow, io, learning_rate_scheduler, metric_op, nn, tensor
+from placegroup.layers import collective, control_flow, io, learning_rate_scheduler, metric_op, nn, ops, tensor
 from placegroup.layers.math_op_patch import monkey_patch_variable
 from placegroup.layers.collective import *  # noqa: F401,F403
 from placegroup.layers.io import *  # noqa: F401,F403
 from placegroup.layers.learning_rate_scheduler import *  # noqa: F401,F403
 from placegroup.layers.metric_op import *  # noqa: F401,F403
 from placegroup.layers.nn import *  # noqa: F401,F403
+from placegroup.layers.ops import *  # noqa: F401,F403
 from placegroup.layers.tensor import *  # noqa: F401,F403
 
 __all__ = (collective.__all__ + io.__all__ + learning_rate_scheduler.__all__ + metric_op.__all__ + nn.__all__
-           + tensor.__all__)
+           + ops.__all__ + tensor.__all__)
 
 monkey_patch_variable()
