@@ -29,6 +29,24 @@ def value(name_or_var) -> np.ndarray:
     return np.array(fluid.global_scope().find_var(name).get_tensor())
 
 
+def check_program_gradients(exe, main, loss, feed, params_grads) -> None:
+    """Each parameter's gradient, along a random direction u, equals the central difference of
+    the loss along u (float64 programs)."""
+    rng = np.random.default_rng(11)
+    for p, g in params_grads:
+        base, u = value(p), rng.standard_normal(p.shape)
+        tensor = fluid.global_scope().find_var(p.name).get_tensor()
+        analytic = float(np.vdot(exe.run(main, feed=feed, fetch_list=[g])[0], u))
+
+        def loss_at(t):
+            tensor.set(base + t * u)
+            return float(exe.run(main, feed=feed, fetch_list=[loss])[0][0])
+
+        numeric = (loss_at(1e-6) - loss_at(-1e-6)) / 2e-6
+        tensor.set(base)
+        assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-9), p.name
+
+
 def np_softmax(x):
     e = np.exp(x - x.max(-1, keepdims=True))
     return e / e.sum(-1, keepdims=True)
@@ -211,15 +229,4 @@ def test_whole_program_gradient(build):
         assert params_grads and all(p.dtype == "float64" for p, _ in params_grads)
         if build is _fan_in:
             assert any(op.type == "sum" and op.role == "backward" for op in main.global_block().ops)
-        for p, g in params_grads:
-            base, analytic, u = value(p), None, rng.standard_normal(p.shape)
-            tensor = fluid.global_scope().find_var(p.name).get_tensor()
-            analytic = float(np.vdot(exe.run(main, feed=feed, fetch_list=[g])[0], u))
-
-            def loss_at(t):
-                tensor.set(base + t * u)
-                return float(exe.run(main, feed=feed, fetch_list=[loss])[0][0])
-
-            numeric = (loss_at(1e-6) - loss_at(-1e-6)) / 2e-6
-            tensor.set(base)
-            assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-9), p.name
+        check_program_gradients(exe, main, loss, feed, params_grads)

@@ -9,7 +9,7 @@ import placegroup as fluid
 from placegroup.errors import ProgramError
 from placegroup.layers import ops
 from placegroup.ops.registry import KernelContext, get_op_def
-from tests.test_layers import fresh, value
+from tests.test_layers import check_program_gradients, fresh
 
 L = fluid.layers
 
@@ -75,18 +75,7 @@ def test_gradient_through_the_new_layers():
         params_grads = fluid.append_backward(loss)
         main.verify()
         exe.run(startup)
-        for p, g in params_grads:
-            base, u = value(p), rng.standard_normal(p.shape)
-            tensor = fluid.global_scope().find_var(p.name).get_tensor()
-            analytic = float(np.vdot(exe.run(main, feed=feed, fetch_list=[g])[0], u))
-
-            def loss_at(t):
-                tensor.set(base + t * u)
-                return float(exe.run(main, feed=feed, fetch_list=[loss])[0][0])
-
-            numeric = (loss_at(1e-6) - loss_at(-1e-6)) / 2e-6
-            tensor.set(base)
-            assert analytic == pytest.approx(numeric, rel=1e-5, abs=1e-9), p.name
+        check_program_gradients(exe, main, loss, feed, params_grads)
 
 
 def test_model_with_leaky_relu_reduce_max_square_trains():
