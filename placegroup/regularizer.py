@@ -17,6 +17,12 @@ the gradient and a copy of the parameter already are, and the merge pass gathers
 of ``g_t + c·p`` is ``mean(g_t) + c·p``: the same update as Fluid's, which ran these ops on
 the pserver after the merge. Running them there would need the raw gradient gathered instead.
 
+NOTE(sparse-decay): a SelectedRows gradient (``embedding(is_sparse=True)``) plus the decay
+of the whole parameter is dense, as in Fluid 1.x, which sums the two into a dense gradient: every
+row decays every step, touched or not, and the update is the dense one. ``grad'`` is then the
+``sum`` of the two (the SelectedRows scatter-added into the decay). A distributed table is
+refused: its dense gradient would be the whole table on every trainer.
+
 Example::
 
     opt = fluid.optimizer.SGD(0.01, regularization=fluid.regularizer.L2Decay(1e-4))
@@ -27,6 +33,7 @@ Thread-safety: appends to programs; build programs from one thread.
 from __future__ import annotations
 
 from placegroup.ir import unique_name
+from placegroup.ir.framework import SELECTED_ROWS
 
 __all__ = ["L1Decay", "L1DecayRegularizer", "L2Decay", "L2DecayRegularizer",
            "WeightDecayRegularizer", "append_regularization_ops"]
@@ -114,10 +121,19 @@ def append_regularization_ops(params_grads, regularization=None) -> list:
             raise TypeError(f"regularizer of parameter {param.name!r} must be L1Decay or L2Decay, "
                             f"got {reg!r}")
         block = grad.block
+        sparse = grad.type == SELECTED_ROWS
+        if sparse and param.attrs.get("distributed"):
+            raise ValueError(f"{param.name!r} is a distributed table (embedding(is_distributed=True)); "
+                             f"a decay term would make its gradient dense, the whole table on every "
+                             f"trainer. Regularize it with is_distributed=False, or leave it unregularized")
         decay = reg(param, grad, block)
         new_grad = block.create_var(unique_name.generate(f"{grad.name}.regularized"),
-                                    shape=grad.shape, dtype=grad.dtype, stop_gradient=True)
-        block.append_op("elementwise_add", {"X": [grad], "Y": [decay]}, {"Out": [new_grad]},
-                        {"_regularizer": True}, role="backward")
+                                    shape=param.shape, dtype=grad.dtype, stop_gradient=True)
+        if sparse:  # NOTE(sparse-decay)
+            block.append_op("sum", {"X": [grad, decay]}, {"Out": [new_grad]}, {"_regularizer": True},
+                            role="backward")
+        else:
+            block.append_op("elementwise_add", {"X": [grad], "Y": [decay]}, {"Out": [new_grad]},
+                            {"_regularizer": True}, role="backward")
         out.append((param, new_grad))
     return out

@@ -225,3 +225,21 @@ def test_every_value_sent_is_a_transfer_dump_lists(monkeypatch, kw):
     listed = {(x.src, d, x.var) for x in transfers(t.get_program(None, "trainer")) if x.kind != "fetch"
               for d in x.dst}
     assert len(sent) >= 10 and sent == listed
+
+
+def test_a_regularized_sparse_embedding_on_pservers_equals_one_process():
+    """L2Decay on embedding(is_sparse=True): the decayed gradient is dense (as in Fluid), and
+    the distributed run still equals one process."""
+    import placegroup as fluid
+
+    def make():
+        ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+        emb = fluid.layers.embedding(ids, size=[3000, 8], is_sparse=True,
+                                     param_attr=fluid.ParamAttr(name="emb", regularizer=fluid.regularizer.L2Decay(0.01)))
+        cost = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(fluid.layers.fc(emb, 2), label))
+        fluid.optimizer.Momentum(0.1, momentum=0.9).minimize(cost)
+        return [ids, label], cost
+
+    batches = train_sparse.batches(3000, 6, 32)
+    check_equivalent(run_cluster(make, 2, 2, batches), run_local(make, batches))

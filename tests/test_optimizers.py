@@ -346,3 +346,46 @@ def test_regularizer_ops_finish_the_gradient_on_the_trainer_side(fresh_programs)
     b_grad = dict((p.name, g) for p, g in params_grads)["b"]
     with pytest.raises(TypeError, match="regularizer of parameter 'b' must be L1Decay or L2Decay"):
         append_regularization_ops([(main.global_block().var("b"), b_grad)], regularization="l2")
+
+
+def _embedding_model(is_sparse: bool, reg, distributed: bool = False):
+    ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+    label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+    emb = fluid.layers.embedding(ids, size=[20, 4], is_sparse=is_sparse, is_distributed=distributed,
+                                 param_attr=fluid.ParamAttr(name="emb", regularizer=reg))
+    cost = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(fluid.layers.fc(emb, 3), label))
+    fluid.optimizer.SGD(0.5).minimize(cost)
+    return cost
+
+
+def _train_embedding(is_sparse: bool, reg) -> tuple:
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard(), fluid.scope_guard(fluid.Scope()):
+        startup.random_seed = 3
+        cost = _embedding_model(is_sparse, reg)
+        exe = fluid.Executor()
+        exe.run(startup)
+        rng = np.random.default_rng(0)
+        losses = []
+        for _ in range(4):
+            feed = {"ids": rng.integers(0, 20, (8, 1)), "label": rng.integers(0, 3, (8, 1))}
+            losses.append(float(exe.run(main, feed=feed, fetch_list=[cost])[0][0]))
+        return losses, np.array(fluid.global_scope().find_var("emb").get_tensor())
+
+
+@pytest.mark.parametrize("reg", [fluid.regularizer.L2Decay(0.1), fluid.regularizer.L1Decay(0.05)],
+                         ids=["L2Decay", "L1Decay"])
+def test_a_sparse_gradient_takes_the_decay_of_the_whole_table(reg):
+    """As in Fluid 1.x: a SelectedRows gradient plus the decay is dense (every row decays every
+    step), so is_sparse=True trains exactly as is_sparse=False does."""
+    sparse_losses, sparse_table = _train_embedding(True, reg)
+    dense_losses, dense_table = _train_embedding(False, reg)
+    np.testing.assert_allclose(sparse_losses, dense_losses, rtol=1e-6)
+    np.testing.assert_allclose(sparse_table, dense_table, rtol=1e-6, atol=1e-7)
+    untouched = _train_embedding(True, None)[1]
+    assert not np.allclose(sparse_table, untouched)  # the decay did something
+
+
+def test_a_regularized_distributed_table_is_refused_naming_it():
+    with pytest.raises(ValueError, match="'emb' is a distributed table"):
+        _embedding_model(True, fluid.regularizer.L2Decay(0.1), distributed=True)
