@@ -69,21 +69,25 @@ def _scalar(name: str) -> tuple[Slot, Slot]:
     return Slot(name, role="ScalarState"), Slot(name + "Out", role="ScalarStateOut")
 
 
-def _infer_for(op: str, moments: tuple = (), scalars: tuple = ()):
-    """An ``infer``: each ``<slot>Out`` is like ``<slot>``; checks the shapes that must agree."""
+def _infer_for(op: str, moments: tuple = (), scalars: tuple = (), read_only: tuple = (),
+               out_names: dict | None = None):
+    """An ``infer``: each ``<slot>Out`` (or ``out_names[slot]``) is like ``<slot>``; checks the
+    shapes that must agree. ``read_only``: one-element inputs with no output (Lamb's powers)."""
+    out_names = out_names or {}
 
     def infer(ins, attrs):
         p = ins["Param"]
         check(tuple(ins["Grad"].shape) == tuple(p.shape),
               f"{op}: Grad{list(ins['Grad'].shape)} must have the shape of Param{list(p.shape)}")
-        for slot in ("LearningRate",) + scalars:
+        lr = ("LearningRate",) if "LearningRate" in ins else ()  # adadelta has none
+        for slot in lr + scalars + read_only:
             check(tuple(ins[slot].shape) in ((1,), ()),
                   f"{op}: {slot} must have one element, got shape {list(ins[slot].shape)}")
         out = {"ParamOut": p}
         for slot in moments:
             check(tuple(ins[slot].shape) == tuple(p.shape),
                   f"{op}: {slot}{list(ins[slot].shape)} must have the shape of Param{list(p.shape)}")
-            out[slot + "Out"] = ins[slot]
+            out[out_names.get(slot, slot + "Out")] = ins[slot]
         for slot in scalars:
             out[slot + "Out"] = ins[slot]
         return out
@@ -259,6 +263,192 @@ def adagrad(xp, ins, a, ctx):
 
     out, m = _update(xp, "adagrad", ins, rule, ("Moment",), lazy=True, inplace=ctx.inplace)
     return {"ParamOut": out, "MomentOut": m}
+
+
+# NOTE(fluid18-optimizers): rmsprop, adamax, adadelta, decayed_adagrad, ftrl and lamb follow
+# Fluid 1.8's CPU kernels (paddle/fluid/operators/optimizers/*_op.h of release 1.8) and its
+# optimizer.py, slot for slot, with two exceptions, both kept to Fluid's numbers:
+# * adamax has a ``Beta1PowOut``: Fluid 1.8's AdamaxOptimizer advances the power with a
+#   separate ``scale`` op (``_finish_update``); here the op does it, as adam does, so the power
+#   is ordinary ScalarState that the passes copy per block and run once per update (round).
+# * adadelta has no ``LearningRate``, as in 1.8: its step is ``sqrt(E[dx²]+ε)/sqrt(E[g²]+ε)``,
+#   and AdadeltaOptimizer's ``learning_rate`` is accepted and unused there too.
+# SelectedRows gradients: rmsprop and lamb take them as 1.8 does, the dense update on the
+# scattered gradient (every row's state decays: NOTE(lazy-mode), non-lazy); adamax, adadelta,
+# decayed_adagrad and ftrl were dense-only in 1.8 and refuse one (``_dense_only``).
+# NOTE(lamb-norms): lamb's trust ratio ``||p|| / ||r||`` is over the parameter the op gets; a
+# parameter the slice pass cuts into row blocks (numel > min_block_size, several pservers) gets
+# one ratio per block, as under Fluid 1.8's transpiler.
+
+
+def _dense_only(op: str, ins) -> None:
+    if is_selected_rows(ins["Grad"]):
+        raise TypeError(f"{op}: Grad is a SelectedRows (a sparse embedding's gradient), which "
+                        f"{op} does not support (nor did Fluid 1.8's); use embedding(is_sparse=False) "
+                        f"or an optimizer that does (sgd, momentum, adam, adagrad, rmsprop, lamb)")
+
+
+_MS, _MSO = _moment("MeanSquare")
+_MG, _MGO = _moment("MeanGrad")
+
+
+@register("rmsprop", ins=(_P, _G, _MS, _MG, _M, _LR), outs=(_PO, _MO, _MSO, _MGO),
+          attrs={"epsilon": 1e-10, "decay": 0.9, "momentum": 0.0, "centered": False},
+          infer=_infer_for("rmsprop", ("MeanSquare", "MeanGrad", "Moment")), role="optimize",
+          inplace={"ParamOut": "Param", "MomentOut": "Moment", "MeanSquareOut": "MeanSquare",
+                   "MeanGradOut": "MeanGrad"})
+def rmsprop(xp, ins, a, ctx):
+    """MeanSquareOut = decay * MeanSquare + (1 - decay) * Grad²; then
+    MomentOut = momentum * Moment + lr * Grad / sqrt(MeanSquareOut + epsilon), or with
+    ``centered`` MeanGradOut = decay * MeanGrad + (1 - decay) * Grad and the root of
+    ``MeanSquareOut - MeanGradOut² + epsilon``; ParamOut = Param - MomentOut.
+
+    Not centered, MeanGrad is passed through. A SelectedRows Grad: the dense update on the
+    scattered gradient (NOTE(fluid18-optimizers)).
+    """
+    p = ins["Param"]
+    t = p.dtype.type
+    rho, eps, mu, lr = t(a["decay"]), t(a["epsilon"]), t(a["momentum"]), _lr(ins, p.dtype)
+
+    def rule(p, g, ms, mg, mom):
+        ms = rho * ms + (1 - rho) * g * g
+        if a["centered"]:
+            mg = rho * mg + (1 - rho) * g
+            mom = mu * mom + lr * g / xp.sqrt(ms - mg * mg + eps)
+        else:
+            mg = mg.copy()
+            mom = mu * mom + lr * g / xp.sqrt(ms + eps)
+        return [p - mom, ms, mg, mom]
+
+    out, ms, mg, mom = _update(xp, "rmsprop", ins, rule, ("MeanSquare", "MeanGrad", "Moment"))
+    return {"ParamOut": out, "MomentOut": mom, "MeanSquareOut": ms, "MeanGradOut": mg}
+
+
+_IN, _INO = _moment("InfNorm")
+
+
+@register("adamax", ins=(_P, _G, _LR, _M, _IN, _B1), outs=(_PO, _MO, _INO, _B1O),
+          attrs={"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8},
+          infer=_infer_for("adamax", ("Moment", "InfNorm"), ("Beta1Pow",)), role="optimize",
+          inplace={"ParamOut": "Param", "MomentOut": "Moment", "InfNormOut": "InfNorm",
+                   "Beta1PowOut": "Beta1Pow"})
+def adamax(xp, ins, a, ctx):
+    """MomentOut = beta1 * Moment + (1 - beta1) * Grad;
+    InfNormOut = max(beta2 * InfNorm + epsilon, |Grad|);
+    ParamOut = Param - lr / (1 - beta1_pow) * (MomentOut / InfNormOut);
+    Beta1PowOut = Beta1Pow * beta1 (NOTE(fluid18-optimizers)). Dense gradients only.
+    """
+    _dense_only("adamax", ins)
+    p, g, m, inf = ins["Param"], ins["Grad"], ins["Moment"], ins["InfNorm"]
+    t = p.dtype.type
+    b1, b2, eps = t(a["beta1"]), t(a["beta2"]), t(a["epsilon"])
+    lr_t = _lr(ins, p.dtype) / (1 - ins["Beta1Pow"].astype(p.dtype, copy=False).reshape(()))
+    m = b1 * m + (1 - b1) * g
+    inf = xp.maximum(b2 * inf + eps, xp.abs(g))
+    return {"ParamOut": p - lr_t * (m / inf), "MomentOut": m, "InfNormOut": inf,
+            "Beta1PowOut": ins["Beta1Pow"] * ins["Beta1Pow"].dtype.type(a["beta1"])}
+
+
+_ASG, _ASGO = _moment("AvgSquaredGrad")
+_ASU, _ASUO = _moment("AvgSquaredUpdate")
+
+
+@register("adadelta", ins=(_P, _G, _ASG, _ASU), outs=(_PO, _ASGO, _ASUO),
+          attrs={"rho": 0.95, "epsilon": 1e-6},
+          infer=_infer_for("adadelta", ("AvgSquaredGrad", "AvgSquaredUpdate")), role="optimize",
+          inplace={"ParamOut": "Param", "AvgSquaredGradOut": "AvgSquaredGrad",
+                   "AvgSquaredUpdateOut": "AvgSquaredUpdate"})
+def adadelta(xp, ins, a, ctx):
+    """AvgSquaredGradOut = rho * AvgSquaredGrad + (1 - rho) * Grad²;
+    update = -sqrt((AvgSquaredUpdate + epsilon) / (AvgSquaredGradOut + epsilon)) * Grad;
+    AvgSquaredUpdateOut = rho * AvgSquaredUpdate + (1 - rho) * update²;
+    ParamOut = Param + update. No learning rate (NOTE(fluid18-optimizers)); dense only.
+    """
+    _dense_only("adadelta", ins)
+    p, g, asg, asu = ins["Param"], ins["Grad"], ins["AvgSquaredGrad"], ins["AvgSquaredUpdate"]
+    rho, eps = p.dtype.type(a["rho"]), p.dtype.type(a["epsilon"])
+    asg = rho * asg + (1 - rho) * g * g
+    update = -xp.sqrt((asu + eps) / (asg + eps)) * g
+    asu = rho * asu + (1 - rho) * update * update
+    return {"ParamOut": p + update, "AvgSquaredGradOut": asg, "AvgSquaredUpdateOut": asu}
+
+
+@register("decayed_adagrad", ins=(_P, _G, _M, _LR), outs=(_PO, _MO), attrs={"decay": 0.95, "epsilon": 1e-6},
+          infer=_infer_for("decayed_adagrad", ("Moment",)), role="optimize",
+          inplace={"ParamOut": "Param", "MomentOut": "Moment"})
+def decayed_adagrad(xp, ins, a, ctx):
+    """MomentOut = decay * Moment + (1 - decay) * Grad²;
+    ParamOut = Param - lr * Grad / (sqrt(MomentOut) + epsilon). Dense gradients only.
+    """
+    _dense_only("decayed_adagrad", ins)
+    p, g = ins["Param"], ins["Grad"]
+    decay, eps, lr = p.dtype.type(a["decay"]), p.dtype.type(a["epsilon"]), _lr(ins, p.dtype)
+    m = decay * ins["Moment"] + (1 - decay) * g * g
+    return {"ParamOut": p - lr * g / (xp.sqrt(m) + eps), "MomentOut": m}
+
+
+_SQ, _LIN = Slot("SquaredAccumulator", role="Moment"), Slot("LinearAccumulator", role="Moment")
+_SQO, _LINO = Slot("SquaredAccumOut", role="MomentOut"), Slot("LinearAccumOut", role="MomentOut")
+
+
+@register("ftrl", ins=(_P, _SQ, _LIN, _G, _LR), outs=(_PO, _SQO, _LINO),
+          attrs={"l1": 0.0, "l2": 0.0, "lr_power": -0.5},
+          infer=_infer_for("ftrl", ("SquaredAccumulator", "LinearAccumulator"),
+                           out_names={"SquaredAccumulator": "SquaredAccumOut",
+                                      "LinearAccumulator": "LinearAccumOut"}),
+          role="optimize", inplace={"ParamOut": "Param", "SquaredAccumOut": "SquaredAccumulator",
+                                    "LinearAccumOut": "LinearAccumulator"})
+def ftrl(xp, ins, a, ctx):
+    """FTRL-Proximal (McMahan et al.), with n = SquaredAccumulator, z = LinearAccumulator,
+    k = -lr_power (``sqrt`` for the default k = 0.5):
+
+    n' = n + Grad²;  z' = z + Grad - (n'^k - n^k) / lr * Param;
+    ParamOut = (l1 * sign(z') - z') / (n'^k / lr + 2 * l2) where |z'| > l1, else 0.
+    Dense gradients only (as in Fluid 1.8).
+    """
+    _dense_only("ftrl", ins)
+    p, g, n, z = ins["Param"], ins["Grad"], ins["SquaredAccumulator"], ins["LinearAccumulator"]
+    t = p.dtype.type
+    l1, l2, k, lr = t(a["l1"]), t(a["l2"]), -t(a["lr_power"]), _lr(ins, p.dtype)
+    new = n + g * g
+    root = xp.sqrt if a["lr_power"] == -0.5 else (lambda v: v ** k)
+    z = z + g - (root(new) - root(n)) / lr * p
+    shrunk = (l1 * xp.sign(z) - z) / (root(new) / lr + 2 * l2)
+    return {"ParamOut": xp.where(xp.abs(z) > l1, shrunk, t(0)), "SquaredAccumOut": new, "LinearAccumOut": z}
+
+
+@register("lamb", ins=(_P, _G, _LR, _M1, _M2, Slot("Beta1Pow", role="ScalarState"),
+                       Slot("Beta2Pow", role="ScalarState")), outs=(_PO, _M1O, _M2O),
+          attrs={"weight_decay": 0.01, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-6},
+          infer=_infer_for("lamb", ("Moment1", "Moment2"), read_only=("Beta1Pow", "Beta2Pow")),
+          role="optimize", inplace={"ParamOut": "Param", "Moment1Out": "Moment1", "Moment2Out": "Moment2"})
+def lamb(xp, ins, a, ctx):
+    """LAMB as Fluid 1.8 computes it (no bias correction; Beta1Pow/Beta2Pow are read by no
+    formula and never advanced, as there):
+
+    m1 = beta1*m1 + (1-beta1)*g;  m2 = beta2*m2 + (1-beta2)*g²;
+    r = m1 / (sqrt(m2) + epsilon) + weight_decay * Param;
+    ParamOut = Param - lr * ratio * r, ratio = ||Param|| / ||r|| when both are > 0, else 1
+    (NOTE(lamb-norms)). A SelectedRows Grad: dense on the scattered gradient; one with no rows
+    changes nothing, as in Fluid.
+    """
+    p, g = ins["Param"], ins["Grad"]
+    if is_selected_rows(g) and g.rows.shape[0] == 0:
+        return {"ParamOut": p.copy(), "Moment1Out": ins["Moment1"].copy(), "Moment2Out": ins["Moment2"].copy()}
+    t = p.dtype.type
+    b1, b2, eps, wd = t(a["beta1"]), t(a["beta2"]), t(a["epsilon"]), t(a["weight_decay"])
+    lr = _lr(ins, p.dtype)
+
+    def rule(p, g, m1, m2):
+        m1 = b1 * m1 + (1 - b1) * g
+        m2 = b2 * m2 + (1 - b2) * g * g
+        r = m1 / (xp.sqrt(m2) + eps) + wd * p
+        p_norm, r_norm = xp.sqrt(xp.sum(p * p)), xp.sqrt(xp.sum(r * r))
+        ratio = p_norm / r_norm if p_norm > 0 and r_norm > 0 else t(1)
+        return [p - (lr * ratio) * r, m1, m2]
+
+    out, m1, m2 = _update(xp, "lamb", ins, rule, ("Moment1", "Moment2"))
+    return {"ParamOut": out, "Moment1Out": m1, "Moment2Out": m2}
 
 
 # NOTE(l1-sign): L1Decay needs sign(Param). No ``sign`` op is registered in ops/math.py yet,

@@ -25,8 +25,10 @@ from placegroup.backward import append_backward
 from placegroup.ir.framework import Variable, default_main_program, default_startup_program
 from placegroup.initializer import ConstantInitializer
 
-__all__ = ["Adagrad", "AdagradOptimizer", "Adam", "AdamOptimizer", "Momentum", "MomentumOptimizer",
-           "Optimizer", "SGD", "SGDOptimizer"]
+__all__ = ["Adadelta", "AdadeltaOptimizer", "Adagrad", "AdagradOptimizer", "Adam", "AdamOptimizer",
+           "Adamax", "AdamaxOptimizer", "DecayedAdagrad", "DecayedAdagradOptimizer", "Ftrl", "FtrlOptimizer",
+           "Lamb", "LambOptimizer", "Momentum", "MomentumOptimizer", "Optimizer", "RMSProp",
+           "RMSPropOptimizer", "SGD", "SGDOptimizer"]
 
 
 class Optimizer:
@@ -249,3 +251,241 @@ class AdagradOptimizer(Optimizer):
 Momentum = MomentumOptimizer
 Adam = AdamOptimizer
 Adagrad = AdagradOptimizer
+
+
+class RMSPropOptimizer(Optimizer):
+    """RMSProp with optional momentum and centering (Fluid 1.8's ``rmsprop`` op)::
+
+        ms = rho * ms + (1 - rho) * g²
+        mg = rho * mg + (1 - rho) * g                        (centered only)
+        v  = momentum * v + lr * g / sqrt(ms [- mg²] + epsilon)
+        p -= v
+
+    Args:
+        learning_rate: a float or a schedule's Variable.
+        rho: the decay of the running averages (the op's ``decay``).
+        epsilon: added under the square root.
+        momentum: the decay of ``v``.
+        centered: divide by the estimated variance (``ms - mg²``) instead of ``ms``.
+        regularization: a regularizer for every parameter without its own.
+
+    A sparse (SelectedRows) gradient is the dense update on the scattered gradient.
+
+    Example::
+
+        fluid.optimizer.RMSProp(learning_rate=0.01).minimize(avg_cost)
+    """
+
+    type = "rmsprop"
+
+    def __init__(self, learning_rate, rho: float = 0.95, epsilon: float = 1.0e-6, momentum: float = 0.0,
+                 centered: bool = False, regularization: Any = None, name: str | None = None) -> None:
+        super().__init__(learning_rate, regularization, name)
+        self._rho, self._epsilon = float(rho), float(epsilon)
+        self._momentum, self._centered = float(momentum), bool(centered)
+
+    def _append_optimize_op(self, block, param, grad):
+        mom = self._add_accumulator("momentum", param)
+        ms = self._add_accumulator("mean_square", param)
+        mg = self._add_accumulator("mean_grad", param)
+        return block.append_op(
+            "rmsprop", {"Param": [param], "Grad": [grad], "Moment": [mom], "MeanSquare": [ms],
+                        "MeanGrad": [mg], "LearningRate": [self._param_lr(block, param)]},
+            {"ParamOut": [param], "MomentOut": [mom], "MeanSquareOut": [ms], "MeanGradOut": [mg]},
+            {"epsilon": self._epsilon, "decay": self._rho, "momentum": self._momentum,
+             "centered": self._centered}, role="optimize")
+
+
+class AdamaxOptimizer(Optimizer):
+    """Adamax (Adam's infinity-norm variant)::
+
+        m = beta1 * m + (1 - beta1) * g;  u = max(beta2 * u + epsilon, |g|)
+        p -= lr / (1 - beta1^t) * m / u
+
+    ``m`` and ``u`` start at zero, the power accumulator (shape [1]) at ``beta1``; the op
+    advances it (NOTE(fluid18-optimizers) in ops/optimizer.py). Dense gradients only.
+
+    Args:
+        learning_rate: a float or a schedule's Variable.
+        beta1, beta2: decay rates of the moment and of the infinity norm.
+        epsilon: keeps ``u`` away from zero.
+        regularization: a regularizer for every parameter without its own.
+
+    Example::
+
+        fluid.optimizer.Adamax(learning_rate=0.002).minimize(avg_cost)
+    """
+
+    type = "adamax"
+
+    def __init__(self, learning_rate=0.001, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8,
+                 regularization: Any = None, name: str | None = None) -> None:
+        super().__init__(learning_rate, regularization, name)
+        self._beta1, self._beta2, self._epsilon = float(beta1), float(beta2), float(epsilon)
+
+    def _append_optimize_op(self, block, param, grad):
+        m = self._add_accumulator("moment", param)
+        u = self._add_accumulator("inf_norm", param)
+        b1 = self._add_accumulator("beta1_pow_acc", param, fill_value=self._beta1, shape=[1])
+        return block.append_op(
+            "adamax", {"Param": [param], "Grad": [grad], "LearningRate": [self._param_lr(block, param)],
+                       "Moment": [m], "InfNorm": [u], "Beta1Pow": [b1]},
+            {"ParamOut": [param], "MomentOut": [m], "InfNormOut": [u], "Beta1PowOut": [b1]},
+            {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon}, role="optimize")
+
+
+class AdadeltaOptimizer(Optimizer):
+    """Adadelta (Zeiler 2012)::
+
+        E[g²]  = rho * E[g²] + (1 - rho) * g²
+        dx     = -sqrt((E[dx²] + epsilon) / (E[g²] + epsilon)) * g
+        E[dx²] = rho * E[dx²] + (1 - rho) * dx²;   p += dx
+
+    As in Fluid 1.8 the ``adadelta`` op has no learning rate: ``learning_rate`` is accepted
+    (and type-checked) but does not scale the step. Dense gradients only.
+
+    Args:
+        learning_rate: accepted for Fluid's signature; unused by the update.
+        epsilon: keeps both roots finite.
+        rho: the decay of both running averages.
+        regularization: a regularizer for every parameter without its own.
+
+    Example::
+
+        fluid.optimizer.Adadelta(learning_rate=0.0003, epsilon=1.0e-6, rho=0.95).minimize(avg_cost)
+    """
+
+    type = "adadelta"
+
+    def __init__(self, learning_rate, epsilon: float = 1.0e-6, rho: float = 0.95, regularization: Any = None,
+                 name: str | None = None) -> None:
+        super().__init__(learning_rate, regularization, name)
+        self._epsilon, self._rho = float(epsilon), float(rho)
+
+    def _append_optimize_op(self, block, param, grad):
+        asg = self._add_accumulator("_avg_squared_grad", param)
+        asu = self._add_accumulator("_avg_squared_update", param)
+        return block.append_op(
+            "adadelta", {"Param": [param], "Grad": [grad], "AvgSquaredGrad": [asg], "AvgSquaredUpdate": [asu]},
+            {"ParamOut": [param], "AvgSquaredGradOut": [asg], "AvgSquaredUpdateOut": [asu]},
+            {"epsilon": self._epsilon, "rho": self._rho}, role="optimize")
+
+
+class DecayedAdagradOptimizer(Optimizer):
+    """Adagrad with a decaying sum: ``m = decay * m + (1 - decay) * g²``, then
+    ``p -= lr * g / (sqrt(m) + epsilon)``. Dense gradients only.
+
+    Args:
+        learning_rate: a float or a schedule's Variable.
+        decay: the decay of ``m``.
+        epsilon: keeps the division finite.
+        regularization: a regularizer for every parameter without its own.
+
+    Example::
+
+        fluid.optimizer.DecayedAdagrad(learning_rate=0.2).minimize(avg_cost)
+    """
+
+    type = "decayed_adagrad"
+
+    def __init__(self, learning_rate, decay: float = 0.95, epsilon: float = 1.0e-6, regularization: Any = None,
+                 name: str | None = None) -> None:
+        super().__init__(learning_rate, regularization, name)
+        self._decay, self._epsilon = float(decay), float(epsilon)
+
+    def _append_optimize_op(self, block, param, grad):
+        m = self._add_accumulator("moment", param)
+        return block.append_op(
+            "decayed_adagrad", {"Param": [param], "Grad": [grad], "Moment": [m],
+                                "LearningRate": [self._param_lr(block, param)]},
+            {"ParamOut": [param], "MomentOut": [m]}, {"epsilon": self._epsilon, "decay": self._decay},
+            role="optimize")
+
+
+class FtrlOptimizer(Optimizer):
+    """FTRL-Proximal (McMahan et al., "Ad Click Prediction", 2013): per coordinate a squared
+    sum ``n`` and a linear term ``z`` (both from zero), and the parameter solved in closed
+    form with L1/L2 shrinkage (see the ``ftrl`` op). Dense gradients only.
+
+    Args:
+        learning_rate: a float or a schedule's Variable.
+        l1, l2: the L1 and L2 strengths of the proximal step.
+        lr_power: the power of ``n`` in the per-coordinate rate (-0.5: ``1/sqrt(n)``).
+        regularization: a regularizer for every parameter without its own.
+
+    Example::
+
+        fluid.optimizer.Ftrl(learning_rate=0.1).minimize(avg_cost)
+    """
+
+    type = "ftrl"
+
+    def __init__(self, learning_rate, l1: float = 0.0, l2: float = 0.0, lr_power: float = -0.5,
+                 regularization: Any = None, name: str | None = None) -> None:
+        super().__init__(learning_rate, regularization, name)
+        self._l1, self._l2, self._lr_power = float(l1), float(l2), float(lr_power)
+
+    def _append_optimize_op(self, block, param, grad):
+        n = self._add_accumulator("squared", param)
+        z = self._add_accumulator("linear", param)
+        return block.append_op(
+            "ftrl", {"Param": [param], "Grad": [grad], "SquaredAccumulator": [n], "LinearAccumulator": [z],
+                     "LearningRate": [self._param_lr(block, param)]},
+            {"ParamOut": [param], "SquaredAccumOut": [n], "LinearAccumOut": [z]},
+            {"l1": self._l1, "l2": self._l2, "lr_power": self._lr_power}, role="optimize")
+
+
+class LambOptimizer(AdamOptimizer):
+    """LAMB (You et al., 2019) as Fluid 1.8 computes it: Adam's moments without bias
+    correction, then a layer-wise trust ratio::
+
+        r = m1 / (sqrt(m2) + epsilon) + lamb_weight_decay * p
+        p -= lr * (||p|| / ||r||) * r
+
+    Like Fluid 1.8 it makes Adam's beta-power accumulators, which the op reads by no formula
+    and never advances (NOTE(fluid18-optimizers), NOTE(lamb-norms) in ops/optimizer.py).
+
+    Args:
+        learning_rate: a float or a schedule's Variable.
+        lamb_weight_decay: the decoupled weight decay ``lambda``.
+        beta1, beta2: decay rates of the moments.
+        epsilon: added to ``sqrt(m2)``.
+        regularization: a regularizer for every parameter without its own.
+        exclude_from_weight_decay_fn: ``fn(param) -> bool``; True gives that parameter
+            ``lamb_weight_decay = 0``.
+
+    Example::
+
+        fluid.optimizer.Lamb(learning_rate=0.002,
+                             exclude_from_weight_decay_fn=lambda p: p.name.endswith(".b_0")).minimize(avg_cost)
+    """
+
+    type = "lamb"
+
+    def __init__(self, learning_rate=0.001, lamb_weight_decay: float = 0.01, beta1: float = 0.9,
+                 beta2: float = 0.999, epsilon: float = 1e-6, regularization: Any = None,
+                 exclude_from_weight_decay_fn=None, name: str | None = None) -> None:
+        super().__init__(learning_rate, beta1, beta2, epsilon, regularization, name)
+        self._weight_decay = float(lamb_weight_decay)
+        self._exclude_from_weight_decay_fn = exclude_from_weight_decay_fn
+
+    def _append_optimize_op(self, block, param, grad):
+        m1 = self._add_accumulator("moment1", param)
+        m2 = self._add_accumulator("moment2", param)
+        b1 = self._add_accumulator("beta1_pow_acc", param, fill_value=self._beta1, shape=[1])
+        b2 = self._add_accumulator("beta2_pow_acc", param, fill_value=self._beta2, shape=[1])
+        excluded = self._exclude_from_weight_decay_fn is not None and self._exclude_from_weight_decay_fn(param)
+        return block.append_op(
+            "lamb", {"Param": [param], "Grad": [grad], "LearningRate": [self._param_lr(block, param)],
+                     "Moment1": [m1], "Moment2": [m2], "Beta1Pow": [b1], "Beta2Pow": [b2]},
+            {"ParamOut": [param], "Moment1Out": [m1], "Moment2Out": [m2]},
+            {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon,
+             "weight_decay": 0.0 if excluded else self._weight_decay}, role="optimize")
+
+
+RMSProp = RMSPropOptimizer
+Adamax = AdamaxOptimizer
+Adadelta = AdadeltaOptimizer
+DecayedAdagrad = DecayedAdagradOptimizer
+Ftrl = FtrlOptimizer
+Lamb = LambOptimizer

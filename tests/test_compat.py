@@ -82,7 +82,7 @@ def test_paddle_fluid_builds_a_model(aliased):
     ("fluid.layers.conv2d", "fluid.layers.conv2d"),
     ("fluid.nets.simple_img_conv_pool", "fluid.nets.simple_img_conv_pool"),
     ("fluid.CompiledProgram", "fluid.CompiledProgram"),
-    ("fluid.optimizer.RMSPropOptimizer", "fluid.optimizer.RMSPropOptimizer"),
+    ("fluid.optimizer.LarsMomentumOptimizer", "fluid.optimizer.LarsMomentumOptimizer"),
     ("fluid.metrics.Auc", "fluid.metrics.Auc"),
     ("fluid.core.LoDTensor", "fluid.core.LoDTensor"),
 ])

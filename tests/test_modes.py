@@ -243,3 +243,42 @@ def test_a_regularized_sparse_embedding_on_pservers_equals_one_process():
 
     batches = train_sparse.batches(3000, 6, 32)
     check_equivalent(run_cluster(make, 2, 2, batches), run_local(make, batches))
+
+
+def model_with(make_optimizer, hidden: int = 1000):
+    """``data("wide", ...)``'s regression (10 -> fc(hidden, relu) -> fc(1)) trained by the
+    optimizer ``make_optimizer()`` returns (made inside the build, in its programs)."""
+    def build_it():
+        import placegroup as fluid
+
+        x = fluid.layers.data(name="x", shape=[10])
+        y = fluid.layers.data(name="y", shape=[1])
+        pred = fluid.layers.fc(input=fluid.layers.fc(input=x, size=hidden, act="relu"), size=1)
+        cost = fluid.layers.mean(fluid.layers.square_error_cost(input=pred, label=y))
+        make_optimizer().minimize(cost)
+        return [x, y], cost
+    return build_it
+
+
+def _fluid_optimizer(name: str, *args, **kw):
+    import placegroup as fluid
+
+    return lambda: getattr(fluid.optimizer, name)(*args, **kw)
+
+
+@pytest.mark.parametrize("make, hidden", [
+    (_fluid_optimizer("RMSProp", 0.01, momentum=0.5, centered=True), 1000),  # fc_0.w_0 in 2 blocks
+    (_fluid_optimizer("Adamax", 0.01), 1000),
+    (_fluid_optimizer("Adadelta", 0.01), 1000),
+    # 16: with fc_0's 10000 weights some gradients are ~1e-5 and cancel, where
+    # g / (sqrt(0.05 g²) + 1e-6) turns the float32 summation order into 1e-3 relative differences
+    (_fluid_optimizer("DecayedAdagrad", 0.05), 16),
+    (_fluid_optimizer("Ftrl", 0.05, l1=0.01, l2=0.01), 1000),
+    (_fluid_optimizer("Lamb", 0.01), 16),  # unsliced: NOTE(lamb-norms)
+], ids=["rmsprop", "adamax", "adadelta", "decayed_adagrad", "ftrl", "lamb"])
+def test_sync_equals_one_process_for_each_new_optimizer(make, hidden):
+    """Issue 14, item 6: each new optimizer's op placed, sliced and run on 2 pservers by the
+    passes as they are (they ask its OpDef), 2 trainers = one process."""
+    batches = data("wide", 6, 30)
+    check_equivalent(run_cluster(model_with(make, hidden), 2, 2, batches),
+                     run_local(model_with(make, hidden), batches))

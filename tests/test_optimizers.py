@@ -52,6 +52,51 @@ def ref_adagrad(p, g, lr, s, a):
     return p - lr * g / (np.sqrt(m) + a["epsilon"]), {"Moment": m}
 
 
+def ref_rmsprop(p, g, lr, s, a):
+    rho, eps, mu = a["decay"], a["epsilon"], a["momentum"]
+    ms = rho * s["MeanSquare"] + (1 - rho) * g * g
+    mg = rho * s["MeanGrad"] + (1 - rho) * g if a["centered"] else s["MeanGrad"]
+    mom = mu * s["Moment"] + lr * g / np.sqrt(ms - (mg * mg if a["centered"] else 0) + eps)
+    return p - mom, {"Moment": mom, "MeanSquare": ms, "MeanGrad": mg}
+
+
+def ref_adamax(p, g, lr, s, a):
+    m = a["beta1"] * s["Moment"] + (1 - a["beta1"]) * g
+    u = np.maximum(a["beta2"] * s["InfNorm"] + a["epsilon"], np.abs(g))
+    p = p - lr / (1 - s["Beta1Pow"]) * m / u
+    return p, {"Moment": m, "InfNorm": u, "Beta1Pow": s["Beta1Pow"] * a["beta1"]}
+
+
+def ref_adadelta(p, g, lr, s, a):  # no learning rate, as in Fluid 1.8
+    rho, eps = a["rho"], a["epsilon"]
+    eg = rho * s["AvgSquaredGrad"] + (1 - rho) * g * g
+    dx = -np.sqrt((s["AvgSquaredUpdate"] + eps) / (eg + eps)) * g
+    return p + dx, {"AvgSquaredGrad": eg, "AvgSquaredUpdate": rho * s["AvgSquaredUpdate"] + (1 - rho) * dx * dx}
+
+
+def ref_decayed_adagrad(p, g, lr, s, a):
+    m = a["decay"] * s["Moment"] + (1 - a["decay"]) * g * g
+    return p - lr * g / (np.sqrt(m) + a["epsilon"]), {"Moment": m}
+
+
+def ref_ftrl(p, g, lr, s, a):
+    n, z, k = s["SquaredAccumulator"], s["LinearAccumulator"], -a["lr_power"]
+    n2 = n + g * g
+    z = z + g - (n2 ** k - n ** k) / lr * p
+    shrunk = (a["l1"] * np.sign(z) - z) / (n2 ** k / lr + 2 * a["l2"])
+    return np.where(np.abs(z) > a["l1"], shrunk, 0.0), {"SquaredAccumulator": n2, "LinearAccumulator": z}
+
+
+def ref_lamb(p, g, lr, s, a):  # Fluid 1.8: no bias correction, the beta powers unused
+    # the kernel's betas are float32, as Paddle's: 1 - float32(0.999) is 1.3e-5 off 0.001
+    b1, b2 = float(np.float32(a["beta1"])), float(np.float32(a["beta2"]))
+    m1 = b1 * s["Moment1"] + (1 - b1) * g
+    m2 = b2 * s["Moment2"] + (1 - b2) * g * g
+    r = m1 / (np.sqrt(m2) + a["epsilon"]) + a["weight_decay"] * p
+    pn, rn = np.linalg.norm(p), np.linalg.norm(r)
+    return p - lr * (pn / rn if pn > 0 and rn > 0 else 1.0) * r, {"Moment1": m1, "Moment2": m2}
+
+
 @dataclasses.dataclass(frozen=True)
 class OptCase:
     """An optimizer op: its attrs, its state slots (slot -> fill value, None = like the
@@ -80,7 +125,31 @@ OPT_CASES = [
             lambda lr, **kw: fluid.optimizer.Adam(lr, **kw)),
     OptCase("adagrad", {"epsilon": 1e-6}, {"Moment": 0.25}, ref_adagrad,
             lambda lr, **kw: fluid.optimizer.Adagrad(lr, **kw)),
+    OptCase("rmsprop", {"decay": 0.95, "epsilon": 1e-6, "momentum": 0.0, "centered": False},
+            {"MeanSquare": 0.5, "MeanGrad": 0.1, "Moment": None}, ref_rmsprop,
+            lambda lr, **kw: fluid.optimizer.RMSProp(lr, **kw)),
+    OptCase("rmsprop", {"decay": 0.9, "epsilon": 1e-6, "momentum": 0.5, "centered": True},
+            {"MeanSquare": 1.0, "MeanGrad": 0.1, "Moment": None}, ref_rmsprop,
+            lambda lr, **kw: fluid.optimizer.RMSProp(lr, rho=0.9, momentum=0.5, centered=True, **kw),
+            "rmsprop_centered"),
+    OptCase("adamax", {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8},
+            {"Moment": None, "InfNorm": 0.5, "Beta1Pow": 0.9}, ref_adamax,
+            lambda lr, **kw: fluid.optimizer.Adamax(lr, **kw)),
+    OptCase("adadelta", {"rho": 0.95, "epsilon": 1e-6}, {"AvgSquaredGrad": 0.3, "AvgSquaredUpdate": 0.1},
+            ref_adadelta, lambda lr, **kw: fluid.optimizer.Adadelta(lr, **kw)),
+    OptCase("decayed_adagrad", {"decay": 0.95, "epsilon": 1e-6}, {"Moment": 0.25}, ref_decayed_adagrad,
+            lambda lr, **kw: fluid.optimizer.DecayedAdagrad(lr, **kw)),
+    OptCase("ftrl", {"l1": 0.0, "l2": 0.0, "lr_power": -0.5},
+            {"SquaredAccumulator": 0.25, "LinearAccumulator": None}, ref_ftrl,
+            lambda lr, **kw: fluid.optimizer.Ftrl(lr, **kw)),
+    OptCase("ftrl", {"l1": 0.05, "l2": 0.1, "lr_power": -0.25},
+            {"SquaredAccumulator": 0.25, "LinearAccumulator": None}, ref_ftrl,
+            lambda lr, **kw: fluid.optimizer.Ftrl(lr, l1=0.05, l2=0.1, lr_power=-0.25, **kw), "ftrl_l1_l2_pow"),
+    OptCase("lamb", {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-6, "weight_decay": 0.01},
+            {"Moment1": None, "Moment2": 0.5, "Beta1Pow": 0.9, "Beta2Pow": 0.999}, ref_lamb,
+            lambda lr, **kw: fluid.optimizer.Lamb(lr, **kw)),
 ]
+NEW_OPS = ["rmsprop", "adamax", "adadelta", "decayed_adagrad", "ftrl", "lamb"]  # issue 14, item 6
 OPT_IDS = [c.id for c in OPT_CASES]
 
 
@@ -110,8 +179,9 @@ def test_op_matches_reference_over_steps(case):
         out = _run(case.op, ins, case.attrs)
         ref_p, ref_s = case.ref(ref_p, ins["Grad"].astype(np.float64), 0.05, ref_s, case.attrs)
         np.testing.assert_allclose(out["ParamOut"], ref_p, rtol=1e-5, atol=1e-6)
+        out_of = {v: k for k, v in opdef.inplace.items()}  # state slot -> its output slot
         for slot, want in ref_s.items():
-            np.testing.assert_allclose(out[slot + "Out"], want, rtol=1e-5, atol=1e-6, err_msg=slot)
+            np.testing.assert_allclose(out[out_of[slot]], want, rtol=1e-5, atol=1e-6, err_msg=slot)
         ins = {**ins, **{opdef.inplace[o]: v for o, v in out.items()}}  # state fed back
         ins["Grad"] = rng.normal(size=(3, 4)).astype(np.float32)
 
@@ -132,12 +202,12 @@ def test_op_outputs_are_new_arrays_of_the_state_shapes(case, dtype):
         np.testing.assert_array_equal(ins[k], before[k], err_msg=f"input {k} was mutated")
 
 
-@pytest.mark.parametrize("op", ["sgd", "momentum", "adam", "adagrad"])
+@pytest.mark.parametrize("op", ["sgd", "momentum", "adam", "adagrad"] + NEW_OPS)
 def test_op_slot_roles_and_inplace_pairs(op):
     d = get_op_def(op)
     assert d.role == "optimize"
-    for role in ("Param", "Grad", "LearningRate"):
-        assert len(d.input_slots(role)) == 1, role
+    for role in ("Param", "Grad", "LearningRate"):  # adadelta: no learning rate, as in Fluid 1.8
+        assert len(d.input_slots(role)) == (0 if (op, role) == ("adadelta", "LearningRate") else 1), role
     assert d.output_slots("ParamOut") == ["ParamOut"]
     assert set(d.inplace) == {s.name for s in d.outputs}  # every output updates an input
     for out, inp in d.inplace.items():
@@ -268,6 +338,15 @@ RUNS = [
     Run("adam_exponential", "adam", (lambda L: L.exponential_decay(0.05, 2, 0.7),
                                      lambda s: 0.05 * 0.7 ** (s / 2))),
     Run("adagrad_l2", "adagrad", 0.2, reg=("l2", 0.01)),
+    Run("rmsprop", "rmsprop", 0.01),
+    Run("rmsprop_centered_l2", "rmsprop_centered", 0.01, reg=("l2", 0.01)),
+    Run("adamax_w_lr_half", "adamax", 0.05, w_lr=0.5),
+    Run("adadelta", "adadelta", 1.0),
+    Run("decayed_adagrad_piecewise", "decayed_adagrad",
+        (lambda L: L.piecewise_decay([4], [0.1, 0.05]), lambda s: [0.1, 0.05][s >= 4])),
+    Run("ftrl", "ftrl", 0.1),
+    Run("ftrl_l1_l2_pow_w_l1", "ftrl_l1_l2_pow", 0.1, w_reg=("l1", 0.01)),
+    Run("lamb", "lamb", 0.05),
 ]
 _REG = {"l1": L1Decay, "l2": L2Decay}
 
@@ -325,6 +404,70 @@ def test_training_matches_numpy(run, fresh_programs):
                 got = np.asarray(scope.find_var(op.input(slot)[0]).get_tensor())
                 assert got.dtype == np.float32 and got.shape == want.shape
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7, err_msg=f"{name} {slot}")
+
+
+@pytest.mark.parametrize("opt", NEW_OPS)
+def test_each_new_optimizer_trains_a_small_model(opt, fresh_programs):
+    """Issue 14, item 6: a two-layer regression, one batch 40 times, with Fluid's defaults
+    (but the learning rate): the loss falls."""
+    main, startup = fresh_programs
+    startup.random_seed = 1
+    L = fluid.layers
+    x, y = L.data(name="x", shape=[4]), L.data(name="y", shape=[1])
+    loss = L.mean(L.square_error_cost(L.fc(L.fc(x, 8, act="tanh"), 1), y))
+    CASE[opt].make(0.05).minimize(loss)
+    exe = fluid.Executor()
+    exe.run(startup)
+    feed = {"x": DATA_X[:16], "y": DATA_Y[:16]}
+    losses = [float(exe.run(main, feed=feed, fetch_list=[loss])[0][0]) for _ in range(40)]
+    assert losses[-1] < 0.8 * losses[0], losses
+
+
+def test_lamb_excludes_parameters_from_weight_decay(fresh_programs):
+    main, _ = fresh_programs
+    x = fluid.layers.data(name="x", shape=[3])
+    loss = fluid.layers.mean(fluid.layers.fc(x, 2))
+    fluid.optimizer.Lamb(0.01, lamb_weight_decay=0.1,
+                         exclude_from_weight_decay_fn=lambda p: p.name.endswith(".b_0")).minimize(loss)
+    decay = {op.input("Param")[0]: op.attrs["weight_decay"] for op in main.global_block().ops if op.type == "lamb"}
+    assert decay == {"fc_0.w_0": 0.1, "fc_0.b_0": 0.0}
+
+
+def test_new_optimizers_accumulators_are_named_as_fluid_names_them(fresh_programs):
+    main, startup = fresh_programs
+    x = fluid.layers.data(name="x", shape=[3])
+    loss = fluid.layers.mean(fluid.layers.fc(x, 1, bias_attr=False))
+    fluid.optimizer.RMSProp(0.01).minimize(loss)
+    fluid.optimizer.Adadelta(0.01).minimize(loss)  # a second optimizer: names stay unique
+    names = sorted(v.name for v in main.global_block().vars.values() if v.attrs.get("accumulator_of"))
+    assert names == ["fc_0.w_0__avg_squared_grad_0", "fc_0.w_0__avg_squared_update_0", "fc_0.w_0_mean_grad_0",
+                     "fc_0.w_0_mean_square_0", "fc_0.w_0_momentum_0"]
+    assert all(startup.global_block().has_var(n) for n in names)
+
+
+@pytest.mark.parametrize("case", [c for c in OPT_CASES if c.op in ("rmsprop", "lamb")], ids=lambda c: c.id)
+def test_sparse_gradient_is_the_dense_update_on_the_scattered_gradient(case):
+    from placegroup.values import SelectedRows
+
+    rng = np.random.default_rng(5)
+    ins = _inputs(case, rng, np.float32, shape=(6, 3))
+    rows = np.array([4, 1, 4])
+    g = SelectedRows(rows, rng.normal(size=(3, 3)).astype(np.float32), 6)
+    sparse, dense = _run(case.op, {**ins, "Grad": g}, case.attrs), _run(case.op, {**ins, "Grad": g.to_dense()},
+                                                                          case.attrs)
+    for k in dense:
+        np.testing.assert_allclose(sparse[k], dense[k], rtol=1e-6, err_msg=k)
+
+
+@pytest.mark.parametrize("op", ["adamax", "adadelta", "decayed_adagrad", "ftrl"])
+def test_dense_only_optimizers_refuse_a_sparse_gradient_naming_themselves(op):
+    from placegroup.values import SelectedRows
+
+    case = next(c for c in OPT_CASES if c.op == op)
+    ins = _inputs(case, np.random.default_rng(6), np.float32, shape=(6, 3))
+    g = SelectedRows(np.array([1]), np.ones((1, 3), np.float32), 6)
+    with pytest.raises(TypeError, match=rf"{op}: Grad is a SelectedRows .* {op} does not support"):
+        _run(op, {**ins, "Grad": g}, case.attrs)
 
 
 def test_regularizer_ops_finish_the_gradient_on_the_trainer_side(fresh_programs):
