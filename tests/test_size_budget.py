@@ -14,13 +14,16 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # fluid.core / nets / metrics / layers.control_flow modules those names need
 # placegroup/: + ~270 for layers/ops.py (issue #14, item 6): 34 Fluid 1.8 layers over the unary,
 # reduce_max/min/prod, comparison and logical ops, each with its docstring and example
+# placegroup/: + ~270 for inference models (issue #14, item 3): save/load_inference_model, the
+# pruning to the feed -> target subgraph with its errors, ~40% docstrings (io/inference.py), and
+# Program.extra, where an inference model records its feed and fetch names
 # placegroup/: + ~250 for the six Fluid 1.8 optimizers of issue #14, item 6 (RMSProp, Adamax,
 # Adadelta, DecayedAdagrad, Ftrl, Lamb in optimizer.py), about half of it their docstrings
 # comm/: 1700 + ~400 for the layers of issue #13 (item 5): the transport interface (base.py), the
 # session (hello, done, peer status), the loopback transport and the drop log shared by the
 # session and the mailbox, ~40% of it their docstrings; what they took out of the mailbox and
 # the ZeroMQ transport is gone from there
-BUDGET = {"placegroup": 8420, "executor": 1600, "ops": 3100, "comm": 2120}
+BUDGET = {"placegroup": 8700, "executor": 1600, "ops": 3100, "comm": 2120}
 PASS_LINES = 220
 
 

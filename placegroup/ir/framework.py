@@ -176,6 +176,8 @@ class Program:
         cluster: who takes part and how (``ClusterSchema``), set by the transpiler; None
             for a program one process runs alone.
         provenance: the passes that made this program, in order.
+        extra: facts that need no schema version (prog.bin's ``extra``), e.g. an inference
+            model's ``feed_target_names`` and ``fetch_target_names`` (placegroup/io/inference.py).
     """
 
     def __init__(self) -> None:
@@ -186,6 +188,7 @@ class Program:
         # who takes part, and how: set by the transpiler (``placegroup.ir.cluster.ClusterSchema``)
         self.cluster: ClusterSchema | None = None
         self.provenance: list[str] = []
+        self.extra: dict[str, Any] = {}
         self._version = 0
 
     def _bump(self) -> None:
@@ -283,10 +286,13 @@ def program_to_dict(program: Program) -> dict:
                for op in b.ops]
         blocks.append(dict(idx=b.idx, parent_idx=b.parent_idx, vars=vars_, ops=ops))
     ex = program.executor
-    return dict(random_seed=program.random_seed, blocks=blocks, provenance=list(program.provenance),
-                executor=None if ex is None else dict(role=ex.role.value, endpoint=ex.endpoint,
-                                                      rank=ex.rank),
-                cluster=None if program.cluster is None else program.cluster.model_dump())
+    d = dict(random_seed=program.random_seed, blocks=blocks, provenance=list(program.provenance),
+             executor=None if ex is None else dict(role=ex.role.value, endpoint=ex.endpoint,
+                                                   rank=ex.rank),
+             cluster=None if program.cluster is None else program.cluster.model_dump())
+    if program.extra:  # left out when empty, so the bytes of every other program stay as they were
+        d["extra"] = _plain(program.extra)
+    return d
 
 
 def program_from_dict(d: dict, *, validate: bool = False) -> Program:
@@ -325,6 +331,7 @@ def _build(d: dict, validate: bool) -> Program:
         p.blocks.append(b)
     p.random_seed = d.get("random_seed", 0)
     p.provenance = list(d.get("provenance") or [])
+    p.extra = dict(d.get("extra") or {})
     ex = d.get("executor")
     p.executor = None if ex is None else ExecutorId.parse(ex["role"], ex.get("endpoint"),
                                                            rank=ex.get("rank"))

@@ -70,7 +70,8 @@ def format_var(v) -> str:
 
 def format_program(program) -> str:
     ex = str(program.executor) if program.executor is not None else "-"
-    lines = [f"program seed={program.random_seed} executor={ex} passes={list(program.provenance)}"]
+    extra = "".join(f" {k}={_fmt_attr(program.extra[k])}" for k in sorted(program.extra))
+    lines = [f"program seed={program.random_seed} executor={ex} passes={list(program.provenance)}{extra}"]
     for b in program.blocks:
         lines.append(f"block {b.idx} parent={b.parent_idx}")
         lines += ["  " + format_var(b.vars[n]) for n in sorted(b.vars)]
