@@ -59,28 +59,6 @@ def build():
     return x, y, prediction, avg_cost, test_program
 
 
-def distribute(exe, main, startup):
-    """Transpile for the cluster the launch environment names, if any (as examples/fit_a_line.py).
-
-    Returns ``(main_program, role, trainer_id, trainer_num)``; ``role`` is None in one process.
-    A pserver serves here until every trainer is done.
-    """
-    role = os.getenv("TRAINING_ROLE")
-    if role is None or os.getenv("PADDLE_INIT_PSERVERS") is None:
-        exe.run(startup)
-        return main, None, 0, 1
-    endpoint = os.getenv("POD_IP", "127.0.0.1") + ":" + os.getenv("PADDLE_INIT_PORT", "6174")
-    t = fluid.DistributeTranspiler()
-    t.transpile(pservers=os.getenv("PADDLE_INIT_PSERVERS"), trainers=os.getenv("PADDLE_INIT_TRAINERS", "1"),
-                program=main, startup_program=startup)
-    prog = t.get_program(endpoint, role)
-    exe.run(t.get_startup_program(endpoint, role))
-    if role.upper() == "PSERVER":
-        exe.run(prog)  # serves until every trainer has said it is done
-        exe.close()
-    return prog, role.upper(), t.trainer_id, t.trainer_num
-
-
 def predict_in_fresh_process(model_dir: str, inputs: np.ndarray) -> np.ndarray:
     """Run ``--predict`` in a new interpreter; the arrays cross as .npy files (no pickle)."""
     np.save(os.path.join(model_dir, "inputs.npy"), inputs, allow_pickle=False)
@@ -118,7 +96,9 @@ def train_and_save(model_dir: str, passes: int = 10, batch_size: int = 20, seed:
     with fluid.scope_guard(scope), fluid.unique_name.guard(), fluid.program_guard(main, startup):
         x, y, prediction, avg_cost, test_program = build()
         exe = fluid.Executor(fluid.CPUPlace())
-        main_run, role, tid, n = distribute(exe, main, startup)
+        # one process, or this process's part of the cluster the launch environment names (a
+        # pserver serves here until every trainer is done)
+        main_run, role, tid, n = fluid.transpile_from_env(exe, main, startup)
         if role == "PSERVER":
             log("pserver: every trainer is done")
             return {"role": role}
