@@ -46,8 +46,7 @@ class _Distributed:
         self.cluster = Cluster.from_program(program)
         self.me = self.cluster.find(program.executor)
         policy = policy_for(program.cluster, self.me.role)
-        self.link = Link(program, self.me, self.cluster, peer_timeout, network)
-        self.link.round = policy.round
+        self.link = Link(program, self.me, self.cluster, peer_timeout, network, round=policy.round)
         self.interp = Interpreter(self.me, policy, self.link, xp)
         self.served = False
 

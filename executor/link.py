@@ -59,16 +59,18 @@ class Link:
         cluster: the job's executors.
         peer_timeout: seconds a silent peer counts as alive (default PLACEGROUP_PEER_TIMEOUT).
         network: a ``LoopbackNetwork`` to run over in one process; None: ZeroMQ over TCP.
+        round: the trainer steps of one round (its version policy's): fetches and ``done``
+            name rounds, which the pservers count.
     """
 
     def __init__(self, program, me, cluster: Cluster, peer_timeout: float | None = None,
-                 network=None) -> None:
+                 network=None, round: int = 1) -> None:
         self.me = me
         self.cluster = cluster
         self.peer_timeout = peer_timeout or config.get("PLACEGROUP_PEER_TIMEOUT")
         self.wait_timeout = config.get("PLACEGROUP_WAIT_TIMEOUT") or None
         self.step = 0            # the trainer steps this executor ran (message headers carry it)
-        self.round = 1           # trainer steps per round (merge_steps): what pservers count
+        self.round = round       # trainer steps per round (merge_steps): what pservers count
         connect, bind = peer_links(cluster, me)
         digest = program.cluster.digest
         self.transport = open_transport(me.name, bind, connect, digest=digest, network=network,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from typing import Callable
 
 import numpy as np
@@ -71,8 +72,6 @@ def run_cluster(build: Callable, trainers: int, pservers: int, batches: list, *,
     (default all); ``slow``: trainer id -> seconds it sleeps after each step; ``endpoints``:
     name the trainers by endpoint (collectives need it; so does having no pservers); ``config``:
     a ``DistributeTranspilerConfig``; the rest are ``transpile``'s keywords."""
-    import time
-
     main, startup, feeds, cost = build_programs(build)
     ps = [f"127.0.0.1:{7100 + i}" for i in range(pservers)]
     tr = [f"127.0.0.1:{7200 + i}" for i in range(trainers)]

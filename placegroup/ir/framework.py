@@ -256,15 +256,16 @@ class Program:
 
 # -- the dict form (what prog.bin holds, placegroup/ir/serialize.py) ----------------------------
 
-def _plain(v: Any) -> Any:
-    """Attr values as msgpack-able plain Python (numpy scalars and tuples included)."""
+def plain_value(v: Any, leaf=None) -> Any:
+    """Attr values as msgpack-able plain Python: tuples to lists, numpy scalars to Python ones;
+    ``leaf``, if given, maps each scalar once more (``placegroup dump`` makes them strict JSON)."""
     if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
+        return [plain_value(x, leaf) for x in v]
     if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
+        return {str(k): plain_value(x, leaf) for k, x in v.items()}
     if hasattr(v, "item") and not isinstance(v, (bool, int, float, str)):
-        return v.item()
-    return v
+        v = v.item()
+    return v if leaf is None else leaf(v)
 
 
 def program_to_dict(program: Program) -> dict:
@@ -276,11 +277,11 @@ def program_to_dict(program: Program) -> dict:
             d = dict(name=v.name, shape=None if v.shape is None else list(v.shape), dtype=v.dtype,
                      type=v.type, persistable=v.persistable, stop_gradient=v.stop_gradient,
                      is_data=v.is_data, is_parameter=v.is_parameter, lod_level=v.lod_level,
-                     place=None if v.place is None else str(v.place), attrs=_plain(v.attrs))
+                     place=None if v.place is None else str(v.place), attrs=plain_value(v.attrs))
             if v.is_parameter:
-                d.update(trainable=v.trainable, optimize_attr=_plain(v.optimize_attr))
+                d.update(trainable=v.trainable, optimize_attr=plain_value(v.optimize_attr))
             vars_.append(d)
-        ops = [dict(type=op.type, inputs=op.inputs, outputs=op.outputs, attrs=_plain(op.attrs),
+        ops = [dict(type=op.type, inputs=op.inputs, outputs=op.outputs, attrs=plain_value(op.attrs),
                     role=op.role, place=None if op.place is None else str(op.place),
                     edges=dict(op.edges), param=op.param)
                for op in b.ops]
@@ -291,7 +292,7 @@ def program_to_dict(program: Program) -> dict:
                                                    rank=ex.rank),
              cluster=None if program.cluster is None else program.cluster.model_dump())
     if program.extra:  # left out when empty, so the bytes of every other program stay as they were
-        d["extra"] = _plain(program.extra)
+        d["extra"] = plain_value(program.extra)
     return d
 
 

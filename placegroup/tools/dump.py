@@ -19,6 +19,7 @@ import numpy as np
 from placegroup.executor.transfers import render as render_transfers
 from placegroup.executor.transfers import transfers
 from placegroup.ir.cluster import Cluster
+from placegroup.ir.framework import plain_value
 from placegroup.ops.registry import EMPTY_VAR
 from placegroup.ir.place_group import ExecutorId, PlaceGroup
 from placegroup.ir.printer import format_op, format_var
@@ -171,19 +172,17 @@ def _seen_transfers(program, executor: ExecutorId | None) -> list:
 
 
 # -- json -----------------------------------------------------------------------------------
-def _jsonable(v: Any) -> Any:
-    """Attr values as strict JSON (no NaN): tuples to lists, numpy scalars to Python."""
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if hasattr(v, "item") and not isinstance(v, (bool, int, float, str)):
-        v = v.item()
+def _json_leaf(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)  # "nan", "inf", "-inf"
     if isinstance(v, bytes):
         return v.hex()
     return v
+
+
+def _jsonable(v: Any) -> Any:
+    """Attr values as strict JSON (no NaN): the program's plain values, non-finite floats as text."""
+    return plain_value(v, _json_leaf)
 
 
 def var_flags(v) -> list[str]:
@@ -220,7 +219,8 @@ def program_document(program, executor: ExecutorId | None = None) -> dict:
         blocks.append(dict(idx=b.idx, parent_idx=b.parent_idx, vars=vars_, ops=ops))
     return dict(
         format=JSON_FORMAT, schema_version=SCHEMA_VERSION, random_seed=program.random_seed,
-        executor=_executor_doc(program.executor), cluster=_jsonable(program.cluster.model_dump() if program.cluster is not None else None),
+        executor=_executor_doc(program.executor),
+        cluster=None if program.cluster is None else _jsonable(program.cluster.model_dump()),
         provenance=list(program.provenance), view=_executor_doc(executor),
         transfers=[dict(src=t.src, dst=list(t.dst), var=t.var, rule=t.kind,
                         after_op=None if t.op is None else t.op[0], version=t.version, when=t.when)
