@@ -3,8 +3,9 @@
 Importing this package registers every op. Kernels here import nothing from the framework,
 the executor or comm: a collective's communicator comes in the kernel's ``ctx``.
 """
-from placegroup.ops import (activation, collective, compare, elementwise, lookup, loss, lr_schedule,  # noqa: F401  (registers)
-                            math, metric, optimizer, parallel_loss, random, sparse, tensor, unary)
+from placegroup.ops import (activation, collective, compare, conv, dropout, elementwise, lookup, loss,  # noqa: F401
+                            lr_schedule, manip, math, metric, norm, optimizer, parallel_loss, pool, random,
+                            sampled_loss, sparse, tensor, unary)  # importing them registers their ops
 from placegroup.ops.registry import (EMPTY_VAR, GRAD_SUFFIX, Meta, OpDef, OpSpec, Slot, get_op_def,
                                      grad_name, register, registered_ops)
 

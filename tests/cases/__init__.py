@@ -1,0 +1,1 @@
+"""Op test tables, one module per op family; tests/op_cases.py gathers them."""

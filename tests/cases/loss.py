@@ -1,0 +1,6 @@
+"""OpCases for loss and distance ops (sigmoid cross entropy, smooth_l1, nce, hsigmoid, ...); tests/op_cases.py gathers them."""
+from __future__ import annotations
+
+from tests.op_case import OpCase  # noqa: F401
+
+CASES: list[OpCase] = []

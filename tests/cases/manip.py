@@ -1,0 +1,6 @@
+"""OpCases for tensor manipulation ops (transpose, gather, slice, one_hot, ...); tests/op_cases.py gathers them."""
+from __future__ import annotations
+
+from tests.op_case import OpCase  # noqa: F401
+
+CASES: list[OpCase] = []
