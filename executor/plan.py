@@ -79,9 +79,10 @@ class PlannedOp:
         self.plain = True
 
     def settle_edges(self) -> None:
-        """Whether the op can run straight, with no edge, push, communicator or round to mind."""
+        """Whether the op can run straight, with no edge, push, communicator, round or step to
+        mind (an op whose kernel reads ``ctx.step``, ``OpDef.uses_step``, is never plain)."""
         self.plain = (not self.remote and self.each is None and not self.pushes and self.group is None
-                      and not self.round_end)
+                      and not self.round_end and not self.op.opdef.uses_step)
 
     def inplace_vars(self) -> set[str]:
         """The vars this op replaces in place by its OpDef (ParamOut over Param, ...)."""

@@ -1,2 +1,237 @@
-"""(being written)"""
+"""Normalization ops: batch_norm and layer_norm, with Fluid 1.8's slots, attrs and CPU maths.
+
+NOTE(bn-stats): what ``batch_norm`` computes, as Fluid's CPU kernel does
+(paddle/fluid/operators/batch_norm_op.cc). Over every axis but the channel axis (1 for NCHW,
+the last for NHWC; a 2-D ``[N, C]`` input has C at axis 1 either way), in training:
+
+* ``SavedMean`` = the batch mean, ``SavedVariance`` = ``1 / sqrt(var + epsilon)`` where
+  ``var`` is the *biased* batch variance (divided by ``N*H*W``): Fluid keeps the inverse std,
+  which its grad op reads back;
+* ``MeanOut = Mean * momentum + mean * (1 - momentum)`` and likewise ``VarianceOut`` from the
+  biased ``var`` (no Bessel correction); both replace ``Mean``/``Variance`` in place;
+* ``Y = X * (Scale * inv_std) + (Bias - mean * Scale * inv_std)``, Fluid's order of operations.
+
+With global statistics (``use_global_stats``, or ``is_test`` without
+``trainable_statistics``) ``Y`` uses ``Mean``/``Variance`` and the running statistics stay as
+they are. Fluid leaves ``SavedMean``/``SavedVariance`` unwritten then; here they are the
+running mean and its inverse std (what the grad op uses). When there is one value per
+channel (``N*H*W == 1``) training passes ``X`` through unchanged and updates nothing, as Fluid.
+
+NOTE(bn-grad-mode): Fluid's grad kernel uses the global-statistics formula when
+``is_test or use_global_stats``, even with ``trainable_statistics`` (whose forward used batch
+statistics); here the grad op takes the forward's own mode, so the gradient is the true one
+in that combination too (Fluid 1.8's layer never sets ``trainable_statistics``).
+"""
 from __future__ import annotations
+
+import math
+
+from placegroup.ops.registry import Meta, Slot, check, grad_of, register
+
+_BN_ATTRS = {"momentum": 0.9, "epsilon": 1e-5, "is_test": False, "data_layout": "NCHW",
+             "use_global_stats": False, "trainable_statistics": False, "use_mkldnn": False,
+             "fuse_with_relu": False}
+_LAYOUTS = ("NCHW", "NHWC")
+
+
+def _channel_axis(ndim: int, layout: str) -> int:
+    return 1 if layout == "NCHW" else ndim - 1
+
+
+def _global_stats(a) -> bool:
+    """Whether batch_norm normalizes by the running statistics (NOTE(bn-stats))."""
+    return a["use_global_stats"] or (a["is_test"] and not a["trainable_statistics"])
+
+
+def _check_epsilon(op: str, eps: float) -> None:
+    check(0.0 <= eps <= 1e-3, f"{op}: epsilon must be in [0, 0.001] (Fluid's check), got {eps}")
+
+
+def _bn_infer(ins, a):
+    x = ins["X"]
+    shape = tuple(x.shape)
+    check(2 <= len(shape) <= 5, f"batch_norm: X must have rank 2 to 5 ([N, C] or [N, C, ...]), got "
+                                f"X{list(shape)}")
+    check(a["data_layout"] in _LAYOUTS, f"batch_norm: data_layout must be one of {list(_LAYOUTS)}, "
+                                        f"got {a['data_layout']!r}")
+    _check_epsilon("batch_norm", a["epsilon"])
+    c = shape[_channel_axis(len(shape), a["data_layout"])]
+    for slot in ("Scale", "Bias", "Mean", "Variance"):
+        s = tuple(ins[slot].shape)
+        check(len(s) == 1 and (c in (-1, s[0]) or s[0] == -1),
+              f"batch_norm: {slot} must be [C] = [{c}] (C is X{list(shape)}'s channel dim for "
+              f"data_layout {a['data_layout']}), got {slot}{list(s)}")
+    if ins.get("MomentumTensor") is not None:
+        m = tuple(ins["MomentumTensor"].shape)
+        check(math.prod(m) == 1, f"batch_norm: MomentumTensor must hold one value, got MomentumTensor{list(m)}")
+    stat = Meta((c,), x.dtype)
+    return {"Y": x, "MeanOut": stat, "VarianceOut": stat, "SavedMean": stat, "SavedVariance": stat}
+
+
+def _bn_view(xp, x, layout: str):
+    """(axes reduced over, the shape a [C] vector broadcasts as, N*H*W)."""
+    cax = _channel_axis(x.ndim, layout)
+    axes = tuple(d for d in range(x.ndim) if d != cax)
+    bshape = tuple(x.shape[cax] if d == cax else 1 for d in range(x.ndim))
+    return axes, bshape, x.size // max(x.shape[cax], 1)
+
+
+def _bn_grad_maker():
+    # the running statistics are read back only in the global-statistics mode; they are
+    # passed always, since that mode is the op's attrs' to say (Fluid passes MeanOut, the same var)
+    return grad_of(("X", "Scale", "Bias"), uses=("X", "Scale", "Mean", "Variance"), out="Y",
+                   outs=("SavedMean", "SavedVariance"))
+
+
+@register("batch_norm",
+          ins=("X", "Scale", "Bias", Slot("Mean", no_grad=True), Slot("Variance", no_grad=True),
+               Slot("MomentumTensor", dispensable=True, no_grad=True)),
+          outs=("Y", Slot("MeanOut", no_grad=True), Slot("VarianceOut", no_grad=True),
+                Slot("SavedMean", no_grad=True), Slot("SavedVariance", no_grad=True)),
+          attrs=_BN_ATTRS, infer=_bn_infer, grad=_bn_grad_maker(),
+          inplace={"MeanOut": "Mean", "VarianceOut": "Variance"})
+def batch_norm(xp, ins, a, ctx):
+    """Y = (X - mean) / sqrt(var + epsilon) * Scale + Bias per channel; the running statistics
+    move by ``momentum`` in training (NOTE(bn-stats))."""
+    x, scale, bias = ins["X"], ins["Scale"], ins["Bias"]
+    run_mean, run_var = ins["Mean"], ins["Variance"]
+    eps = a["epsilon"]
+    axes, bshape, m = _bn_view(xp, x, a["data_layout"])
+    if _global_stats(a):
+        inv_std = 1.0 / xp.sqrt(run_var + eps)
+        mean, mean_out, var_out = run_mean, run_mean, run_var
+        saved_mean, saved_inv = run_mean.copy(), inv_std
+    elif m == 1:  # one value per channel: Fluid passes X through and updates nothing
+        zeros = xp.zeros_like(run_mean)
+        return {"Y": x.copy(), "MeanOut": run_mean, "VarianceOut": run_var, "SavedMean": zeros,
+                "SavedVariance": zeros.copy()}
+    else:
+        mean = x.mean(axis=axes)
+        var = ((x - mean.reshape(bshape)) ** 2).mean(axis=axes)  # biased, two-pass as Fluid
+        momentum = a["momentum"]
+        if ins.get("MomentumTensor") is not None:
+            momentum = float(ins["MomentumTensor"].reshape(-1)[0])
+        mean_out = run_mean * momentum + mean * (1.0 - momentum)
+        var_out = run_var * momentum + var * (1.0 - momentum)
+        inv_std = 1.0 / xp.sqrt(var + eps)
+        saved_mean, saved_inv = mean, inv_std
+    new_scale = inv_std * scale
+    new_bias = bias - mean * new_scale
+    y = x * new_scale.reshape(bshape) + new_bias.reshape(bshape)
+    return {"Y": y.astype(x.dtype, copy=False), "MeanOut": mean_out.astype(x.dtype, copy=False),
+            "VarianceOut": var_out.astype(x.dtype, copy=False),
+            "SavedMean": saved_mean.astype(x.dtype, copy=False),
+            "SavedVariance": saved_inv.astype(x.dtype, copy=False)}
+
+
+@register("batch_norm_grad",
+          ins=("X", "Scale", "SavedMean", "SavedVariance", "Y@GRAD", Slot("Mean", dispensable=True),
+               Slot("Variance", dispensable=True)),
+          outs=(Slot("X@GRAD", dispensable=True), Slot("Scale@GRAD", dispensable=True),
+                Slot("Bias@GRAD", dispensable=True)),
+          attrs=_BN_ATTRS, role="backward")
+def batch_norm_grad(xp, ins, a, ctx):
+    # x̂ = (x - mean) * inv_std. dBias = Σ dy, dScale = Σ dy·x̂; training:
+    # dx = scale·inv_std / M · (M·dy - dBias - x̂·dScale); global statistics: dx = dy·scale·inv_std.
+    x, scale, dy = ins["X"], ins["Scale"], ins["Y@GRAD"]
+    axes, bshape, m = _bn_view(xp, x, a["data_layout"])
+    glob = _global_stats(a)
+    if glob:
+        mean, inv_std = ins["Mean"], 1.0 / xp.sqrt(ins["Variance"] + a["epsilon"])
+    else:
+        mean, inv_std = ins["SavedMean"], ins["SavedVariance"]
+    xhat = (x - mean.reshape(bshape)) * inv_std.reshape(bshape)
+    dbias = dy.sum(axis=axes)
+    dscale = (dy * xhat).sum(axis=axes)
+    out = {}
+    if "X@GRAD" in ctx.outputs:
+        k = (scale * inv_std).reshape(bshape)
+        if glob:
+            dx = dy * k
+        elif m == 1:
+            dx = dy.copy()
+        else:
+            dx = k / m * (m * dy - dbias.reshape(bshape) - xhat * dscale.reshape(bshape))
+        out["X@GRAD"] = dx.astype(x.dtype, copy=False)
+    if "Scale@GRAD" in ctx.outputs:
+        out["Scale@GRAD"] = (dscale if glob or m > 1 else xp.zeros_like(dscale)).astype(x.dtype, copy=False)
+    if "Bias@GRAD" in ctx.outputs:
+        out["Bias@GRAD"] = (dbias if glob or m > 1 else xp.zeros_like(dbias)).astype(x.dtype, copy=False)
+    return out
+
+
+# -- layer_norm -----------------------------------------------------------------------------
+
+
+def _ln_split(shape, axis: int) -> tuple:
+    """(left, right): X as a [left, right] matrix split at ``begin_norm_axis`` (-1: unknown)."""
+    left = -1 if any(d < 0 for d in shape[:axis]) else math.prod(shape[:axis])
+    right = -1 if any(d < 0 for d in shape[axis:]) else math.prod(shape[axis:])
+    return left, right
+
+
+def _ln_infer(ins, a):
+    x = ins["X"]
+    shape, axis = tuple(x.shape), a["begin_norm_axis"]
+    check(1 <= axis < len(shape), f"layer_norm: begin_norm_axis must be in [1, rank(X)) = [1, "
+                                  f"{len(shape)}) for X{list(shape)}, got {axis}")
+    _check_epsilon("layer_norm", a["epsilon"])
+    left, right = _ln_split(shape, axis)
+    for slot in ("Scale", "Bias"):
+        if ins.get(slot) is not None:
+            s = tuple(ins[slot].shape)
+            check(len(s) == 1 and (s[0] == right or -1 in (s[0], right)),
+                  f"layer_norm: {slot} must be [{right}] (X{list(shape)}'s dims from begin_norm_axis="
+                  f"{axis} on, flattened), got {slot}{list(s)}")
+    stat = Meta((left,), x.dtype)
+    return {"Y": x, "Mean": stat, "Variance": stat}
+
+
+@register("layer_norm", ins=("X", Slot("Scale", dispensable=True), Slot("Bias", dispensable=True)),
+          outs=("Y", Slot("Mean", no_grad=True), Slot("Variance", no_grad=True)),
+          attrs={"epsilon": 1e-5, "begin_norm_axis": 1}, infer=_ln_infer,
+          grad=grad_of(("X", "Scale", "Bias"), uses=("X", "Scale"), out="Y", outs=("Mean", "Variance")))
+def layer_norm(xp, ins, a, ctx):
+    """Each row of X (its dims from ``begin_norm_axis`` on) normalized to mean 0, variance 1,
+    then ``* Scale + Bias`` elementwise along the row; Mean and Variance (biased, without
+    epsilon) are per row, [left], as in Fluid."""
+    x = ins["X"]
+    axis = a["begin_norm_axis"]
+    left = math.prod(x.shape[:axis])
+    x2 = x.reshape(left, -1)
+    mean = x2.mean(axis=1)
+    var = ((x2 - mean[:, None]) ** 2).mean(axis=1)
+    y = (x2 - mean[:, None]) / xp.sqrt(var + a["epsilon"])[:, None]
+    if ins.get("Scale") is not None:
+        y = y * ins["Scale"]
+    if ins.get("Bias") is not None:
+        y = y + ins["Bias"]
+    return {"Y": y.reshape(x.shape).astype(x.dtype, copy=False), "Mean": mean.astype(x.dtype, copy=False),
+            "Variance": var.astype(x.dtype, copy=False)}
+
+
+@register("layer_norm_grad",
+          ins=("X", Slot("Scale", dispensable=True), "Mean", "Variance", "Y@GRAD"),
+          outs=(Slot("X@GRAD", dispensable=True), Slot("Scale@GRAD", dispensable=True),
+                Slot("Bias@GRAD", dispensable=True)),
+          attrs={"epsilon": 1e-5, "begin_norm_axis": 1}, role="backward")
+def layer_norm_grad(xp, ins, a, ctx):
+    # per row, with x̂ = (x - mean) * inv_std and g = dy·scale:
+    # dx = inv_std / H · (H·g - Σ g - x̂ · Σ g·x̂); dScale = Σ_rows dy·x̂; dBias = Σ_rows dy.
+    x = ins["X"]
+    left = math.prod(x.shape[:a["begin_norm_axis"]])
+    x2 = x.reshape(left, -1)
+    dy = ins["Y@GRAD"].reshape(x2.shape)
+    inv_std = (1.0 / xp.sqrt(ins["Variance"] + a["epsilon"]))[:, None]
+    xhat = (x2 - ins["Mean"][:, None]) * inv_std
+    out = {}
+    if "X@GRAD" in ctx.outputs:
+        g = dy * ins["Scale"] if ins.get("Scale") is not None else dy
+        h = x2.shape[1]
+        dx = inv_std / h * (h * g - g.sum(axis=1, keepdims=True) - xhat * (g * xhat).sum(axis=1, keepdims=True))
+        out["X@GRAD"] = dx.reshape(x.shape).astype(x.dtype, copy=False)
+    if "Scale@GRAD" in ctx.outputs:
+        out["Scale@GRAD"] = (dy * xhat).sum(axis=0).astype(x.dtype, copy=False)
+    if "Bias@GRAD" in ctx.outputs:
+        out["Bias@GRAD"] = dy.sum(axis=0).astype(x.dtype, copy=False)
+    return out

@@ -15,7 +15,9 @@ An OpDef says everything the rest of the system needs to know about an op type:
   kernel may update its in-place vars); attrs hold only what the program says;
 * ``grad``: a gradient maker ``(op: GradOpView) -> [OpSpec]`` that describes the backward ops
   (``append_backward`` only walks the graph and sums fan-in);
-* ``role``: ``forward``, ``loss``, ``backward``, ``optimize``, ``lr_sched``, ``init`` or ``comm``.
+* ``role``: ``forward``, ``loss``, ``backward``, ``optimize``, ``lr_sched``, ``init`` or ``comm``;
+* ``uses_step``: the kernel reads ``ctx.step`` (dropout's masks), so the executor keeps it
+  current for the op (it is never run as a plain op, NOTE(lean-loop)).
 
 Kernels import nothing from the framework, the executor or comm.
 
@@ -39,6 +41,10 @@ EMPTY_VAR = "@EMPTY@"
 # The attr of an op that runs once per merge_steps round, not every step (NOTE(merge-steps)
 # in placegroup/transpiler/merge.py); a trainer skips it mid-round.
 ROUND_END = "_round_end"
+# The attr of an op that combines values of several parameters' updates (a global-norm
+# clip's factor, NOTE(clip-placement) in placegroup/clip.py); the transpiler runs it on the
+# pservers that hold those updates.
+CROSS_PARAM = "_cross_param"
 
 ROLES = ("forward", "backward", "optimize", "lr_sched", "init", "comm", "loss")
 
@@ -46,15 +52,18 @@ ROLES = ("forward", "backward", "optimize", "lr_sched", "init", "comm", "loss")
 class KernelContext:
     """What a kernel may know of the run besides its inputs and attrs: one per op and
     executor, made once per plan; a kernel only reads it. The executor keeps ``step`` current
-    for the ops that are not plain (collectives, ops with remote inputs or pushes); a plain
-    op's kernel, called straight (NOTE(lean-loop)), must not depend on it.
+    for the ops that are not plain (collectives, ops with remote inputs or pushes, and ops
+    registered with ``uses_step=True``); a plain op's kernel, called straight
+    (NOTE(lean-loop)), must not depend on it.
 
     Attributes:
         outputs: the output slots the op has; a kernel may skip computing the others (a grad
             op whose caller wants only some gradients).
         rank: this executor's index among the executors that run the op (0 in one process);
             a column shard's initializer offsets itself by it.
-        step: the step being run (a collective's messages carry it).
+        step: the step being run: the training steps this executor ran before this one
+            (one process: ``Executor._steps_done``; a trainer: ``Link.step``), so step k of a
+            run is the same k in one process and on every trainer; -1 for a startup program.
         comm: a collective op's communicator (``allreduce``/``allgather``/``reducescatter``,
             ``rank``, ``size``); None for any other op.
         tag: what tells this op's collective messages from another op's (unique per op).
@@ -126,6 +135,9 @@ class OpDef:
     # output slot -> input slot that it updates in place (ParamOut -> Param); the executor
     # and the version rule treat the pair as one loop-carried var.
     inplace: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # the kernel reads ``ctx.step`` (a counter-based random op keyed by the step): the plan
+    # never marks it plain, so the interpreter sets ``ctx.step`` before each call
+    uses_step: bool = False
     doc: str = ""
 
     def slot(self, name: str) -> Slot:
@@ -153,11 +165,13 @@ def register(type: str, *, ins: Sequence[str | Slot], outs: Sequence[str | Slot]
              attrs: Mapping[str, Any] | None = None, infer: Callable | None = None,
              grad: Callable | None = None, role: str = "forward", gpu: Callable | None = None,
              inplace: Mapping[str, str] | None = None, wants_comm: bool = False,
-             collective_calls: Sequence[str] = ("",)):
+             collective_calls: Sequence[str] = ("",), uses_step: bool = False):
     """Register the decorated function as the cpu kernel of op ``type``.
 
     Every kernel is called as ``f(xp, ins, attrs, ctx)`` (``ctx``: a ``KernelContext``). The
-    same function serves cupy arrays on CUDA places unless ``gpu`` gives another.
+    same function serves cupy arrays on CUDA places unless ``gpu`` gives another. A kernel
+    that reads ``ctx.step`` must say ``uses_step=True`` (the executor keeps ``ctx.step``
+    current only for such ops and the non-plain ones, NOTE(lean-loop)).
 
     Raises:
         ValueError: if ``type`` is registered twice or ``role`` is unknown.
@@ -172,7 +186,7 @@ def register(type: str, *, ins: Sequence[str | Slot], outs: Sequence[str | Slot]
             type=type, inputs=_slots(ins), outputs=_slots(outs), attrs=dict(attrs or {}),
             kernels={"cpu": fn, "gpu": gpu or fn}, infer=infer, grad=grad, role=role,
             inplace=dict(inplace or {}), wants_comm=wants_comm, collective_calls=tuple(collective_calls),
-            doc=fn.__doc__ or "")
+            uses_step=uses_step, doc=fn.__doc__ or "")
         return fn
 
     return deco

@@ -1,4 +1,218 @@
-"""(being written)"""
+"""Normalization and dropout layers, Fluid 1.8 signatures (Fluid's layers/nn.py).
+
+``batch_norm`` and ``layer_norm`` create their parameters in Fluid's order and under Fluid's
+unique names (``batch_norm_0.w_0`` ...), with their initializers in the startup program;
+``dropout`` gives each of its ops a seed of its own (NOTE(dropout-seed)). The ops are in
+ops/norm.py and ops/dropout.py. ``Program.clone(for_test=True)`` sets ``is_test`` on
+batch_norm and dropout ops, so a test program normalizes by the running statistics and
+keeps every unit. Building a program is single-threaded, as in Fluid.
+
+Example::
+
+    import placegroup as fluid
+    img = fluid.layers.data("img", shape=[3, 8, 8])
+    h = fluid.layers.batch_norm(fluid.layers.conv2d(img, 4, 3), act="relu")
+    h = fluid.layers.dropout(fluid.layers.fc(h, 16), dropout_prob=0.5)
+    h = fluid.layers.layer_norm(h)
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+import hashlib
+import math
+
+from placegroup.initializer import ConstantInitializer
+from placegroup.ir.framework import Variable
+from placegroup.layer_helper import LayerHelper
+from placegroup.param_attr import ParamAttr
+
+__all__ = ["batch_norm", "layer_norm", "dropout"]
+
+
+def batch_norm(input, act=None, is_test: bool = False, momentum=0.9, epsilon: float = 1e-05, param_attr=None,
+               bias_attr=None, data_layout: str = "NCHW", in_place: bool = False, name=None,
+               moving_mean_name=None, moving_variance_name=None, do_model_average_for_mean_and_var: bool = True,
+               use_global_stats: bool = False):
+    """Batch normalization over every axis of ``input`` but its channel axis.
+
+    Training normalizes by the batch's mean and biased variance and moves the running
+    statistics: ``moving = moving * momentum + batch * (1 - momentum)``; ``is_test`` (or
+    ``use_global_stats``) normalizes by the running statistics instead (NOTE(bn-stats) in
+    ops/norm.py). Four parameters are made, in Fluid's order: the scale (``<name>.w_0``,
+    ones), the bias (``<name>.b_0``, zeros), the moving mean (``<name>.w_1`` or
+    ``moving_mean_name``, zeros) and the moving variance (``<name>.w_2`` or
+    ``moving_variance_name``, ones); the last two are not trainable and the op updates them
+    in place.
+
+    Args:
+        input: a float Variable of rank 2 to 5, ``[N, C]`` or ``[N, C, ...]`` (``NCHW``) or
+            ``[N, ..., C]`` (``NHWC``).
+        act: an activation appended after the op (e.g. ``"relu"``), or None.
+        is_test: use the running statistics and leave them as they are.
+        momentum: a float, or a one-element float Variable (the op's ``MomentumTensor``).
+        epsilon: added to the variance, in [0, 0.001] as Fluid requires.
+        param_attr, bias_attr: ParamAttrs of the scale and the bias.
+        data_layout: ``"NCHW"`` or ``"NHWC"``: where the channel axis is.
+        in_place: accepted and ignored: the output is always a new var (a value is never
+            overwritten in place here, so the grad op can read ``input``).
+        name: the layer's name (default ``batch_norm_<n>``).
+        moving_mean_name, moving_variance_name: names of the running statistics, to share
+            them between programs.
+        do_model_average_for_mean_and_var: accepted, as Fluid's (ModelAverage is not here).
+        use_global_stats: normalize by the running statistics in training too.
+
+    Returns:
+        The normalized Variable, ``input``'s shape (after ``act``).
+
+    Raises:
+        ValueError: for a ``data_layout`` other than NCHW/NHWC or an unknown channel count.
+        ProgramError: from the op, for a bad rank or epsilon (naming both values).
+
+    Example::
+
+        x = fluid.layers.data("x", shape=[3, 8, 8])
+        y = fluid.layers.batch_norm(x, act="relu")     # [-1, 3, 8, 8]
+        test_prog = fluid.default_main_program().clone(for_test=True)
+    """
+    helper = LayerHelper("batch_norm", name=name)
+    if data_layout not in ("NCHW", "NHWC"):
+        raise ValueError(f"batch_norm {helper.name}: unsupported data layout {data_layout!r}; use 'NCHW' or 'NHWC'")
+    shape = list(input.shape)
+    if len(shape) < 2:
+        raise ValueError(f"batch_norm {helper.name}: input {input.name!r} must have rank 2 to 5, got {shape}")
+    channels = shape[1] if data_layout == "NCHW" else shape[-1]
+    if channels is None or channels <= 0:
+        raise ValueError(f"batch_norm {helper.name}: the channel dim of input {input.name!r} {shape} "
+                         f"({data_layout}) must be known, got {channels}")
+    dtype = input.dtype
+    scale = helper.create_parameter(param_attr, [channels], dtype, default_initializer=ConstantInitializer(1.0))
+    bias = helper.create_parameter(bias_attr, [channels], dtype, is_bias=True)
+    stats = []
+    for stat_name, value in ((moving_mean_name, 0.0), (moving_variance_name, 1.0)):
+        attr = ParamAttr(name=stat_name, initializer=ConstantInitializer(value), trainable=False,
+                         do_model_average=do_model_average_for_mean_and_var)
+        var = helper.create_parameter(attr, [channels], dtype)
+        var.stop_gradient = True
+        stats.append(var)
+    mean, variance = stats
+    saved_mean = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
+    saved_variance = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
+    out = helper.create_variable_for_type_inference(dtype)
+    inputs = {"X": [input], "Scale": [scale], "Bias": [bias], "Mean": [mean], "Variance": [variance]}
+    attrs = {"epsilon": epsilon, "is_test": is_test, "data_layout": data_layout,
+             "use_global_stats": use_global_stats}
+    if isinstance(momentum, Variable):
+        inputs["MomentumTensor"] = [momentum]
+    else:
+        attrs["momentum"] = float(momentum)
+    helper.append_op("batch_norm", inputs,
+                     {"Y": [out], "MeanOut": [mean], "VarianceOut": [variance], "SavedMean": [saved_mean],
+                      "SavedVariance": [saved_variance]}, attrs)
+    return helper.append_activation(out, act)
+
+
+def layer_norm(input, scale: bool = True, shift: bool = True, begin_norm_axis: int = 1, epsilon: float = 1e-05,
+               param_attr=None, bias_attr=None, act=None, name=None):
+    """Layer normalization: each example's dims from ``begin_norm_axis`` on, flattened,
+    normalized to mean 0 and variance 1, then scaled and shifted elementwise.
+
+    Args:
+        input: a float Variable.
+        scale: learn a scale (``<name>.w_0``, ones) of the normalized size.
+        shift: learn a bias (``<name>.b_0``, zeros) of the normalized size.
+        begin_norm_axis: the first normalized axis, in [1, rank).
+        epsilon: added to the variance, in [0, 0.001].
+        param_attr, bias_attr: ParamAttrs of the scale and the bias.
+        act: an activation appended after the op, or None.
+        name: the layer's name (default ``layer_norm_<n>``).
+
+    Returns:
+        The normalized Variable, ``input``'s shape (after ``act``).
+
+    Raises:
+        ValueError: when the normalized dims are not all known, or ``scale``/``shift`` is
+            asked for with its attr False.
+
+    Example::
+
+        h = fluid.layers.layer_norm(fluid.layers.fc(x, 16), begin_norm_axis=1)
+    """
+    helper = LayerHelper("layer_norm", name=name)
+    dims = list(input.shape)[begin_norm_axis:]
+    if not dims or any(d is None or d <= 0 for d in dims):
+        raise ValueError(f"layer_norm {helper.name}: the dims of input {input.name!r} {list(input.shape)} from "
+                         f"begin_norm_axis={begin_norm_axis} on must be known, got {dims}")
+    inputs = {"X": [input]}
+    width = [math.prod(dims)]
+    if scale:
+        if param_attr is False:
+            raise ValueError(f"layer_norm {helper.name}: param_attr must not be False when scale=True")
+        inputs["Scale"] = [helper.create_parameter(param_attr, width, input.dtype,
+                                                   default_initializer=ConstantInitializer(1.0))]
+    if shift:
+        if bias_attr is False:
+            raise ValueError(f"layer_norm {helper.name}: bias_attr must not be False when shift=True")
+        inputs["Bias"] = [helper.create_parameter(bias_attr, width, input.dtype, is_bias=True)]
+    mean = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    variance = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("layer_norm", inputs, {"Y": [out], "Mean": [mean], "Variance": [variance]},
+                     {"epsilon": epsilon, "begin_norm_axis": begin_norm_axis})
+    return helper.append_activation(out, act)
+
+
+# NOTE(dropout-seed): Fluid 1.8 draws a fresh seed per run unless a seed is fixed, and fixes
+# ``program.random_seed`` for every dropout op of a program that has one (so all of them share
+# one mask sequence). Here a mask is a function of (seed, step, example, element)
+# (NOTE(dropout-masks) in ops/dropout.py), so the seed must tell the ops apart: a layer given
+# no seed (or 0) gets ``_op_seed(program.random_seed, k)``, k counting the dropout ops already
+# in the program, with ``fix_seed`` False (new masks every step). The same script builds the
+# same seeds, in one process and on every trainer (the transpiler copies attrs). A seed the
+# user gives is fixed, as in Fluid: the same mask every step.
+
+
+def _op_seed(random_seed: int, k: int) -> int:
+    """A positive int32 seed for the k-th dropout op of a program with ``random_seed``."""
+    digest = hashlib.blake2b(f"dropout:{random_seed}:{k}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "little") & 0x7FFFFFFF or 1
+
+
+def dropout(x, dropout_prob: float, is_test: bool = False, seed=None, name=None,
+            dropout_implementation: str = "downgrade_in_infer"):
+    """Drop each element of ``x`` with probability ``dropout_prob``.
+
+    ``downgrade_in_infer``: training ``x * mask``, test ``x * (1 - p)``;
+    ``upscale_in_train``: training ``x * mask / (1 - p)``, test ``x``. Masks are counter-based:
+    a trainer that runs a contiguous part of the batch draws exactly the masks one process
+    draws for those examples, and each training step draws new ones (NOTE(dropout-masks)).
+
+    Args:
+        x: a float Variable.
+        dropout_prob: the probability of dropping an element, in [0, 1].
+        is_test: the test behaviour (``Program.clone(for_test=True)`` sets it).
+        seed: a fixed seed: the same mask every step, as in Fluid. None (or 0): a seed of the
+            layer's own, new masks each step (NOTE(dropout-seed)).
+        name: the layer's name (default ``dropout_<n>``).
+        dropout_implementation: ``"downgrade_in_infer"`` or ``"upscale_in_train"``.
+
+    Returns:
+        A Variable of ``x``'s shape and dtype. The op also writes a uint8 mask var.
+
+    Raises:
+        ProgramError: for ``dropout_prob`` outside [0, 1] or an unknown implementation.
+
+    Example::
+
+        h = fluid.layers.dropout(fluid.layers.fc(x, 64, act="relu"), dropout_prob=0.5)
+    """
+    helper = LayerHelper("dropout", name=name)
+    program = helper.main_program
+    fixed = seed is not None and seed != 0
+    if not fixed:
+        k = sum(op.type == "dropout" for b in program.blocks for op in b.ops)
+        seed = _op_seed(program.random_seed, k)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    mask = helper.create_variable_for_type_inference("uint8", stop_gradient=True)
+    helper.append_op("dropout", {"X": [x]}, {"Out": [out], "Mask": [mask]},
+                     {"dropout_prob": float(dropout_prob), "is_test": is_test, "fix_seed": fixed,
+                      "seed": int(seed), "dropout_implementation": dropout_implementation})
+    return out
