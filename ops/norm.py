@@ -235,3 +235,173 @@ def layer_norm_grad(xp, ins, a, ctx):
     if "Bias@GRAD" in ctx.outputs:
         out["Bias@GRAD"] = dy.sum(axis=0).astype(x.dtype, copy=False)
     return out
+
+
+# -- instance_norm and group_norm -------------------------------------------------------------
+#
+# NOTE(group-stats): both normalize each example over groups of its channels and all their
+# spatial positions, with the biased variance: instance_norm's group is one channel, group_norm's
+# ``ceil(C / groups)`` consecutive channels (Fluid 1.8 lets the last group be smaller when
+# ``groups`` does not divide C). X is seen as [N, C, S] (S: the spatial positions; NHWC moves C
+# first); a one-hot [C, G] membership matrix turns per-channel sums into per-group sums and
+# back, so uneven groups need no loop. instance_norm keeps Fluid's SavedVariance, the inverse std
+# per (n, c); group_norm's Variance is the variance itself, [N, groups].
+
+
+def _as_ncs(x, layout: str = "NCHW"):
+    """X as [N, C, S] (a view for NCHW)."""
+    if layout == "NHWC" and x.ndim > 2:
+        x = x.reshape(x.shape[0], -1, x.shape[-1]).swapaxes(1, 2)
+    return x.reshape(x.shape[0], x.shape[1], -1)
+
+
+def _from_ncs(y, shape, layout: str = "NCHW"):
+    if layout == "NHWC" and len(shape) > 2:
+        return y.swapaxes(1, 2).reshape(shape)
+    return y.reshape(shape)
+
+
+def _members(xp, c: int, groups: int, dtype):
+    """[C, G] one-hot: channel c is in group c // ceil(C / G) (NOTE(group-stats))."""
+    size = -(-c // groups)
+    return (xp.arange(c)[:, None] // size == xp.arange(groups)[None, :]).astype(dtype)
+
+
+def _group_stats(xp, x3, member):
+    """Per-(n, g) mean and biased variance of x3 [N, C, S]; each broadcast back as [N, C, 1]."""
+    count = member.sum(axis=0) * x3.shape[2]  # elements per group
+    mean = (x3.sum(axis=2) @ member) / count
+    mean_c = (mean @ member.T)[:, :, None]
+    var = (((x3 - mean_c) ** 2).sum(axis=2) @ member) / count
+    return mean, var, mean_c, (var @ member.T)[:, :, None], count
+
+
+def _affine(y3, ins):
+    if ins.get("Scale") is not None:
+        y3 = y3 * ins["Scale"][None, :, None]
+    if ins.get("Bias") is not None:
+        y3 = y3 + ins["Bias"][None, :, None]
+    return y3
+
+
+def _group_grad(xp, ins, out, x3, dy3, mean_c, inv_c, member, count_c, slots):
+    """X@GRAD, Scale@GRAD, Bias@GRAD (those in ``slots``) of a grouped normalization:
+    dx = inv_std / M · (M·g - Σ g - x̂ · Σ g·x̂) per group, g = dy·scale (NOTE(group-stats))."""
+    xhat = (x3 - mean_c) * inv_c
+    if "X@GRAD" in slots:
+        g = dy3 * ins["Scale"][None, :, None] if ins.get("Scale") is not None else dy3
+        sum_g = (g.sum(axis=2) @ member) @ member.T
+        sum_gx = ((g * xhat).sum(axis=2) @ member) @ member.T
+        out["X@GRAD"] = inv_c / count_c * (count_c * g - sum_g[:, :, None] - xhat * sum_gx[:, :, None])
+    if "Scale@GRAD" in slots:
+        out["Scale@GRAD"] = (dy3 * xhat).sum(axis=(0, 2))
+    if "Bias@GRAD" in slots:
+        out["Bias@GRAD"] = dy3.sum(axis=(0, 2))
+
+
+def _affine_check(op: str, ins, c: int, shape) -> None:
+    for slot in ("Scale", "Bias"):
+        if ins.get(slot) is not None:
+            s = tuple(ins[slot].shape)
+            check(len(s) == 1 and (s[0] == c or -1 in (s[0], c)),
+                  f"{op}: {slot} must be [C] = [{c}] for X{list(shape)}, got {slot}{list(s)}")
+
+
+def _in_infer(ins, a):
+    x = ins["X"]
+    shape = tuple(x.shape)
+    check(2 <= len(shape) <= 5, f"instance_norm: X must have rank 2 to 5 ([N, C, ...]), got X{list(shape)}")
+    _check_epsilon("instance_norm", a["epsilon"])
+    _affine_check("instance_norm", ins, shape[1], shape)
+    nc = -1 if -1 in shape[:2] else shape[0] * shape[1]
+    stat = Meta((nc,), x.dtype)
+    return {"Y": x, "SavedMean": stat, "SavedVariance": stat}
+
+
+@register("instance_norm", ins=("X", Slot("Scale", dispensable=True), Slot("Bias", dispensable=True)),
+          outs=("Y", Slot("SavedMean", no_grad=True), Slot("SavedVariance", no_grad=True)),
+          attrs={"epsilon": 1e-5}, infer=_in_infer,
+          grad=grad_of(("X", "Scale", "Bias"), uses=("X", "Scale"), out="Y",
+                       outs=("SavedMean", "SavedVariance")))
+def instance_norm(xp, ins, a, ctx):
+    """Each (example, channel) normalized over its spatial positions, then ``* Scale[c] +
+    Bias[c]``; SavedMean and SavedVariance (the inverse std) are [N*C] (NOTE(group-stats))."""
+    x = ins["X"]
+    x3 = _as_ncs(x)
+    mean = x3.mean(axis=2, keepdims=True)
+    inv = 1.0 / xp.sqrt(((x3 - mean) ** 2).mean(axis=2, keepdims=True) + a["epsilon"])
+    y = _affine((x3 - mean) * inv, ins)
+    return {"Y": y.reshape(x.shape).astype(x.dtype, copy=False),
+            "SavedMean": mean.reshape(-1).astype(x.dtype, copy=False),
+            "SavedVariance": inv.reshape(-1).astype(x.dtype, copy=False)}
+
+
+@register("instance_norm_grad",
+          ins=("X", Slot("Scale", dispensable=True), "SavedMean", "SavedVariance", "Y@GRAD"),
+          outs=(Slot("X@GRAD", dispensable=True), Slot("Scale@GRAD", dispensable=True),
+                Slot("Bias@GRAD", dispensable=True)),
+          attrs={"epsilon": 1e-5}, role="backward")
+def instance_norm_grad(xp, ins, a, ctx):
+    x = ins["X"]
+    x3, dy3 = _as_ncs(x), _as_ncs(ins["Y@GRAD"])
+    n, c = x3.shape[:2]
+    member = xp.eye(c, dtype=x.dtype)  # one group per channel
+    mean_c, inv_c = ins["SavedMean"].reshape(n, c, 1), ins["SavedVariance"].reshape(n, c, 1)
+    out: dict = {}
+    _group_grad(xp, ins, out, x3, dy3, mean_c, inv_c, member, x3.shape[2], ctx.outputs)
+    if "X@GRAD" in out:
+        out["X@GRAD"] = out["X@GRAD"].reshape(x.shape)
+    return {k: v.astype(x.dtype, copy=False) for k, v in out.items()}
+
+
+_GN_ATTRS = {"epsilon": 1e-5, "groups": 1, "data_layout": "NCHW"}
+
+
+def _gn_infer(ins, a):
+    x = ins["X"]
+    shape, groups = tuple(x.shape), a["groups"]
+    check(len(shape) >= 2, f"group_norm: X must have rank >= 2 ([N, C, ...]), got X{list(shape)}")
+    check(a["data_layout"] in _LAYOUTS, f"group_norm: data_layout must be one of {list(_LAYOUTS)}, "
+                                        f"got {a['data_layout']!r}")
+    _check_epsilon("group_norm", a["epsilon"])
+    c = shape[_channel_axis(len(shape), a["data_layout"])]
+    check(groups >= 1 and (c == -1 or groups <= c),
+          f"group_norm: groups must be in [1, C] = [1, {c}] for X{list(shape)}, got {groups}")
+    _affine_check("group_norm", ins, c, shape)
+    stat = Meta((shape[0], groups), x.dtype)
+    return {"Y": x, "Mean": stat, "Variance": stat}
+
+
+@register("group_norm", ins=("X", Slot("Scale", dispensable=True), Slot("Bias", dispensable=True)),
+          outs=("Y", Slot("Mean", no_grad=True), Slot("Variance", no_grad=True)),
+          attrs=_GN_ATTRS, infer=_gn_infer,
+          grad=grad_of(("X", "Scale", "Bias"), uses=("X", "Scale"), out="Y", outs=("Mean", "Variance")))
+def group_norm(xp, ins, a, ctx):
+    """Each example's channels in ``groups`` groups, each group normalized over its channels
+    and positions, then ``* Scale[c] + Bias[c]``; Mean and Variance are [N, groups]
+    (NOTE(group-stats))."""
+    x, layout = ins["X"], a["data_layout"]
+    x3 = _as_ncs(x, layout)
+    member = _members(xp, x3.shape[1], a["groups"], x.dtype)
+    mean, var, mean_c, var_c, _ = _group_stats(xp, x3, member)
+    y = _affine((x3 - mean_c) / xp.sqrt(var_c + a["epsilon"]), ins)
+    return {"Y": _from_ncs(y, x.shape, layout).astype(x.dtype, copy=False),
+            "Mean": mean.astype(x.dtype, copy=False), "Variance": var.astype(x.dtype, copy=False)}
+
+
+@register("group_norm_grad", ins=("X", Slot("Scale", dispensable=True), "Mean", "Variance", "Y@GRAD"),
+          outs=(Slot("X@GRAD", dispensable=True), Slot("Scale@GRAD", dispensable=True),
+                Slot("Bias@GRAD", dispensable=True)),
+          attrs=_GN_ATTRS, role="backward")
+def group_norm_grad(xp, ins, a, ctx):
+    x, layout = ins["X"], a["data_layout"]
+    x3, dy3 = _as_ncs(x, layout), _as_ncs(ins["Y@GRAD"], layout)
+    member = _members(xp, x3.shape[1], a["groups"], x.dtype)
+    mean_c = (ins["Mean"] @ member.T)[:, :, None]
+    inv_c = 1.0 / xp.sqrt((ins["Variance"] @ member.T)[:, :, None] + a["epsilon"])
+    count_c = ((member.sum(axis=0) @ member.T) * x3.shape[2])[None, :, None]
+    out: dict = {}
+    _group_grad(xp, ins, out, x3, dy3, mean_c, inv_c, member, count_c, ctx.outputs)
+    if "X@GRAD" in out:
+        out["X@GRAD"] = _from_ncs(out["X@GRAD"], x.shape, layout)
+    return {k: v.astype(x.dtype, copy=False) for k, v in out.items()}

@@ -189,7 +189,8 @@ def test_dropout_on_two_trainers_equals_one_process():
 PADDLE_PYTHON = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
 
 # Paddle 2.6 builds the same model with its Fluid-style static layers (paddle.static.nn keeps
-# batch_norm's and layer_norm's 1.x signatures) and trains it with SGD.
+# the 1.x signatures; its instance_norm needs its attrs to make parameters, NOTE(affine-defaults))
+# and trains it with SGD.
 PADDLE_SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np
@@ -203,6 +204,8 @@ PADDLE_SCRIPT = textwrap.dedent("""
         x = paddle.static.data("x", [-1, 3, 4, 4], "float32")
         t = paddle.static.data("t", [-1, 1], "float32")
         h = paddle.static.nn.batch_norm(x, act="relu", momentum=0.8)
+        h = paddle.static.nn.instance_norm(h, param_attr=paddle.ParamAttr(), bias_attr=paddle.ParamAttr())
+        h = paddle.static.nn.group_norm(h, 3, param_attr=paddle.ParamAttr(), bias_attr=paddle.ParamAttr())
         h = paddle.static.nn.fc(h, 8, weight_attr=attr("w1"), bias_attr=attr("b1"))
         h = paddle.static.nn.layer_norm(h, begin_norm_axis=1)
         h = paddle.static.nn.batch_norm(h, data_layout="NHWC")
@@ -224,7 +227,7 @@ PADDLE_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.paddle
 @pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
-def test_batch_norm_and_layer_norm_train_as_paddle(tmp_path):
+def test_norm_layers_train_as_paddle(tmp_path):
     rng = np.random.default_rng(4)
     f32 = np.float32
     d = {"x": (rng.standard_normal((6, 10, 3, 4, 4)) * 1.5 + 0.5).astype(f32),
@@ -241,6 +244,7 @@ def test_batch_norm_and_layer_norm_train_as_paddle(tmp_path):
         attr = lambda k: fluid.ParamAttr(initializer=NumpyArrayInitializer(d[k]))  # noqa: E731
         x, t = L.data("x", shape=[3, 4, 4]), L.data("t", shape=[1])
         h = L.batch_norm(x, act="relu", momentum=0.8)
+        h = L.group_norm(L.instance_norm(h), 3, param_attr=fluid.ParamAttr(), bias_attr=fluid.ParamAttr())
         h = L.layer_norm(L.fc(h, 8, param_attr=attr("w1"), bias_attr=attr("b1")), begin_norm_axis=1)
         h = L.batch_norm(h, data_layout="NHWC")
         pred = L.fc(h, 1, param_attr=attr("w2"), bias_attr=attr("b2"))
@@ -255,3 +259,27 @@ def test_batch_norm_and_layer_norm_train_as_paddle(tmp_path):
             np.testing.assert_allclose(value(name), ref[name], rtol=1e-5, atol=1e-6, err_msg=name)
         got, = exe.run(test, feed={"x": d["x"][0], "t": d["t"][0]}, fetch_list=[pred])
         np.testing.assert_allclose(got, ref["pred_test"], rtol=1e-5, atol=1e-5)
+
+
+def test_instance_norm_and_group_norm_layers():
+    rng = np.random.default_rng(5)
+    xb = rng.standard_normal((2, 4, 3, 3)).astype(np.float32)
+    with fresh() as (main, startup, exe):
+        x = L.data("x", shape=[4, 3, 3])
+        yi = L.instance_norm(x)
+        yg = L.group_norm(x, groups=2)  # no affine parameters unless their attrs are given
+        yga = L.group_norm(x, groups=2, param_attr=fluid.ParamAttr(), bias_attr=fluid.ParamAttr(), act="relu")
+        L.instance_norm(x, param_attr=False, bias_attr=False)
+        assert [p.name for p in main.all_parameters()] == [
+            "instance_norm_0.w_0", "instance_norm_0.b_0", "group_norm_1.w_0", "group_norm_1.b_0"]
+        with pytest.raises(ValueError, match="must be False together"):
+            L.instance_norm(x, param_attr=False)
+        exe.run(startup)
+        gi, gg, gga = exe.run(main, feed={"x": xb}, fetch_list=[yi, yg, yga])
+    per_channel = xb.reshape(2, 4, -1)
+    want_i = (per_channel - per_channel.mean(-1, keepdims=True)) / np.sqrt(per_channel.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(gi, want_i.reshape(xb.shape), rtol=1e-5, atol=1e-5)
+    per_group = xb.reshape(2, 2, -1)
+    want_g = (per_group - per_group.mean(-1, keepdims=True)) / np.sqrt(per_group.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(gg, want_g.reshape(xb.shape), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gga, np.maximum(want_g.reshape(xb.shape), 0), rtol=1e-5, atol=1e-5)

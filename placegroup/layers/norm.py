@@ -2,10 +2,12 @@
 
 ``batch_norm`` and ``layer_norm`` create their parameters in Fluid's order and under Fluid's
 unique names (``batch_norm_0.w_0`` ...), with their initializers in the startup program;
-``dropout`` gives each of its ops a seed of its own (NOTE(dropout-seed)). The ops are in
-ops/norm.py and ops/dropout.py. ``Program.clone(for_test=True)`` sets ``is_test`` on
-batch_norm and dropout ops, so a test program normalizes by the running statistics and
-keeps every unit. Building a program is single-threaded, as in Fluid.
+``instance_norm`` and ``group_norm`` normalize per example (NOTE(affine-defaults) says which
+parameters they make); ``dropout`` gives each of its ops a seed of its own
+(NOTE(dropout-seed)). The ops are in ops/norm.py and ops/dropout.py.
+``Program.clone(for_test=True)`` sets ``is_test`` on batch_norm and dropout ops, so a test
+program normalizes by the running statistics and keeps every unit. Building a program is
+single-threaded, as in Fluid.
 
 Example::
 
@@ -25,7 +27,21 @@ from placegroup.ir.framework import Variable
 from placegroup.layer_helper import LayerHelper
 from placegroup.param_attr import ParamAttr
 
-__all__ = ["batch_norm", "layer_norm", "dropout"]
+__all__ = ["batch_norm", "layer_norm", "instance_norm", "group_norm", "dropout"]
+
+
+def _channels(layer: str, helper, input, data_layout: str) -> int:
+    """The channel count of ``input`` for ``data_layout``; ValueError naming the layer if unknown."""
+    if data_layout not in ("NCHW", "NHWC"):
+        raise ValueError(f"{layer} {helper.name}: unsupported data layout {data_layout!r}; use 'NCHW' or 'NHWC'")
+    shape = list(input.shape)
+    if len(shape) < 2:
+        raise ValueError(f"{layer} {helper.name}: input {input.name!r} must have rank >= 2, got {shape}")
+    channels = shape[1] if data_layout == "NCHW" else shape[-1]
+    if channels is None or channels <= 0:
+        raise ValueError(f"{layer} {helper.name}: the channel dim of input {input.name!r} {shape} "
+                         f"({data_layout}) must be known, got {channels}")
+    return channels
 
 
 def batch_norm(input, act=None, is_test: bool = False, momentum=0.9, epsilon: float = 1e-05, param_attr=None,
@@ -74,15 +90,7 @@ def batch_norm(input, act=None, is_test: bool = False, momentum=0.9, epsilon: fl
         test_prog = fluid.default_main_program().clone(for_test=True)
     """
     helper = LayerHelper("batch_norm", name=name)
-    if data_layout not in ("NCHW", "NHWC"):
-        raise ValueError(f"batch_norm {helper.name}: unsupported data layout {data_layout!r}; use 'NCHW' or 'NHWC'")
-    shape = list(input.shape)
-    if len(shape) < 2:
-        raise ValueError(f"batch_norm {helper.name}: input {input.name!r} must have rank 2 to 5, got {shape}")
-    channels = shape[1] if data_layout == "NCHW" else shape[-1]
-    if channels is None or channels <= 0:
-        raise ValueError(f"batch_norm {helper.name}: the channel dim of input {input.name!r} {shape} "
-                         f"({data_layout}) must be known, got {channels}")
+    channels = _channels("batch_norm", helper, input, data_layout)
     dtype = input.dtype
     scale = helper.create_parameter(param_attr, [channels], dtype, default_initializer=ConstantInitializer(1.0))
     bias = helper.create_parameter(bias_attr, [channels], dtype, is_bias=True)
@@ -157,6 +165,95 @@ def layer_norm(input, scale: bool = True, shift: bool = True, begin_norm_axis: i
     out = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op("layer_norm", inputs, {"Y": [out], "Mean": [mean], "Variance": [variance]},
                      {"epsilon": epsilon, "begin_norm_axis": begin_norm_axis})
+    return helper.append_activation(out, act)
+
+
+# NOTE(affine-defaults): which of its parameters a layer makes when ``param_attr``/``bias_attr``
+# are left None follows Fluid's code, which differs between the two: ``instance_norm`` makes
+# the scale and the bias unless an attr is False (both must then be False); ``group_norm``
+# makes each only for a truthy attr (``if param_attr:``), so by default it has neither, as
+# Paddle's static ``group_norm`` still does.
+
+
+def instance_norm(input, epsilon: float = 1e-05, param_attr=None, bias_attr=None, name=None):
+    """Instance normalization: each example's channels normalized one by one over their
+    spatial positions (biased variance), then scaled and shifted per channel.
+
+    Args:
+        input: a float Variable ``[N, C, ...]`` of rank 2 to 5.
+        epsilon: added to the variance, in [0, 0.001].
+        param_attr, bias_attr: ParamAttrs of the scale (``<name>.w_0``, ones) and the bias
+            (``<name>.b_0``, zeros); False for both: no affine part (NOTE(affine-defaults)).
+        name: the layer's name (default ``instance_norm_<n>``).
+
+    Returns:
+        The normalized Variable, ``input``'s shape.
+
+    Raises:
+        ValueError: when only one of ``param_attr``/``bias_attr`` is False, or C is unknown.
+
+    Example::
+
+        y = fluid.layers.instance_norm(fluid.layers.data("img", shape=[3, 8, 8]))
+    """
+    helper = LayerHelper("instance_norm", name=name)
+    if (param_attr is False) != (bias_attr is False):
+        raise ValueError(f"instance_norm {helper.name}: param_attr and bias_attr must be False together, got "
+                         f"param_attr={param_attr!r}, bias_attr={bias_attr!r}")
+    channels = _channels("instance_norm", helper, input, "NCHW")
+    inputs = {"X": [input]}
+    if param_attr is not False:
+        inputs["Scale"] = [helper.create_parameter(param_attr, [channels], input.dtype,
+                                                   default_initializer=ConstantInitializer(1.0))]
+        inputs["Bias"] = [helper.create_parameter(bias_attr, [channels], input.dtype, is_bias=True)]
+    saved_mean = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    saved_variance = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("instance_norm", inputs, {"Y": [out], "SavedMean": [saved_mean],
+                                               "SavedVariance": [saved_variance]}, {"epsilon": epsilon})
+    return out
+
+
+def group_norm(input, groups: int, epsilon: float = 1e-05, param_attr=None, bias_attr=None, act=None,
+               data_layout: str = "NCHW", name=None):
+    """Group normalization: each example's channels in ``groups`` groups of ``ceil(C /
+    groups)`` (the last may be smaller), each group normalized over its channels and
+    positions, then scaled and shifted per channel (NOTE(group-stats) in ops/norm.py).
+
+    Args:
+        input: a float Variable ``[N, C, ...]`` (NCHW) or ``[N, ..., C]`` (NHWC).
+        groups: the number of groups, in [1, C].
+        epsilon: added to the variance, in [0, 0.001].
+        param_attr, bias_attr: ParamAttrs of the scale (ones) and the bias (zeros); each is
+            made only when its attr is given (NOTE(affine-defaults)).
+        act: an activation appended after the op, or None.
+        data_layout: ``"NCHW"`` or ``"NHWC"``.
+        name: the layer's name (default ``group_norm_<n>``).
+
+    Returns:
+        The normalized Variable, ``input``'s shape (after ``act``).
+
+    Raises:
+        ValueError: for another data_layout or an unknown channel count.
+        ProgramError: from the op, for ``groups`` outside [1, C].
+
+    Example::
+
+        y = fluid.layers.group_norm(x, groups=4, param_attr=fluid.ParamAttr(), bias_attr=fluid.ParamAttr())
+    """
+    helper = LayerHelper("group_norm", name=name)
+    channels = _channels("group_norm", helper, input, data_layout)
+    inputs = {"X": [input]}
+    if param_attr:
+        inputs["Scale"] = [helper.create_parameter(param_attr, [channels], input.dtype,
+                                                   default_initializer=ConstantInitializer(1.0))]
+    if bias_attr:
+        inputs["Bias"] = [helper.create_parameter(bias_attr, [channels], input.dtype, is_bias=True)]
+    mean = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    variance = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("group_norm", inputs, {"Y": [out], "Mean": [mean], "Variance": [variance]},
+                     {"epsilon": epsilon, "groups": int(groups), "data_layout": data_layout})
     return helper.append_activation(out, act)
 
 

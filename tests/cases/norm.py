@@ -200,3 +200,76 @@ CASES += [
            attrs={"dropout_prob": 0.3, "is_test": True, "dropout_implementation": "upscale_in_train"},
            name="is_test_upscale"),
 ]
+
+# -- instance_norm and group_norm -----------------------------------------------------------
+
+
+def _grouped_ref(x, groups, eps, scale=None, bias=None, layout="NCHW"):
+    """Normalize [N, C, ...] over groups of ceil(C / groups) consecutive channels (the last
+    group may be smaller, as in Fluid 1.8) and all positions, one group at a time."""
+    x = np.asarray(x, np.float64)
+    if layout == "NHWC":
+        x = np.moveaxis(x, -1, 1)
+    n, c = x.shape[:2]
+    size = -(-c // groups)
+    y, means, variances = np.empty_like(x), [], []
+    for g in range(groups):
+        part = x[:, g * size:(g + 1) * size].reshape(n, -1)
+        mean, var = part.mean(axis=1), part.var(axis=1)
+        means.append(mean)
+        variances.append(var)
+        shape = (n,) + (1,) * (x.ndim - 1)
+        y[:, g * size:(g + 1) * size] = (x[:, g * size:(g + 1) * size] - mean.reshape(shape)) / np.sqrt(
+            var.reshape(shape) + eps)
+    view = (1, c) + (1,) * (x.ndim - 2)
+    if scale is not None:
+        y = y * np.reshape(scale, view)
+    if bias is not None:
+        y = y + np.reshape(bias, view)
+    if layout == "NHWC":
+        y = np.moveaxis(y, 1, -1)
+    return y, np.stack(means, axis=1), np.stack(variances, axis=1)
+
+
+def _in_ref(i, a):
+    x = i["X"]
+    y, mean, var = _grouped_ref(x, x.shape[1], a["epsilon"], i.get("Scale"), i.get("Bias"))
+    return {"Y": y, "SavedMean": mean.reshape(-1), "SavedVariance": 1 / np.sqrt(var.reshape(-1) + a["epsilon"])}
+
+
+def _gn_ref(i, a):
+    y, mean, var = _grouped_ref(i["X"], a["groups"], a["epsilon"], i.get("Scale"), i.get("Bias"), a["data_layout"])
+    return {"Y": y, "Mean": mean, "Variance": var}
+
+
+def _affine_sample(shape, c, affine=True):
+    def sample(r):
+        ins = {"X": 1.5 * N(r, *shape) + 0.4}
+        if affine:
+            ins.update(Scale=pos(r, c), Bias=N(r, c))
+        return ins
+
+    return sample
+
+
+_AFFINE = ("X", "Scale", "Bias")
+CASES += [
+    OpCase("instance_norm", _affine_sample((3, 4, 2, 3), 4), _in_ref, grad=_AFFINE, grad_outs=("Y",), name="4d",
+           errors=(({"X": spec(3)}, {}, ProgramError, r"instance_norm: X must have rank 2 to 5.*X\[3\]"),
+                   ({"X": spec(3, 4, 2), "Scale": spec(3), "Bias": spec(4)}, {}, ProgramError,
+                    r"instance_norm: Scale must be \[C\] = \[4\].*Scale\[3\]"))),
+    OpCase("instance_norm", _affine_sample((2, 3, 5), 3, affine=False), _in_ref, grad=("X",), grad_outs=("Y",),
+           name="3d_no_affine"),
+    OpCase("group_norm", _affine_sample((3, 6, 2, 2), 6), _gn_ref, attrs={"groups": 3}, grad=_AFFINE,
+           grad_outs=("Y",), name="nchw",
+           errors=(({"X": spec(3, 6, 2)}, {"groups": 7}, ProgramError,
+                    r"group_norm: groups must be in \[1, C\] = \[1, 6\].*got 7"),
+                   ({"X": spec(3, 6, 2)}, {"groups": 2, "data_layout": "CHW"}, ProgramError,
+                    r"data_layout must be one of"),
+                   ({"X": spec(3, 6, 2), "Bias": spec(5)}, {"groups": 2}, ProgramError,
+                    r"group_norm: Bias must be \[C\] = \[6\]"))),
+    OpCase("group_norm", _affine_sample((2, 3, 2, 5), 5), _gn_ref, attrs={"groups": 2, "data_layout": "NHWC"},
+           grad=_AFFINE, grad_outs=("Y",), name="nhwc_uneven"),  # groups of 3 and 2 channels
+    OpCase("group_norm", _affine_sample((4, 6), 6, affine=False), _gn_ref, attrs={"groups": 2}, grad=("X",),
+           grad_outs=("Y",), name="2d_no_affine"),
+]
