@@ -1,4 +1,5 @@
-"""Normalization ops: batch_norm and layer_norm, with Fluid 1.8's slots, attrs and CPU maths.
+"""Normalization ops: batch_norm, layer_norm, instance_norm and group_norm, with Fluid 1.8's
+slots, attrs and CPU maths, each with its grad op (X, Scale, Bias).
 
 NOTE(bn-stats): what ``batch_norm`` computes, as Fluid's CPU kernel does
 (paddle/fluid/operators/batch_norm_op.cc). Over every axis but the channel axis (1 for NCHW,
