@@ -1,2 +1,862 @@
-"""(being written)"""
+"""Tensor manipulation ops of Fluid 1.8: shapes (transpose, squeeze, unsqueeze, flatten, expand,
+stack, unstack, slice, crop_tensor, pad, pad2d, reverse), indexing (gather, gather_nd, scatter,
+one_hot, arg_max, arg_min, argsort), cumsum, and the fills that take a shape from a var
+(fill_constant_batch_size_like, fill_any_like, shape, range).
+
+Op types, slots, attrs and defaults are Fluid 1.8's; every kernel is vectorised over ``xp``
+(numpy or cupy), keeps X's dtype (integer and bool X pass through the pure data movers), and
+runs on float64 for the gradient checks.
+
+NOTE(xshape): ``transpose2``, ``squeeze2``, ``unsqueeze2`` and ``flatten2`` write a second
+output, ``XShape``, as Fluid does: an empty array of shape ``[0] + X.shape`` (X's dtype) whose
+only content is its shape, so the grad op reshapes ``Out@GRAD`` back without holding on to
+X. The v1 ops (``transpose``, ``squeeze``, ``unsqueeze``, ``flatten``) are registered too,
+for programs that name them; their grad ops read X.
+
+NOTE(index-range): an index outside its dim is an IndexError naming the op, the slot, the
+index and the dim, at run time (Paddle reads out of bounds there; numpy would wrap a negative
+index). one_hot with ``allow_out_of_range`` gives a row of zeros instead.
+
+NOTE(overwrite): Fluid 1.8's ``overwrite`` decides what a repeated index does. ``scatter``:
+True writes the *last* update for a repeated id (ScatterAssign's loop), False zeroes the
+rows it names and adds every update. ``gather``: only its gradient reads it; True writes the
+last ``Out@GRAD`` row of a repeated index into X@GRAD (Fluid's CPU kernel, *not* the sum),
+False adds them (the true gradient). Only the layer's default (True) loses gradient for
+repeated indices, exactly as in Fluid 1.8.
+
+NOTE(scatter-grad-1.8): Fluid 1.8's ``scatter_grad`` sets ``X@GRAD = Out@GRAD`` unchanged,
+although the rows named by ``Ids`` were overwritten and have no gradient to X; Paddle fixed
+this in 2.0 (PR 30604). We keep 1.8's rule, so training scripts give 1.8's numbers; tests
+check it against that rule, not against finite differences. ``Updates@GRAD = Out@GRAD[Ids]``
+in both modes (a repeated id with overwrite=True gets the gradient too, as in Fluid).
+"""
 from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, grad_of, register
+from placegroup.values import scatter_add
+
+_INTS = ("int32", "int64")
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _axis(op: str, axis: int, shape, what: str = "axis", extra: int = 0, slot: str = "X") -> int:
+    """``axis`` in [0, rank + extra) (negative counts from the end), or a ProgramError."""
+    n = len(shape) + extra
+    check(-n <= axis < n, f"{op}: {what} {axis} is out of range for {slot}{list(shape)} (valid: {-n}..{n - 1})")
+    return axis % n
+
+
+def _prod(dims) -> int:
+    """The product of ``dims``, -1 when one is unknown."""
+    return -1 if -1 in dims else math.prod(dims)
+
+
+def _int_index(op: str, slot: str, m: Meta) -> None:
+    check(m.dtype in _INTS, f"{op}: {slot} must be int32 or int64, got {m.dtype}{list(m.shape)}")
+
+
+def _check_range(xp, op: str, slot: str, idx, n: int, what: str = "a dim of") -> None:
+    """Raise IndexError unless every entry of ``idx`` is in [0, n) (NOTE(index-range))."""
+    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
+        v = int(idx[(idx < 0) | (idx >= n)].ravel()[0])
+        raise IndexError(f"{op}: {slot} holds {v}, out of range for {what} {n} (valid: 0..{n - 1})")
+
+
+def _rows_index(op: str, slot: str, m: Meta) -> None:
+    """A row index: int, 1-D or [N, 1]."""
+    _int_index(op, slot, m)
+    s = list(m.shape)
+    check(len(s) == 1 or (len(s) == 2 and s[1] in (1, -1)), f"{op}: {slot} must be 1-D or [N, 1], got {slot}{s}")
+
+
+def _last_occurrence(xp, idx):
+    """Mask of the entries of 1-D ``idx`` that no later entry repeats."""
+    order = xp.argsort(idx, kind="stable")
+    s = idx[order]
+    last = xp.ones(idx.shape, dtype=bool)
+    last[:-1] = s[1:] != s[:-1]
+    mask = xp.empty(idx.shape, dtype=bool)
+    mask[order] = last
+    return mask
+
+
+def _assign_last(xp, dst, idx, src) -> None:
+    """``dst[idx[i]] = src[i]`` in order, the last write to a row winning (NOTE(overwrite))."""
+    keep = _last_occurrence(xp, idx)
+    dst[idx[keep]] = src[keep]
+
+
+def _xshape(xp, x):
+    return xp.empty((0,) + tuple(x.shape), dtype=x.dtype)  # See NOTE(xshape).
+
+
+def _x_grad(op):
+    """A grad maker that applies forward op ``op.type`` itself to Out@GRAD (its own transpose)."""
+    x = op.inputs["X"][0]
+    if x not in op.need:
+        return []
+    return [OpSpec(op.type, {"X": [grad_name(op.outputs["Out"][0])]}, {"Out": [op.grad_of(x)]}, dict(op.attrs))]
+
+
+# -- transpose and the reshapes with XShape (NOTE(xshape)) ----------------------------------
+
+
+def _perm(op: str, shape, axis) -> list:
+    axis = [int(a) for a in axis]
+    check(sorted(axis) == list(range(len(shape))),
+          f"{op}: axis {axis} is not a permutation of 0..{len(shape) - 1} for X{list(shape)}")
+    return axis
+
+
+def _transpose_infer(v2: bool):
+    op = "transpose2" if v2 else "transpose"
+
+    def infer(ins, a):
+        x = ins["X"]
+        out = {"Out": Meta(tuple(x.shape[p] for p in _perm(op, x.shape, a["axis"])), x.dtype)}
+        return {**out, "XShape": Meta((0,) + tuple(x.shape), x.dtype)} if v2 else out
+
+    return infer
+
+
+def _inverse(perm) -> list:
+    return [int(i) for i in np.argsort(perm)]
+
+
+@register("transpose2", ins=("X",), outs=("Out", "XShape"), attrs={"axis": []}, infer=_transpose_infer(True),
+          grad=grad_of(("X",), uses=(), outs=("XShape",)))
+def transpose2(xp, ins, a, ctx):
+    """Out = X with its dims permuted: Out dim i is X dim ``axis[i]``; XShape as NOTE(xshape)."""
+    return {"Out": xp.transpose(ins["X"], a["axis"]), "XShape": _xshape(xp, ins["X"])}
+
+
+@register("transpose2_grad", ins=("XShape", "Out@GRAD"), outs=("X@GRAD",), attrs={"axis": []}, role="backward")
+def transpose2_grad(xp, ins, a, ctx):
+    return {"X@GRAD": xp.transpose(ins["Out@GRAD"], _inverse(a["axis"]))}
+
+
+@register("transpose", ins=("X",), outs=("Out",), attrs={"axis": []}, infer=_transpose_infer(False),
+          grad=grad_of(("X",), uses=()))
+def transpose(xp, ins, a, ctx):
+    """Fluid's v1 transpose: Out = X with its dims permuted by ``axis``."""
+    return {"Out": xp.transpose(ins["X"], a["axis"])}
+
+
+@register("transpose_grad", ins=("Out@GRAD",), outs=("X@GRAD",), attrs={"axis": []}, role="backward")
+def transpose_grad(xp, ins, a, ctx):
+    return {"X@GRAD": xp.transpose(ins["Out@GRAD"], _inverse(a["axis"]))}
+
+
+def _squeeze_shape(op, shape, a) -> tuple:
+    """Fluid 1.8's squeeze: no axes drops every dim of 1; a listed dim that is not 1 stays
+    (no error), and at build time a listed -1 dim is dropped, as Paddle's InferShape does."""
+    axes = {_axis(op, ax, shape, "axes entry") for ax in a["axes"]}
+    drop = {i for i, d in enumerate(shape) if d == 1} if not axes else {i for i in axes if shape[i] in (1, -1)}
+    return tuple(d for i, d in enumerate(shape) if i not in drop)
+
+
+def _unsqueeze_shape(op, shape, a) -> tuple:
+    """Each of ``axes`` in turn inserts a 1 into the shape so far (a negative axis counts from
+    the end of that shape plus one), as Fluid 1.8's unsqueeze."""
+    out = list(shape)
+    for ax in a["axes"]:
+        n = len(out) + 1
+        check(-n <= ax < n, f"{op}: axes entry {ax} is out of range for a rank-{len(out)} shape {out} "
+                            f"(X{list(shape)}, axes {list(a['axes'])}; valid: {-n}..{n - 1})")
+        out.insert(ax % n, 1)
+    return tuple(out)
+
+
+def _flatten_shape(op, shape, a) -> tuple:
+    """[prod(X dims before axis), prod(the rest)]; axis in 0..rank."""
+    ax = a["axis"]
+    check(0 <= ax <= len(shape), f"{op}: axis {ax} is out of range for X{list(shape)} (valid: 0..{len(shape)})")
+    return _prod(shape[:ax]), _prod(shape[ax:])
+
+
+def _reshaping(name: str, attrs: dict, shape_fn, doc: str) -> None:
+    """Register ``name`` (grad reads X) and ``name + "2"`` (writes XShape, its grad reads it):
+    ops whose Out is X reshaped to ``shape_fn(op, X.shape, attrs)``."""
+    for op, v2 in ((name, False), (name + "2", True)):
+        def infer(ins, a, op=op, v2=v2):
+            x = ins["X"]
+            out = {"Out": Meta(shape_fn(op, tuple(x.shape), a), x.dtype)}
+            return {**out, "XShape": Meta((0,) + tuple(x.shape), x.dtype)} if v2 else out
+
+        outs = ("Out", "XShape") if v2 else ("Out",)
+        grad = grad_of(("X",), uses=(), outs=("XShape",)) if v2 else grad_of(("X",), uses=("X",))
+
+        @register(op, ins=("X",), outs=outs, attrs=attrs, infer=infer, grad=grad)
+        def forward(xp, ins, a, ctx, op=op, v2=v2):
+            x = ins["X"]
+            out = {"Out": x.reshape(shape_fn(op, x.shape, a))}
+            return {**out, "XShape": _xshape(xp, x)} if v2 else out
+
+        @register(op + "_grad", ins=(("XShape",) if v2 else ("X",)) + ("Out@GRAD",), outs=("X@GRAD",), attrs=attrs,
+                  role="backward")
+        def backward(xp, ins, a, ctx, v2=v2):
+            shape = ins["XShape"].shape[1:] if v2 else ins["X"].shape
+            return {"X@GRAD": ins["Out@GRAD"].reshape(shape)}
+
+        forward.__doc__ = doc + (" XShape as NOTE(xshape)." if v2 else "")
+
+
+_reshaping("squeeze", {"axes": []}, _squeeze_shape, "Out = X without the size-1 dims in ``axes`` (all if empty).")
+_reshaping("unsqueeze", {"axes": []}, _unsqueeze_shape, "Out = X with a size-1 dim inserted at each of ``axes``.")
+_reshaping("flatten", {"axis": 1}, _flatten_shape, "Out = X as a matrix [prod(dims[:axis]), prod(dims[axis:])].")
+
+
+# -- expand, expand_as, stack, unstack ------------------------------------------------------
+
+
+def _expand_infer(ins, a):
+    x, times = ins["X"], [int(t) for t in a["expand_times"]]
+    check(len(times) == len(x.shape) and all(t >= 1 for t in times),
+          f"expand: expand_times {times} must give one count >= 1 per dim of X{list(x.shape)}")
+    return {"Out": Meta(tuple(-1 if d == -1 else d * t for d, t in zip(x.shape, times)), x.dtype)}
+
+
+def _unexpand(g, shape, times):
+    """Sum ``g`` (X tiled ``times``) back onto X's shape."""
+    inter = [n for t, d in zip(times, shape) for n in (t, d)]
+    return g.reshape(inter).sum(axis=tuple(range(0, 2 * len(shape), 2)))
+
+
+@register("expand", ins=("X",), outs=("Out",), attrs={"expand_times": []}, infer=_expand_infer,
+          grad=grad_of(("X",)))
+def expand(xp, ins, a, ctx):
+    """Out = X tiled ``expand_times[i]`` times along each dim i."""
+    return {"Out": xp.tile(ins["X"], tuple(a["expand_times"]))}
+
+
+@register("expand_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs={"expand_times": []}, role="backward")
+def expand_grad(xp, ins, a, ctx):
+    return {"X@GRAD": _unexpand(ins["Out@GRAD"], ins["X"].shape, a["expand_times"])}
+
+
+def _expand_as_times(shape, target) -> list:
+    check(len(shape) == len(target), f"expand_as: X{list(shape)} and target_tensor{list(target)} differ in rank")
+    for d, t in zip(shape, target):
+        check(-1 in (d, t) or (d > 0 and t % d == 0),
+              f"expand_as: target_tensor{list(target)} is not a multiple of X{list(shape)} in every dim")
+    return [t // d for d, t in zip(shape, target)]
+
+
+def _expand_as_infer(ins, a):
+    x, t = ins["X"], ins["target_tensor"]
+    _expand_as_times(x.shape, t.shape)
+    return {"Out": Meta(tuple(t.shape), x.dtype)}
+
+
+@register("expand_as", ins=("X", Slot("target_tensor", no_grad=True)), outs=("Out",), infer=_expand_as_infer,
+          grad=grad_of(("X",), uses=("X",)))
+def expand_as(xp, ins, a, ctx):
+    """Out = X tiled to target_tensor's shape (each of its dims a multiple of X's)."""
+    x = ins["X"]
+    return {"Out": xp.tile(x, tuple(_expand_as_times(x.shape, ins["target_tensor"].shape)))}
+
+
+@register("expand_as_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), role="backward")
+def expand_as_grad(xp, ins, a, ctx):
+    x, g = ins["X"], ins["Out@GRAD"]
+    return {"X@GRAD": _unexpand(g, x.shape, _expand_as_times(x.shape, g.shape))}
+
+
+def _merge(op: str, metas, slot: str) -> list:
+    """The common shape of ``metas`` (-1 matches anything), or a ProgramError."""
+    first = list(metas[0].shape)
+    for i, m in enumerate(metas[1:], 1):
+        s = list(m.shape)
+        same = len(s) == len(first) and all(-1 in (p, q) or p == q for p, q in zip(first, s))
+        check(same and m.dtype == metas[0].dtype,
+              f"{op}: {slot}[{i}] {m.dtype}{s} and {slot}[0] {metas[0].dtype}{first} differ")
+        first = [q if p == -1 else p for p, q in zip(first, s)]
+    return first
+
+
+def _stack_infer(ins, a):
+    xs = ins["X"]
+    shape = _merge("stack", xs, "X")
+    ax = _axis("stack", a["axis"], shape, extra=1)
+    return {"Y": Meta(tuple(shape[:ax] + [len(xs)] + shape[ax:]), xs[0].dtype)}
+
+
+@register("stack", ins=(Slot("X", duplicable=True),), outs=("Y",), attrs={"axis": 0}, infer=_stack_infer,
+          grad=grad_of(("X",), uses=(), out="Y"))
+def stack(xp, ins, a, ctx):
+    """Y = the X's (all of one shape) stacked along a new dim ``axis`` (in -(rank+1)..rank)."""
+    return {"Y": xp.stack(ins["X"], axis=a["axis"])}
+
+
+@register("stack_grad", ins=("Y@GRAD",), outs=(Slot("X@GRAD", duplicable=True, dispensable=True),),
+          attrs={"axis": 0}, role="backward")
+def stack_grad(xp, ins, a, ctx):
+    g = ins["Y@GRAD"]
+    ax = a["axis"] % g.ndim
+    return {"X@GRAD": list(xp.moveaxis(g, ax, 0))}
+
+
+def _unstack_infer(ins, a):
+    x = ins["X"]
+    ax = _axis("unstack", a["axis"], x.shape)
+    n, d = a["num"], x.shape[ax]
+    check(n >= 1 and d in (n, -1), f"unstack: num {n} must be >= 1 and equal dim {ax} of X{list(x.shape)}")
+    return {"Y": [Meta(tuple(x.shape[:ax]) + tuple(x.shape[ax + 1:]), x.dtype)] * n}
+
+
+@register("unstack", ins=("X",), outs=(Slot("Y", duplicable=True),), attrs={"axis": 0, "num": 0},
+          infer=_unstack_infer, grad=grad_of(("X",), uses=(), out="Y"))
+def unstack(xp, ins, a, ctx):
+    """Y = the ``num`` slices of X along ``axis``, that dim removed."""
+    x = ins["X"]
+    ax = a["axis"] % x.ndim
+    return {"Y": list(xp.moveaxis(x, ax, 0))}
+
+
+@register("unstack_grad", ins=(Slot("Y@GRAD", duplicable=True),), outs=("X@GRAD",), attrs={"axis": 0, "num": 0},
+          role="backward")
+def unstack_grad(xp, ins, a, ctx):
+    gs = ins["Y@GRAD"]
+    return {"X@GRAD": xp.stack(gs, axis=a["axis"] % (gs[0].ndim + 1))}
+
+
+# -- slice, crop_tensor, pad, pad2d, reverse ------------------------------------------------
+
+
+def _slice_plan(shape, a):
+    """(per-dim slices, Out's shape before decrease_axis, Out's shape) for Fluid 1.8's slice:
+    a negative start/end counts from the end, then start >= 0 and 0 <= end <= dim are
+    clamped, and end must stay greater than start. An unknown (-1) dim stays -1."""
+    axes, starts, ends = list(a["axes"]), list(a["starts"]), list(a["ends"])
+    check(len(axes) == len(starts) == len(ends), f"slice: axes {axes}, starts {starts} and ends {ends} "
+                                                 f"differ in length")
+    idx, full = [slice(None)] * len(shape), list(shape)
+    for ax, s0, e0 in zip(axes, starts, ends):
+        ax = _axis("slice", ax, shape, "axes entry", slot="Input")
+        d = shape[ax]
+        if d == -1:
+            full[ax] = -1
+            continue
+        s = max(s0 + d if s0 < 0 else s0, 0)
+        e = min(max(e0 + d if e0 < 0 else e0, 0), d)
+        check(e > s, f"slice: starts {s0} and ends {e0} leave nothing of dim {ax} (size {d}) of "
+                     f"Input{list(shape)}; end must be greater than start after clamping")
+        idx[ax], full[ax] = slice(s, e), e - s
+    dec = {_axis("slice", ax, shape, "decrease_axis entry", slot="Input") for ax in a["decrease_axis"]}
+    for ax in dec:
+        check(full[ax] in (1, -1), f"slice: decrease_axis {list(a['decrease_axis'])} names dim {ax}, whose "
+                                   f"slice has size {full[ax]}, not 1 (Input{list(shape)})")
+    out = [d for i, d in enumerate(full) if i not in dec] or [1]
+    return tuple(idx), tuple(full), tuple(out)
+
+
+_SLICE_ATTRS = {"axes": [], "starts": [], "ends": [], "infer_flags": [], "decrease_axis": []}
+
+
+@register("slice", ins=("Input",), outs=("Out",), attrs=_SLICE_ATTRS,
+          infer=lambda ins, a: {"Out": Meta(_slice_plan(ins["Input"].shape, a)[2], ins["Input"].dtype)},
+          grad=grad_of(("Input",)))
+def slice_(xp, ins, a, ctx):
+    """Out = Input[starts:ends] along ``axes``, clamped as Fluid 1.8 (``_slice_plan``); the
+    size-1 dims in ``decrease_axis`` are dropped ([1] if none is left)."""
+    x = ins["Input"]
+    idx, _, out = _slice_plan(x.shape, a)
+    return {"Out": x[idx].reshape(out)}
+
+
+@register("slice_grad", ins=("Input", "Out@GRAD"), outs=("Input@GRAD",), attrs=_SLICE_ATTRS, role="backward")
+def slice_grad(xp, ins, a, ctx):
+    x, g = ins["Input"], ins["Out@GRAD"]
+    idx, full, _ = _slice_plan(x.shape, a)
+    dx = xp.zeros(x.shape, dtype=g.dtype)
+    dx[idx] = g.reshape(full)
+    return {"Input@GRAD": dx}
+
+
+def _crop_plan(shape, a):
+    """(slices, Out's shape) of crop_tensor: Out dim i is ``shape[i]`` (-1: to the end of X's dim)
+    from ``offsets[i]`` (default 0)."""
+    rank = len(shape)
+    size, offs = [int(s) for s in a["shape"]], [int(o) for o in a["offsets"]] or [0] * rank
+    check(len(size) == rank and len(offs) == rank,
+          f"crop_tensor: shape {size} and offsets {offs} must have one entry per dim of X{list(shape)}")
+    out, idx = [], []
+    for i, (d, s, o) in enumerate(zip(shape, size, offs)):
+        check(o >= 0 and (s > 0 or s == -1), f"crop_tensor: dim {i}: offset {o} must be >= 0 and shape {s} > 0 "
+                                             f"or -1 (X{list(shape)})")
+        n = (d - o if d != -1 else -1) if s == -1 else s
+        check(d == -1 or o + n <= d, f"crop_tensor: dim {i}: offset {o} + size {n} exceeds X{list(shape)}")
+        out.append(n)
+        idx.append(slice(o, None if n == -1 else o + n))
+    return tuple(idx), tuple(out)
+
+
+@register("crop_tensor", ins=("X",), outs=("Out",), attrs={"shape": [], "offsets": []},
+          infer=lambda ins, a: {"Out": Meta(_crop_plan(ins["X"].shape, a)[1], ins["X"].dtype)},
+          grad=grad_of(("X",)))
+def crop_tensor(xp, ins, a, ctx):
+    """Out = the box of X of size ``shape`` at ``offsets``."""
+    return {"Out": ins["X"][_crop_plan(ins["X"].shape, a)[0]]}
+
+
+@register("crop_tensor_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs={"shape": [], "offsets": []},
+          role="backward")
+def crop_tensor_grad(xp, ins, a, ctx):
+    x, g = ins["X"], ins["Out@GRAD"]
+    dx = xp.zeros(x.shape, dtype=g.dtype)
+    dx[_crop_plan(x.shape, a)[0]] = g
+    return {"X@GRAD": dx}
+
+
+def _pad_pairs(op: str, shape, pads) -> list:
+    pads = [int(p) for p in pads]
+    check(len(pads) == 2 * len(shape) and min(pads, default=0) >= 0,
+          f"{op}: paddings {pads} must hold 2 sizes >= 0 per dim of X{list(shape)}")
+    return [(pads[2 * i], pads[2 * i + 1]) for i in range(len(shape))]
+
+
+def _pad_infer(ins, a):
+    x = ins["X"]
+    pairs = _pad_pairs("pad", x.shape, a["paddings"])
+    return {"Out": Meta(tuple(-1 if d == -1 else d + p + q for d, (p, q) in zip(x.shape, pairs)), x.dtype)}
+
+
+@register("pad", ins=("X",), outs=("Out",), attrs={"paddings": [], "pad_value": 0.0}, infer=_pad_infer,
+          grad=grad_of(("X",)))
+def pad(xp, ins, a, ctx):
+    """Out = X with ``paddings[2i]`` values before and ``paddings[2i+1]`` after each dim i, all
+    ``pad_value``."""
+    x = ins["X"]
+    return {"Out": xp.pad(x, _pad_pairs("pad", x.shape, a["paddings"]), mode="constant",
+                          constant_values=a["pad_value"])}
+
+
+@register("pad_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs={"paddings": [], "pad_value": 0.0},
+          role="backward")
+def pad_grad(xp, ins, a, ctx):
+    x, g = ins["X"], ins["Out@GRAD"]
+    pairs = _pad_pairs("pad", x.shape, a["paddings"])
+    return {"X@GRAD": g[tuple(slice(p, p + d) for (p, _), d in zip(pairs, x.shape))]}
+
+
+_PAD2D_ATTRS = {"paddings": [0, 0, 0, 0], "mode": "constant", "pad_value": 0.0, "data_format": "NCHW"}
+
+
+def _pad2d_check(shape, a) -> tuple:
+    """The (H, W) axes of X, after checking rank, mode, format and the [top, bottom, left,
+    right] paddings (reflect needs each pad smaller than its dim)."""
+    pads, mode, fmt = [int(p) for p in a["paddings"]], a["mode"], a["data_format"]
+    check(len(shape) == 4, f"pad2d: X must be 4-D, got X{list(shape)}")
+    check(mode in ("constant", "reflect", "edge"), f"pad2d: mode {mode!r} must be constant, reflect or edge")
+    check(fmt in ("NCHW", "NHWC"), f"pad2d: data_format {fmt!r} must be NCHW or NHWC")
+    check(len(pads) == 4 and min(pads) >= 0, f"pad2d: paddings {pads} must be [top, bottom, left, right], all >= 0")
+    axes = (2, 3) if fmt == "NCHW" else (1, 2)
+    for ax, (p, q) in zip(axes, (pads[:2], pads[2:])):
+        d = shape[ax]
+        check(mode != "reflect" or d == -1 or max(p, q) < d,
+              f"pad2d: reflect paddings {pads} must be smaller than the padded dims of X{list(shape)} ({fmt})")
+    return axes
+
+
+def _pad2d_infer(ins, a):
+    x = ins["X"]
+    out, p = list(x.shape), a["paddings"]
+    for ax, (b, e) in zip(_pad2d_check(x.shape, a), (p[:2], p[2:])):
+        out[ax] = -1 if out[ax] == -1 else out[ax] + b + e
+    return {"Out": Meta(tuple(out), x.dtype)}
+
+
+def _pad_index(xp, n: int, before: int, after: int, mode: str):
+    """For each output position of one padded dim, the input position it reads (NOTE(pad2d))."""
+    i = xp.arange(-before, n + after)
+    if mode == "reflect":
+        i = xp.abs(i)
+        return xp.minimum(i, 2 * (n - 1) - i)
+    return xp.clip(i, 0, n - 1)
+
+
+def _pad2d_channels_first(xp, x, a):
+    return x if a["data_format"] == "NCHW" else xp.moveaxis(x, 3, 1)
+
+
+@register("pad2d", ins=("X",), outs=("Out",), attrs=_PAD2D_ATTRS, infer=_pad2d_infer, grad=grad_of(("X",)))
+def pad2d(xp, ins, a, ctx):
+    """Out = X padded in H and W by ``paddings`` [top, bottom, left, right]: with ``pad_value``
+    (constant), the mirror image without the edge (reflect) or the edge repeated (edge).
+
+    NOTE(pad2d): each padded dim is a gather with an index per output position (reflect
+    ``|i|`` folded at ``n - 1``, edge ``i`` clipped); constant mode then masks the pad. The
+    gradient adds each output position's gradient into the input position it read, done as
+    one-hot matrices ``Ph^T @ g @ Pw`` (no scatter, the same on cupy)."""
+    x = _pad2d_channels_first(xp, ins["X"], a)
+    t, b, l, r = (int(p) for p in a["paddings"])
+    h, w, mode = x.shape[2], x.shape[3], a["mode"]
+    ih, iw = _pad_index(xp, h, t, b, mode), _pad_index(xp, w, l, r, mode)
+    out = x[:, :, ih[:, None], iw[None, :]]
+    if mode == "constant":
+        rows = (xp.arange(h + t + b) >= t) & (xp.arange(h + t + b) < t + h)
+        cols = (xp.arange(w + l + r) >= l) & (xp.arange(w + l + r) < l + w)
+        out = xp.where(rows[:, None] & cols[None, :], out, xp.asarray(a["pad_value"], dtype=x.dtype))
+    return {"Out": out if a["data_format"] == "NCHW" else xp.moveaxis(out, 1, 3)}
+
+
+@register("pad2d_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs=_PAD2D_ATTRS, role="backward")
+def pad2d_grad(xp, ins, a, ctx):
+    x, g = _pad2d_channels_first(xp, ins["X"], a), _pad2d_channels_first(xp, ins["Out@GRAD"], a)
+    t, b, l, r = (int(p) for p in a["paddings"])
+    h, w, mode = x.shape[2], x.shape[3], a["mode"]
+    if mode == "constant":
+        dx = g[:, :, t:t + h, l:l + w]
+    else:
+        ph = (_pad_index(xp, h, t, b, mode)[:, None] == xp.arange(h)).astype(g.dtype)  # [oH, H]
+        pw = (_pad_index(xp, w, l, r, mode)[:, None] == xp.arange(w)).astype(g.dtype)  # [oW, W]
+        dx = xp.matmul(xp.matmul(ph.T, g), pw)
+    return {"X@GRAD": dx if a["data_format"] == "NCHW" else xp.moveaxis(dx, 1, 3)}
+
+
+def _reverse_axes(shape, a) -> tuple:
+    axes = [_axis("reverse", ax, shape, "axis entry") for ax in a["axis"]]
+    check(bool(axes) and len(set(axes)) == len(axes), f"reverse: axis {list(a['axis'])} must name distinct dims "
+                                                      f"of X{list(shape)}, at least one")
+    return tuple(axes)
+
+
+def _reverse_infer(ins, a):
+    _reverse_axes(ins["X"].shape, a)
+    return {"Out": ins["X"]}
+
+
+@register("reverse", ins=("X",), outs=("Out",), attrs={"axis": []}, infer=_reverse_infer, grad=_x_grad)
+def reverse(xp, ins, a, ctx):
+    """Out = X with the order along each dim in ``axis`` reversed (its own gradient)."""
+    return {"Out": xp.flip(ins["X"], axis=_reverse_axes(ins["X"].shape, a))}
+
+
+# -- gather, gather_nd, scatter -------------------------------------------------------------
+
+
+def _gather_infer(ins, a):
+    x, idx = ins["X"], ins["Index"]
+    _rows_index("gather", "Index", idx)
+    check(len(x.shape) >= 1, "gather: X must have at least one dim")
+    return {"Out": Meta((idx.shape[0],) + tuple(x.shape[1:]), x.dtype)}
+
+
+def _rows(xp, op, slot, idx, n):
+    flat = idx.reshape(-1)
+    _check_range(xp, op, slot, flat, n)
+    return flat
+
+
+@register("gather", ins=("X", Slot("Index", no_grad=True)), outs=("Out",), attrs={"overwrite": True},
+          infer=_gather_infer, grad=grad_of(("X",)))
+def gather(xp, ins, a, ctx):
+    """Out[i] = X[Index[i]] (rows of X; Index int32/int64, 1-D or [N, 1]); ``overwrite`` only
+    changes the gradient of a repeated index (NOTE(overwrite))."""
+    x = ins["X"]
+    return {"Out": xp.take(x, _rows(xp, "gather", "Index", ins["Index"], x.shape[0]), axis=0)}
+
+
+@register("gather_grad", ins=("X", "Index", "Out@GRAD"), outs=("X@GRAD",), attrs={"overwrite": True},
+          role="backward")
+def gather_grad(xp, ins, a, ctx):
+    x, g = ins["X"], ins["Out@GRAD"]
+    idx = _rows(xp, "gather", "Index", ins["Index"], x.shape[0])
+    dx = xp.zeros(x.shape, dtype=g.dtype)
+    if a["overwrite"]:
+        _assign_last(xp, dx, idx, g)
+    else:
+        scatter_add(xp, dx, idx, g)
+    return {"X@GRAD": dx}
+
+
+def _gather_nd_infer(ins, a):
+    x, idx = ins["X"], ins["Index"]
+    _int_index("gather_nd", "Index", idx)
+    k = idx.shape[-1] if idx.shape else -1
+    check(len(idx.shape) >= 1 and 1 <= k <= len(x.shape),
+          f"gather_nd: the last dim of Index{list(idx.shape)} must be in 1..{len(x.shape)} (the rank of "
+          f"X{list(x.shape)})")
+    return {"Out": Meta(tuple(idx.shape[:-1]) + tuple(x.shape[k:]), x.dtype)}
+
+
+def _nd_index(xp, x, idx) -> tuple:
+    """Index's last dim split into one index array per leading dim of X, range-checked."""
+    cols = tuple(idx[..., i] for i in range(idx.shape[-1]))
+    for i, c in enumerate(cols):
+        _check_range(xp, "gather_nd", f"Index[..., {i}]", c, x.shape[i])
+    return cols
+
+
+@register("gather_nd", ins=("X", Slot("Index", no_grad=True)), outs=("Out",), infer=_gather_nd_infer,
+          grad=grad_of(("X",)))
+def gather_nd(xp, ins, a, ctx):
+    """Out[i..] = X[Index[i.., 0], ..., Index[i.., k-1]] (k = Index's last dim): an element or
+    a slice of X per index tuple."""
+    x = ins["X"]
+    return {"Out": x[_nd_index(xp, x, ins["Index"])]}
+
+
+@register("gather_nd_grad", ins=("X", "Index", "Out@GRAD"), outs=("X@GRAD",), role="backward")
+def gather_nd_grad(xp, ins, a, ctx):
+    x, g = ins["X"], ins["Out@GRAD"]
+    cols = _nd_index(xp, x, ins["Index"])
+    lead, rest = x.shape[:len(cols)], x.shape[len(cols):]
+    flat = xp.zeros(cols[0].shape, dtype=np.int64)
+    for c, d in zip(cols, lead):  # row-major number of each index tuple among X's leading dims
+        flat = flat * d + c
+    dx = xp.zeros((math.prod(lead),) + rest, dtype=g.dtype)
+    scatter_add(xp, dx, flat.reshape(-1), g.reshape((-1,) + rest))
+    return {"X@GRAD": dx.reshape(x.shape)}
+
+
+def _scatter_infer(ins, a):
+    x, ids, upd = ins["X"], ins["Ids"], ins["Updates"]
+    _rows_index("scatter", "Ids", ids)
+    ok = (len(upd.shape) == len(x.shape) >= 1
+          and all(-1 in (p, q) or p == q for p, q in zip(upd.shape[1:], x.shape[1:]))
+          and (-1 in (upd.shape[0], ids.shape[0]) or upd.shape[0] == ids.shape[0]))
+    check(ok and upd.dtype == x.dtype, f"scatter: Updates {upd.dtype}{list(upd.shape)} must be {x.dtype} rows of "
+                                       f"X{list(x.shape)}, one per id of Ids{list(ids.shape)}")
+    return {"Out": x}
+
+
+@register("scatter", ins=("X", Slot("Ids", no_grad=True), "Updates"), outs=("Out",), attrs={"overwrite": True},
+          infer=_scatter_infer, grad=grad_of(("X", "Updates"), uses=("Ids",)))
+def scatter(xp, ins, a, ctx):
+    """Out = X with row ``Ids[i]`` replaced by ``Updates[i]``; a repeated id takes the last
+    update (overwrite) or the sum of its updates (not overwrite) (NOTE(overwrite))."""
+    x, upd = ins["X"], ins["Updates"]
+    ids = _rows(xp, "scatter", "Ids", ins["Ids"], x.shape[0])
+    out = x.copy()
+    if a["overwrite"]:
+        _assign_last(xp, out, ids, upd)
+    else:
+        out[ids] = 0
+        scatter_add(xp, out, ids, upd)
+    return {"Out": out}
+
+
+@register("scatter_grad", ins=("Ids", "Out@GRAD"),
+          outs=(Slot("X@GRAD", dispensable=True), Slot("Updates@GRAD", dispensable=True)),
+          attrs={"overwrite": True}, role="backward")
+def scatter_grad(xp, ins, a, ctx):
+    # See NOTE(scatter-grad-1.8): X@GRAD is Out@GRAD unchanged, as in Fluid 1.8.
+    g, res = ins["Out@GRAD"], {}
+    if "X@GRAD" in ctx.outputs:
+        res["X@GRAD"] = g
+    if "Updates@GRAD" in ctx.outputs:
+        res["Updates@GRAD"] = xp.take(g, _rows(xp, "scatter", "Ids", ins["Ids"], g.shape[0]), axis=0)
+    return res
+
+
+# -- one_hot, arg_max / arg_min, argsort ----------------------------------------------------
+
+
+def _one_hot_infer(v2: bool):
+    op = "one_hot_v2" if v2 else "one_hot"
+
+    def infer(ins, a):
+        x, depth = ins["X"], a["depth"]
+        _int_index(op, "X", x)
+        check(depth >= 1, f"{op}: depth must be >= 1, got {depth}")
+        if v2:
+            return {"Out": Meta(tuple(x.shape) + (depth,), np.dtype(a["dtype"]).name)}
+        check(len(x.shape) >= 2 and x.shape[-1] in (1, -1),
+              f"one_hot: X must end in a dim of 1 ([N, 1] ids), got X{list(x.shape)}; one_hot_v2 takes [N]")
+        return {"Out": Meta(tuple(x.shape[:-1]) + (depth,), np.dtype(a["dtype"]).name)}
+
+    return infer
+
+
+def _one_hot(op: str, v2: bool):
+    def kernel(xp, ins, a, ctx):
+        x, depth = ins["X"], a["depth"]
+        if not a["allow_out_of_range"]:
+            _check_range(xp, op, "X", x, depth, "depth")
+        return {"Out": ((x[..., None] if v2 else x) == xp.arange(depth, dtype=x.dtype)).astype(a["dtype"])}
+
+    kernel.__doc__ = (f"Out[..., j] = 1 where X{'' if v2 else '[..., 0]'} == j, else 0, for j < depth; an id outside "
+                      f"[0, depth) is an error unless allow_out_of_range (a row of zeros). No gradient.")
+    return kernel
+
+
+_ONE_HOT_ATTRS = {"depth": -1, "dtype": "float32", "allow_out_of_range": False}
+register("one_hot", ins=(Slot("X", no_grad=True),), outs=("Out",), attrs=_ONE_HOT_ATTRS,
+         infer=_one_hot_infer(False))(_one_hot("one_hot", False))
+register("one_hot_v2", ins=(Slot("X", no_grad=True),), outs=("Out",), attrs=_ONE_HOT_ATTRS,
+         infer=_one_hot_infer(True))(_one_hot("one_hot_v2", True))
+
+
+def _arg_infer(op: str):
+    def infer(ins, a):
+        x = ins["X"]
+        ax = _axis(op, a["axis"], x.shape)
+        check(np.dtype(a["dtype"]).name in _INTS, f"{op}: dtype must be int32 or int64, got {a['dtype']}")
+        shape = tuple(x.shape[:ax]) + ((1,) if a["keepdims"] else ()) + tuple(x.shape[ax + 1:])
+        return {"Out": Meta(shape or (1,), np.dtype(a["dtype"]).name)}
+
+    return infer
+
+
+def _arg(fn):
+    def kernel(xp, ins, a, ctx):
+        x = ins["X"]
+        ax = a["axis"] % x.ndim
+        out = getattr(xp, fn)(x, axis=ax).astype(a["dtype"])
+        return {"Out": xp.expand_dims(out, ax) if a["keepdims"] else out.reshape(out.shape or (1,))}
+
+    kernel.__doc__ = f"Out = the index of the first {fn[3:]}imum of X along ``axis`` (int64 by default). No gradient."
+    return kernel
+
+
+_ARG_ATTRS = {"axis": -1, "keepdims": False, "dtype": "int64"}
+register("arg_max", ins=(Slot("X", no_grad=True),), outs=("Out",), attrs=_ARG_ATTRS,
+         infer=_arg_infer("arg_max"))(_arg("argmax"))
+register("arg_min", ins=(Slot("X", no_grad=True),), outs=("Out",), attrs=_ARG_ATTRS,
+         infer=_arg_infer("arg_min"))(_arg("argmin"))
+
+
+def _argsort_infer(ins, a):
+    x = ins["X"]
+    _axis("argsort", a["axis"], x.shape)
+    return {"Out": x, "Indices": Meta(tuple(x.shape), "int64")}
+
+
+@register("argsort", ins=("X",), outs=("Out", "Indices"), attrs={"axis": -1, "descending": False},
+          infer=_argsort_infer, grad=grad_of(("X",), outs=("Indices",)))
+def argsort(xp, ins, a, ctx):
+    """Out = X sorted along ``axis`` (ascending, or descending), Indices = where each came from
+    (int64). Ties keep their order in X; numpy puts NaN last where Paddle puts it first."""
+    x = ins["X"]
+    ax = a["axis"] % x.ndim
+    if a["descending"]:  # a stable descending order: sort X reversed, then read it backwards
+        n = x.shape[ax]
+        idx = n - 1 - xp.flip(xp.argsort(xp.flip(x, ax), axis=ax, kind="stable"), ax)
+    else:
+        idx = xp.argsort(x, axis=ax, kind="stable")
+    return {"Out": xp.take_along_axis(x, idx, ax), "Indices": idx.astype(np.int64)}
+
+
+@register("argsort_grad", ins=("X", "Indices", "Out@GRAD"), outs=("X@GRAD",), attrs={"axis": -1, "descending": False},
+          role="backward")
+def argsort_grad(xp, ins, a, ctx):
+    idx, g = ins["Indices"], ins["Out@GRAD"]
+    ax = a["axis"] % g.ndim
+    # Out = take(X, idx), so X@GRAD = take(Out@GRAD, inverse permutation of idx)
+    return {"X@GRAD": xp.take_along_axis(g, xp.argsort(idx, axis=ax), ax)}
+
+
+# -- cumsum ---------------------------------------------------------------------------------
+
+
+def _cumsum_grad(op):
+    x = op.inputs["X"][0]
+    if x not in op.need:
+        return []
+    return [OpSpec("cumsum", {"X": [grad_name(op.outputs["Out"][0])]}, {"Out": [op.grad_of(x)]},
+                   {**op.attrs, "reverse": not op.attrs["reverse"]})]
+
+
+def _cumsum_infer(ins, a):
+    _axis("cumsum", a["axis"], ins["X"].shape)
+    return {"Out": ins["X"]}
+
+
+@register("cumsum", ins=("X",), outs=("Out",), attrs={"axis": -1, "exclusive": False, "reverse": False},
+          infer=_cumsum_infer, grad=_cumsum_grad)
+def cumsum(xp, ins, a, ctx):
+    """Out = running sums of X along ``axis`` (from the end with ``reverse``; each excluding
+    its own element with ``exclusive``), summed in order. Its gradient is a cumsum the other
+    way round."""
+    x = ins["X"]
+    ax = a["axis"] % x.ndim
+    y = xp.flip(x, ax) if a["reverse"] else x
+    out = xp.cumsum(y, axis=ax, dtype=x.dtype)
+    if a["exclusive"]:
+        head = xp.zeros_like(xp.take(out, xp.arange(min(1, x.shape[ax])), axis=ax))
+        out = xp.concatenate([head, xp.take(out, xp.arange(x.shape[ax] - 1), axis=ax)], axis=ax)
+    return {"Out": xp.flip(out, ax) if a["reverse"] else out}
+
+
+# -- shapes and fills from a var ------------------------------------------------------------
+
+
+@register("shape", ins=(Slot("Input", no_grad=True),), outs=("Out",),
+          infer=lambda ins, a: {"Out": Meta((len(ins["Input"].shape),), "int32")})
+def shape(xp, ins, a, ctx):
+    """Out = Input's shape as an int32 vector."""
+    return {"Out": xp.asarray(ins["Input"].shape, dtype=np.int32)}
+
+
+def _fcbsl_shape(op: str, in_shape, a) -> tuple:
+    shape, i, o = [int(d) for d in a["shape"]], a["input_dim_idx"], a["output_dim_idx"]
+    check(0 <= i < len(in_shape) and 0 <= o < len(shape),
+          f"{op}: input_dim_idx {i} must name a dim of Input{list(in_shape)} and output_dim_idx {o} one of "
+          f"shape {shape}")
+    shape[o] = in_shape[i]
+    return tuple(shape)
+
+
+@register("fill_constant_batch_size_like", ins=(Slot("Input", no_grad=True),), outs=("Out",),
+          attrs={"shape": [], "dtype": "float32", "value": 0.0, "input_dim_idx": 0, "output_dim_idx": 0,
+                 "str_value": "", "force_cpu": False},
+          infer=lambda ins, a: {"Out": Meta(_fcbsl_shape("fill_constant_batch_size_like", ins["Input"].shape, a),
+                                            np.dtype(a["dtype"]).name)})
+def fill_constant_batch_size_like(xp, ins, a, ctx):
+    """Out = ``value`` in ``shape``, whose dim ``output_dim_idx`` is Input's dim
+    ``input_dim_idx`` (the batch size). ``str_value``, if given, is the value as text."""
+    value = float(a["str_value"]) if a["str_value"] else a["value"]
+    return {"Out": xp.full(_fcbsl_shape("fill_constant_batch_size_like", ins["Input"].shape, a), value,
+                           dtype=a["dtype"])}
+
+
+def _fill_any_dtype(a, x_dtype: str) -> str:
+    return x_dtype if a["dtype"] in (-1, None, "") else np.dtype(a["dtype"]).name
+
+
+@register("fill_any_like", ins=(Slot("X", no_grad=True),), outs=("Out",), attrs={"value": 0.0, "dtype": -1},
+          infer=lambda ins, a: {"Out": Meta(tuple(ins["X"].shape), _fill_any_dtype(a, ins["X"].dtype))})
+def fill_any_like(xp, ins, a, ctx):
+    """Out = ``value`` in X's shape, of ``dtype`` (-1: X's dtype). No gradient."""
+    x = ins["X"]
+    return {"Out": xp.full(x.shape, a["value"], dtype=_fill_any_dtype(a, x.dtype.name))}
+
+
+def _range_infer(ins, a):
+    ms = [ins[s] for s in ("Start", "End", "Step")]
+    check(all(m.dtype == ms[0].dtype for m in ms) and ms[0].dtype in ("float32", "float64") + _INTS,
+          f"range: Start, End and Step must share one of float32, float64, int32, int64; got "
+          f"{[m.dtype for m in ms]}")
+    check(all(_prod(m.shape) in (1, -1) for m in ms), f"range: Start, End and Step must hold one value each, got "
+                                                      f"shapes {[list(m.shape) for m in ms]}")
+    return {"Out": Meta((-1,), ms[0].dtype)}
+
+
+@register("range", ins=tuple(Slot(s, no_grad=True) for s in ("Start", "End", "Step")), outs=("Out",),
+          infer=_range_infer)
+def range_(xp, ins, a, ctx):
+    """Out = start, start + step, ... while short of End: ceil(|End - Start| / |Step|) values
+    (their length is known only at run time), accumulated by repeated addition as Fluid's
+    CPU kernel does. Step 0, or a step pointing away from End, is a ValueError."""
+    dt = ins["Start"].dtype
+    start, end, step = (dt.type(ins[s].reshape(-1)[0].item()) for s in ("Start", "End", "Step"))
+    if step == 0 or (start < end and step < 0) or (start > end and step > 0):
+        raise ValueError(f"range: step {step} never takes start {start} to end {end} (it must be non-zero and "
+                         f"point from start to end)")
+    if dt.kind in "iu":
+        n = int((abs(end - start) + abs(step) - 1) // abs(step))
+    else:
+        n = int(math.ceil(abs((end - start) / step)))
+    steps = xp.full((n,), step, dtype=dt)
+    if n:
+        steps[0] = start
+    return {"Out": xp.cumsum(steps, dtype=dt)}
+
+

@@ -1,4 +1,360 @@
-"""(being written)"""
+"""Tensor manipulation layers, Fluid 1.8 signatures (Fluid's layers/nn.py and tensor.py):
+transposes and reshapes, gathers and scatters, slices and pads, sorts, fills shaped like a var.
+
+Each function appends one op of ops/manip.py (Fluid's op type: ``transpose2``, ``squeeze2``,
+``arg_max``, ...) to the default main program and returns its output var(s), whose shape the
+op's ``infer`` gives (-1 for the batch dim). The ops with an ``XShape`` output make that var
+too, as Fluid does. Integer outputs (indices, shapes, one-hot codes, ranges) have
+``stop_gradient`` set. Arguments that Fluid 1.8 also takes as run-time Variables (a
+``depth``, ``starts``, ``paddings``, ``expand_times`` var) must be Python values here; a
+Variable is a ValueError that says so. Building a program is single-threaded, as in Fluid.
+
+Example::
+
+    import placegroup as fluid
+    L = fluid.layers
+    img = L.data("img", shape=[3, 8, 8])                         # [-1, 3, 8, 8]
+    hwc = L.transpose(img, perm=[0, 2, 3, 1])                    # [-1, 8, 8, 3]
+    top = L.slice(hwc, axes=[1, 2], starts=[0, 0], ends=[4, 4])  # [-1, 4, 4, 3]
+    flat = L.flatten(L.pad2d(img, [1, 1, 1, 1], mode="reflect"))  # [-1, 300]
+    label = L.data("label", shape=[1], dtype="int64")
+    code = L.one_hot(label, depth=10)                            # [-1, 10] float32
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+import builtins
+
+from placegroup.ir.framework import Variable, normalize_dtype
+from placegroup.layer_helper import LayerHelper
+from placegroup.layers.tensor import cast, fill_constant
+
+__all__ = ["transpose", "one_hot", "gather", "gather_nd", "scatter", "expand", "expand_as", "stack", "unstack",
+           "unsqueeze", "squeeze", "slice", "crop_tensor", "flatten", "pad", "pad2d", "reverse", "argmax", "argmin",
+           "argsort", "cumsum", "shape", "fill_constant_batch_size_like", "zeros_like", "ones_like", "range"]
+
+
+def _static(layer: str, what: str, value):
+    """``value`` as a Python value: a run-time Variable here is a ValueError naming the layer."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if any(isinstance(v, Variable) for v in values):
+        raise ValueError(f"{layer}: {what} given as a Variable ({value!r}) is not supported; pass Python ints")
+    return value
+
+
+def _ints(layer: str, what: str, value) -> list:
+    value = _static(layer, what, value)
+    return [int(value)] if isinstance(value, int) else [int(v) for v in value]
+
+
+def _op(layer: str, op_type: str, inputs: dict, attrs: dict | None = None, name=None, dtype=None,
+        outs=("Out",), stop_gradient: bool = False, xshape: bool = False):
+    """Append ``op_type`` writing a new var per slot of ``outs`` (plus XShape when asked);
+    return the var, or the tuple of vars when ``outs`` has several."""
+    helper = LayerHelper(layer, name=name)
+    first = next(iter(inputs.values()))
+    first = first[0] if isinstance(first, (list, tuple)) else first
+    made = [helper.create_variable_for_type_inference(dtype or first.dtype, stop_gradient=stop_gradient)
+            for _ in outs]
+    outputs = {slot: [v] for slot, v in zip(outs, made)}
+    if xshape:
+        outputs["XShape"] = [helper.create_variable_for_type_inference(first.dtype, stop_gradient=True)]
+    ins = {k: list(v) if isinstance(v, (list, tuple)) else [v] for k, v in inputs.items()}
+    helper.append_op(op_type, ins, outputs, attrs or {})
+    return made[0] if len(made) == 1 else tuple(made)
+
+
+# -- transposes and reshapes ----------------------------------------------------------------
+
+
+def transpose(x, perm, name=None):
+    """``x`` with its dims permuted: output dim i is ``x``'s dim ``perm[i]`` (a ``transpose2``
+    op). Raises ProgramError when ``perm`` is not a permutation of ``x``'s dims.
+
+    Example: ``L.transpose(x, perm=[1, 0, 2])`` turns [N, T, D] into [T, N, D].
+    """
+    return _op("transpose", "transpose2", {"X": x}, {"axis": _ints("transpose", "perm", perm)}, name, xshape=True)
+
+
+def unsqueeze(input, axes, name=None):
+    """``input`` with a size-1 dim inserted at each of ``axes`` (an int or list), one after the
+    other, each counted in the shape so far (``unsqueeze2``).
+
+    Example: ``L.unsqueeze(x, axes=[0, -1])`` turns [2, 3] into [1, 2, 3, 1].
+    """
+    return _op("unsqueeze2", "unsqueeze2", {"X": input}, {"axes": _ints("unsqueeze", "axes", axes)}, name,
+               xshape=True)
+
+
+def squeeze(input, axes, name=None):
+    """``input`` without the size-1 dims listed in ``axes`` (every size-1 dim if ``axes`` is
+    empty); a listed dim whose size is not 1 stays, as in Fluid 1.8 (``squeeze2``).
+
+    Example: ``L.squeeze(x, axes=[1])`` turns [N, 1, 5] into [N, 5].
+    """
+    return _op("squeeze", "squeeze2", {"X": input}, {"axes": _ints("squeeze", "axes", axes)}, name, xshape=True)
+
+
+def flatten(x, axis: int = 1, name=None):
+    """``x`` as a matrix: the dims before ``axis`` (0..rank) make the rows, the rest the columns
+    (``flatten2``).
+
+    Example: ``L.flatten(img)`` turns [N, C, H, W] into [N, C*H*W].
+    """
+    return _op("flatten", "flatten2", {"X": x}, {"axis": int(axis)}, name, xshape=True)
+
+
+def expand(x, expand_times, name=None):
+    """``x`` tiled ``expand_times[i]`` times along each dim i (one count >= 1 per dim); the
+    gradient sums the copies.
+
+    Example: ``L.expand(x, expand_times=[1, 3])`` turns [N, 2] into [N, 6].
+    """
+    return _op("expand", "expand", {"X": x}, {"expand_times": _ints("expand", "expand_times", expand_times)}, name)
+
+
+def expand_as(x, target_tensor, name=None):
+    """``x`` tiled to ``target_tensor``'s shape, each of whose dims must be a multiple of
+    ``x``'s (only ``x`` gets a gradient).
+
+    Example: ``L.expand_as(bias_row, scores)`` turns [1, D] into scores' [N, D].
+    """
+    return _op("expand_as", "expand_as", {"X": x, "target_tensor": target_tensor}, {}, name)
+
+
+def stack(x, axis: int = 0, name=None):
+    """The vars of ``x`` (a list, all of one shape and dtype, or one var) stacked along a new
+    dim ``axis`` (in -(rank+1)..rank).
+
+    Example: ``L.stack([a, b, c], axis=1)`` turns three [N, D] into [N, 3, D].
+    """
+    return _op("stack", "stack", {"X": list(x) if isinstance(x, (list, tuple)) else [x]}, {"axis": int(axis)},
+               name, outs=("Y",))
+
+
+def unstack(x, axis: int = 0, num=None):
+    """The slices of ``x`` along ``axis``, that dim removed: a list of ``num`` vars (default:
+    ``x``'s size along ``axis``, which must then be known).
+
+    Example: ``a, b, c = L.unstack(x, axis=1)`` for x [N, 3, D] gives three [N, D].
+    """
+    helper = LayerHelper("unstack")
+    if num is None:
+        d = x.shape[axis] if -len(x.shape) <= axis < len(x.shape) else None
+        if d is None or d < 0:
+            raise ValueError(f"unstack: num is needed when dim {axis} of {x.name}{list(x.shape)} is unknown")
+        num = d
+    outs = [helper.create_variable_for_type_inference(x.dtype) for _ in builtins.range(int(num))]  # range: a layer
+    helper.append_op("unstack", {"X": [x]}, {"Y": outs}, {"axis": int(axis), "num": int(num)})
+    return outs
+
+
+# -- slices and pads ------------------------------------------------------------------------
+
+
+def slice(input, axes, starts, ends):  # noqa: A001  (Fluid's name)
+    """``input[starts[i]:ends[i]]`` along each of ``axes``; negative starts and ends count from
+    the end, ends past the dim are clamped to it, and what is left must not be empty.
+
+    Example: ``L.slice(x, axes=[1], starts=[0], ends=[-1])`` drops the last column.
+    """
+    axes, starts, ends = (_ints("slice", w, v) for w, v in (("axes", axes), ("starts", starts), ("ends", ends)))
+    return _op("slice", "slice", {"Input": input},
+               {"axes": axes, "starts": starts, "ends": ends, "infer_flags": [1] * len(axes), "decrease_axis": []})
+
+
+def crop_tensor(x, shape=None, offsets=None, name=None):
+    """The box of ``x`` of size ``shape`` (one entry per dim; -1: to the end of the dim) at
+    ``offsets`` (default zeros).
+
+    Example: ``L.crop_tensor(img, shape=[-1, 3, 4, 4], offsets=[0, 0, 2, 2])``.
+    """
+    if shape is None:
+        raise ValueError("crop_tensor: shape is required")
+    shape = _ints("crop_tensor", "shape", shape)
+    offsets = [0] * len(x.shape) if offsets is None else _ints("crop_tensor", "offsets", offsets)
+    return _op("crop_tensor", "crop_tensor", {"X": x}, {"shape": shape, "offsets": offsets}, name)
+
+
+def pad(x, paddings, pad_value: float = 0.0, name=None):
+    """``x`` with ``paddings[2i]`` values before and ``paddings[2i+1]`` after dim i, all
+    ``pad_value``.
+
+    Example: ``L.pad(x, paddings=[0, 0, 1, 2])`` turns [N, 3] into [N, 6].
+    """
+    return _op("pad", "pad", {"X": x}, {"paddings": _ints("pad", "paddings", paddings), "pad_value": float(pad_value)},
+               name)
+
+
+def pad2d(input, paddings=(0, 0, 0, 0), mode: str = "constant", pad_value: float = 0.0, data_format: str = "NCHW",
+          name=None):
+    """A 4-D ``input`` padded in H and W by ``paddings`` [top, bottom, left, right]: with
+    ``pad_value`` (``"constant"``), the mirror image without the edge (``"reflect"``, each pad
+    smaller than its dim) or the edge repeated (``"edge"``).
+
+    Example: ``L.pad2d(img, [1, 1, 2, 2], mode="edge")`` turns [N, C, 8, 8] into [N, C, 10, 12].
+    """
+    return _op("pad2d", "pad2d", {"X": input},
+               {"paddings": _ints("pad2d", "paddings", paddings), "mode": mode, "pad_value": float(pad_value),
+                "data_format": data_format}, name)
+
+
+def reverse(x, axis):
+    """``x`` with the order along ``axis`` (an int or list of dims) reversed.
+
+    Example: ``L.reverse(seq, axis=1)`` reverses each row of [N, T].
+    """
+    return _op("reverse", "reverse", {"X": x}, {"axis": _ints("reverse", "axis", axis)})
+
+
+# -- indexing -------------------------------------------------------------------------------
+
+
+def gather(input, index, overwrite: bool = True):
+    """The rows ``input[index[i]]`` (``index`` int32/int64, [N] or [N, 1]). ``overwrite`` says
+    how a repeated index's gradient lands: True keeps the last one, as Fluid 1.8 does; pass
+    False to add them up (NOTE(overwrite) in ops/manip.py).
+
+    Example: ``L.gather(table, ids)`` for table [V, D] and ids [N] gives [N, D].
+    """
+    return _op("gather", "gather", {"X": input, "Index": index}, {"overwrite": bool(overwrite)})
+
+
+def gather_nd(input, index, name=None):
+    """One element or slice of ``input`` per index tuple: ``index``'s last dim k (<= rank)
+    indexes ``input``'s first k dims; the result is ``index.shape[:-1] + input.shape[k:]``.
+
+    Example: ``L.gather_nd(x, idx)`` for x [3, 4, 5] and idx [N, 2] gives [N, 5].
+    """
+    return _op("gather_nd", "gather_nd", {"X": input, "Index": index}, {}, name)
+
+
+def scatter(input, index, updates, name=None, overwrite: bool = True):
+    """``input`` with row ``index[i]`` replaced by ``updates[i]``; a repeated index takes the
+    last update (``overwrite``) or, with ``overwrite=False``, the sum of its updates. The
+    gradient of ``input`` is the output's gradient unchanged, as in Fluid 1.8
+    (NOTE(scatter-grad-1.8) in ops/manip.py).
+
+    Example: ``L.scatter(x, ids, rows)`` for x [V, D], ids [N] and rows [N, D].
+    """
+    return _op("scatter", "scatter", {"X": input, "Ids": index, "Updates": updates}, {"overwrite": bool(overwrite)},
+               name)
+
+
+def one_hot(input, depth: int, allow_out_of_range: bool = False):
+    """float32 one-hot codes of the int64 ids ``input`` [..., 1]: [..., depth] (the trailing 1
+    replaced). An id outside [0, depth) is an error at run time, or, with
+    ``allow_out_of_range``, a row of zeros. No gradient.
+
+    Example: ``L.one_hot(label, depth=10)`` turns [N, 1] into [N, 10].
+    """
+    return _op("one_hot", "one_hot", {"X": input},
+               {"depth": int(_static("one_hot", "depth", depth)), "allow_out_of_range": bool(allow_out_of_range)},
+               dtype="float32", stop_gradient=True)
+
+
+def argmax(x, axis: int = 0):
+    """The int64 index of the first maximum of ``x`` along ``axis`` (that dim removed).
+
+    Example: ``L.argmax(prob, axis=1)`` turns [N, C] into [N].
+    """
+    return _op("arg_max", "arg_max", {"X": x}, {"axis": int(axis)}, dtype="int64", stop_gradient=True)
+
+
+def argmin(x, axis: int = 0):
+    """The int64 index of the first minimum of ``x`` along ``axis`` (that dim removed).
+
+    Example: ``L.argmin(dist, axis=1)`` turns [N, K] into [N].
+    """
+    return _op("arg_min", "arg_min", {"X": x}, {"axis": int(axis)}, dtype="int64", stop_gradient=True)
+
+
+def argsort(input, axis: int = -1, descending: bool = False, name=None):
+    """``(sorted, indices)``: ``input`` sorted along ``axis`` and the int64 positions the values
+    came from; ties keep their order. The sorted values have a gradient.
+
+    Example: ``vals, idx = L.argsort(scores, axis=1, descending=True)``.
+    """
+    out, ids = _op("argsort", "argsort", {"X": input}, {"axis": int(axis), "descending": bool(descending)}, name,
+                   outs=("Out", "Indices"))
+    ids.stop_gradient = True
+    return out, ids
+
+
+def cumsum(x, axis=None, exclusive=None, reverse=None):
+    """Running sums of ``x`` along ``axis`` (default the last); ``exclusive`` leaves each
+    element out of its own sum, ``reverse`` sums from the end.
+
+    Example: ``L.cumsum(x, axis=1, exclusive=True)`` gives [0, x0, x0+x1, ...] per row.
+    """
+    attrs = {"axis": -1 if axis is None else int(axis), "exclusive": bool(exclusive), "reverse": bool(reverse)}
+    return _op("cumsum", "cumsum", {"X": x}, attrs)
+
+
+# -- shapes and fills -----------------------------------------------------------------------
+
+
+def shape(input):
+    """``input``'s shape as an int32 vector [rank], read at run time (so the batch size too).
+
+    Example: ``n = L.slice(L.shape(x), axes=[0], starts=[0], ends=[1])``.
+    """
+    return _op("shape", "shape", {"Input": input}, dtype="int32", stop_gradient=True)
+
+
+def fill_constant_batch_size_like(input, shape, dtype, value, input_dim_idx: int = 0, output_dim_idx: int = 0,
+                                  force_cpu: bool = False):
+    """A var of ``shape`` filled with ``value``, whose dim ``output_dim_idx`` is ``input``'s dim
+    ``input_dim_idx`` at run time (the batch size).
+
+    Example: ``h0 = L.fill_constant_batch_size_like(x, shape=[-1, 64], dtype="float32", value=0.0)``.
+    """
+    dtype = normalize_dtype(dtype)
+    attrs = {"shape": _ints("fill_constant_batch_size_like", "shape", shape), "dtype": dtype, "value": float(value),
+             "str_value": str(float(value)), "input_dim_idx": int(input_dim_idx), "output_dim_idx": int(output_dim_idx),
+             "force_cpu": bool(force_cpu)}
+    return _op("fill_constant_batch_size_like", "fill_constant_batch_size_like", {"Input": input}, attrs,
+               dtype=dtype, stop_gradient=True)
+
+
+def _like(layer: str, op_type: str, x, out, attrs: dict):
+    helper = LayerHelper(layer)
+    out = out if out is not None else helper.create_variable_for_type_inference(x.dtype)
+    out.stop_gradient = True
+    helper.append_op(op_type, {"X": [x]}, {"Out": [out]}, attrs)
+    return out
+
+
+def zeros_like(x, out=None):
+    """Zeros of ``x``'s shape and dtype (into ``out`` if given); no gradient.
+
+    Example: ``z = L.zeros_like(x)``.
+    """
+    return _like("zeros_like", "fill_zeros_like", x, out, {})
+
+
+def ones_like(x, out=None):
+    """Ones of ``x``'s shape and dtype (into ``out`` if given); no gradient.
+
+    Example: ``o = L.ones_like(x)``.
+    """
+    return _like("ones_like", "fill_any_like", x, out, {"value": 1.0})
+
+
+def range(start, end, step, dtype):  # noqa: A001  (Fluid's name)
+    """``[start, start + step, ...)`` short of ``end``, of ``dtype`` (float32, float64, int32,
+    int64); each bound is a number or a [1] var (cast to ``dtype``). Its length is known only
+    at run time (shape [-1]); a zero step or one pointing away from ``end`` is an error then.
+
+    Example: ``pos = L.range(0, 10, 1, "int64")`` gives [0, 1, ..., 9].
+    """
+    dtype = normalize_dtype(dtype)
+    if dtype not in ("float32", "float64", "int32", "int64"):
+        raise ValueError(f"range: dtype must be float32, float64, int32 or int64, got {dtype}")
+    bounds = {}
+    for slot, v in (("Start", start), ("End", end), ("Step", step)):
+        if not isinstance(v, Variable):
+            v = fill_constant([1], dtype, v)
+        elif v.dtype != dtype:
+            v = cast(v, dtype)
+        bounds[slot] = v
+    return _op("range", "range", bounds, dtype=dtype, stop_gradient=True)

@@ -1,0 +1,212 @@
+"""The layers of placegroup/layers/manip.py build programs that the Executor runs to numpy's
+answers, with the shapes (-1 for the batch) that Fluid 1.8 infers; gradients flow through
+them; Fluid 1.8's gradient rules that are not derivatives (scatter's X, gather's overwrite)
+hold; bad arguments fail at build time naming the op and the values."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import placegroup as fluid
+from placegroup.errors import ProgramError
+from placegroup.ops.registry import KernelContext, get_op_def
+from tests.test_layers import check_program_gradients, fresh
+
+L = fluid.layers
+
+
+def _run(exe, main, feed, outs):
+    return exe.run(main, feed=feed, fetch_list=list(outs))
+
+
+def test_reshaping_layers_match_numpy_and_fluid_shapes():
+    xs = np.random.default_rng(0).standard_normal((4, 3, 1, 5)).astype("float32")
+    with fresh() as (main, startup, exe):
+        x = L.data("x", shape=[3, 1, 5])
+        outs = {
+            "transpose": (L.transpose(x, perm=[0, 3, 1, 2]), (-1, 5, 3, 1), xs.transpose(0, 3, 1, 2)),
+            "squeeze": (L.squeeze(x, axes=[2]), (-1, 3, 5), xs[:, :, 0]),
+            "unsqueeze": (L.unsqueeze(x, axes=[1, -1]), (-1, 1, 3, 1, 5, 1), xs[:, None, ..., None]),
+            "flatten": (L.flatten(x), (-1, 15), xs.reshape(4, 15)),
+            "flatten0": (L.flatten(x, axis=0), (1, -1), xs.reshape(1, 60)),
+            "expand": (L.expand(x, [1, 2, 3, 1]), (-1, 6, 3, 5), np.tile(xs, (1, 2, 3, 1))),
+            "reverse": (L.reverse(x, axis=-1), (-1, 3, 1, 5), xs[..., ::-1]),
+            "slice": (L.slice(x, axes=[1, 3], starts=[1, -2], ends=[9, 5]), (-1, 2, 1, 2), xs[:, 1:, :, 3:]),
+            "crop": (L.crop_tensor(x, shape=[-1, 2, 1, 3], offsets=[0, 1, 0, 1]), (-1, 2, 1, 3), xs[:, 1:3, :, 1:4]),
+            "pad": (L.pad(x, [0, 0, 1, 0, 0, 2, 1, 1], pad_value=2.0), (-1, 4, 3, 7),
+                    np.pad(xs, [(0, 0), (1, 0), (0, 2), (1, 1)], constant_values=2.0)),
+            "pad2d": (L.pad2d(x, [0, 0, 2, 1], mode="edge"), (-1, 3, 1, 8),
+                      np.pad(xs, [(0, 0), (0, 0), (0, 0), (2, 1)], mode="edge")),
+            "cumsum": (L.cumsum(x, axis=1, reverse=True), (-1, 3, 1, 5), np.cumsum(xs[:, ::-1], 1)[:, ::-1]),
+        }
+        for name, (var, shape, _) in outs.items():
+            assert var.shape == shape, f"{name}: {var.shape}"
+        got = _run(exe, main, {"x": xs}, [v for v, _, _ in outs.values()])
+    for (name, (_, _, want)), g in zip(outs.items(), got, strict=True):
+        assert g.dtype == np.float32, name
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6, err_msg=name)
+    ops = [op.type for op in main.global_block().ops]
+    for t in ("transpose2", "squeeze2", "unsqueeze2", "flatten2", "expand", "reverse", "slice", "crop_tensor", "pad",
+              "pad2d", "cumsum"):
+        assert t in ops
+    xshape = main.global_block().ops[ops.index("transpose2")].output("XShape")[0]
+    assert main.global_block().var(xshape).shape == (0, -1, 3, 1, 5)  # NOTE(xshape)
+
+
+def test_indexing_layers_match_numpy():
+    rng = np.random.default_rng(1)
+    table = rng.standard_normal((6, 4)).astype("float32")
+    ids = np.array([[3], [0], [3], [2]], np.int64)
+    scores = rng.standard_normal((4, 5)).astype("float32")
+    with fresh() as (main, startup, exe):
+        t = L.data("t", shape=[6, 4], append_batch_size=False)
+        i = L.data("i", shape=[1], dtype="int64")
+        s = L.data("s", shape=[5])
+        g = L.gather(t, i)
+        nd = L.gather_nd(t, L.concat([i, i], axis=1))
+        sc = L.scatter(t, L.squeeze(i, axes=[1]), L.fill_constant_batch_size_like(i, [-1, 4], "float32", 9.0))
+        code = L.one_hot(i, depth=6)
+        am, an = L.argmax(s, axis=1), L.argmin(s, axis=-1)
+        vals, idx = L.argsort(s, axis=1, descending=True)
+        assert (g.shape, nd.shape, sc.shape, code.shape, am.shape) == ((-1, 4), (-1,), (6, 4), (-1, 6), (-1,))
+        assert code.dtype == "float32" and am.dtype == "int64" and idx.dtype == "int64" and idx.stop_gradient
+        got = _run(exe, main, {"t": table, "i": ids, "s": scores}, [g, nd, sc, code, am, an, vals, idx])
+    rows = ids[:, 0]
+    want_sc = table.copy()
+    want_sc[rows] = 9.0
+    order = np.argsort(-scores, 1, kind="stable")
+    want = [table[rows], table[rows, rows], want_sc, np.eye(6, dtype=np.float32)[rows], scores.argmax(1),
+            scores.argmin(1), np.take_along_axis(scores, order, 1), order]
+    for k, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert a.dtype == b.dtype, f"output {k}: {a.dtype} vs {b.dtype}"
+        np.testing.assert_allclose(a, b, rtol=1e-6, err_msg=f"output {k}")
+
+
+def test_shape_fills_stack_and_range():
+    xs = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with fresh() as (main, startup, exe):
+        x = L.data("x", shape=[4])
+        shp = L.shape(x)
+        assert shp.dtype == "int32" and shp.shape == (2,)
+        batch = L.fill_constant_batch_size_like(x, shape=[-1, 2], dtype="int64", value=7)
+        z, o = L.zeros_like(x), L.ones_like(x)
+        st = L.stack([x, o], axis=1)
+        parts = L.unstack(x, axis=1)
+        r = L.range(0, 10, 3, "int64")
+        rv = L.range(L.fill_constant([1], "int32", 5), 1.0, -1.5, "float32")  # a var bound is cast
+        ea = L.expand_as(L.slice(x, axes=[1], starts=[0], ends=[1]), x)
+        assert (batch.shape, st.shape, len(parts), parts[0].shape, r.shape, ea.shape) == \
+               ((-1, 2), (-1, 2, 4), 4, (-1,), (-1,), (-1, 4))
+        got = _run(exe, main, {"x": xs}, [shp, batch, z, o, st, *parts, r, rv, ea])
+    want = [np.array([3, 4], np.int32), np.full((3, 2), 7, np.int64), np.zeros_like(xs), np.ones_like(xs),
+            np.stack([xs, np.ones_like(xs)], 1), *xs.T, np.array([0, 3, 6, 9]), np.array([5.0, 3.5, 2.0], np.float32),
+            np.repeat(xs[:, :1], 4, 1)]
+    for k, (a, b) in enumerate(zip(got, want, strict=True)):
+        assert a.dtype == b.dtype, f"output {k}: {a.dtype} vs {b.dtype}"
+        np.testing.assert_array_equal(a, b, err_msg=f"output {k}")
+
+
+def test_gradients_flow_through_the_layers():
+    # float64 whole-program gradients vs central differences, through every differentiable layer
+    rng = np.random.default_rng(3)
+    feed = {"x": rng.standard_normal((3, 2, 3)), "ids": np.array([[2], [0], [2]], np.int64)}
+    with fresh() as (main, startup, exe):
+        x = L.data("x", shape=[2, 3], dtype="float64")
+        ids = L.data("ids", shape=[1], dtype="int64")
+        h = L.fc(x, 6, num_flatten_dims=2)                                  # [-1, 2, 6]
+        a = L.transpose(L.unsqueeze(h, axes=[1]), perm=[0, 2, 1, 3])        # [-1, 2, 1, 6]
+        b = L.flatten(L.reverse(L.squeeze(a, axes=[2]), axis=[1, 2]))       # [-1, 12]
+        c = L.pad2d(L.unsqueeze(h, axes=[1]), [1, 0, 2, 1], mode="reflect")  # [-1, 1, 3, 9]
+        d = L.crop_tensor(L.pad(c, [0, 0, 0, 0, 1, 1, 0, 0]), shape=[-1, 1, 2, 5], offsets=[0, 0, 1, 2])
+        e = L.slice(L.cumsum(L.expand(h, [1, 2, 1]), axis=1, exclusive=True), axes=[1], starts=[1], ends=[3])
+        parts = L.unstack(L.stack([L.reduce_sum(e, dim=1), L.slice(b, axes=[1], starts=[0], ends=[6])]), axis=0)
+        table = L.create_parameter([4, 3], "float64", name="table")
+        g = L.gather(table, ids, overwrite=False)                           # ids repeat: gradients add
+        # only Updates: scatter's X gradient is Fluid 1.8's, not a derivative (tested below)
+        base = L.fill_constant_batch_size_like(x, [-1, 3], "float64", 0.5)
+        s = L.scatter(base, L.squeeze(ids, axes=[1]), g, overwrite=False)
+        nd = L.gather_nd(h, L.concat([L.zeros_like(ids), L.ones_like(ids)], axis=1))  # h[:, 0, 1], repeated
+        vals, _ = L.argsort(h, axis=-1, descending=True)
+        tiled = L.expand_as(L.slice(g, [1], [0], [1]), s)
+        terms = [L.reduce_sum(L.square(t)) for t in (parts[0], parts[1], d, s, nd, vals, tiled)]
+        loss = L.sums(terms)
+        params_grads = fluid.append_backward(loss)
+        main.verify()
+        exe.run(startup)
+        assert {p.name for p, _ in params_grads} >= {"table", "fc_0.w_0", "fc_0.b_0"}
+        check_program_gradients(exe, main, loss, feed, params_grads)
+
+
+def _grad_kernel(op, ins, outputs, **attrs):
+    opdef = get_op_def(op)
+    return opdef.kernels["cpu"](np, ins, {**opdef.attrs, **attrs}, KernelContext(outputs=outputs))
+
+
+def test_scatter_x_gradient_is_fluid_18s():
+    # NOTE(scatter-grad-1.8): X@GRAD = Out@GRAD, rows named by Ids included; Updates@GRAD =
+    # Out@GRAD[Ids], a repeated id included (overwrite=True)
+    g = np.arange(8, dtype=np.float32).reshape(4, 2)
+    ids = np.array([1, 3, 1])
+    got = _grad_kernel("scatter_grad", {"Ids": ids, "Out@GRAD": g}, ["X@GRAD", "Updates@GRAD"])
+    np.testing.assert_array_equal(got["X@GRAD"], g)
+    np.testing.assert_array_equal(got["Updates@GRAD"], g[[1, 3, 1]])
+    assert set(_grad_kernel("scatter_grad", {"Ids": ids, "Out@GRAD": g}, ["Updates@GRAD"])) == {"Updates@GRAD"}
+
+
+def test_gather_overwrite_gradient_keeps_the_last_row():
+    # NOTE(overwrite): Fluid 1.8's CPU gather_grad with overwrite=True writes the last Out@GRAD
+    # row of a repeated index; overwrite=False adds them
+    x = np.zeros((4, 2), np.float32)
+    idx = np.array([1, 3, 1, 1], np.int32)
+    g = np.arange(8, dtype=np.float32).reshape(4, 2)
+    last = _grad_kernel("gather_grad", {"X": x, "Index": idx, "Out@GRAD": g}, ["X@GRAD"])["X@GRAD"]
+    np.testing.assert_array_equal(last, [[0, 0], [6, 7], [0, 0], [2, 3]])
+    added = _grad_kernel("gather_grad", {"X": x, "Index": idx, "Out@GRAD": g}, ["X@GRAD"], overwrite=False)["X@GRAD"]
+    np.testing.assert_array_equal(added, [[0, 0], [0 + 4 + 6, 1 + 5 + 7], [0, 0], [2, 3]])
+
+
+def test_integer_and_bool_data_pass_through():
+    xs = np.arange(6, dtype=np.int64).reshape(2, 3)
+    with fresh() as (main, startup, exe):
+        x = L.data("x", shape=[2, 3], dtype="int64", append_batch_size=False)
+        m = L.data("m", shape=[2, 3], dtype="bool", append_batch_size=False)
+        outs = [L.transpose(x, [1, 0]), L.gather(x, L.assign(np.array([1, 0], np.int32))), L.reverse(m, 1),
+                L.flatten(m, axis=0), L.slice(x, [1], [1], [3]), L.cumsum(x, axis=1), L.stack([x, x])]
+        assert [o.dtype for o in outs] == ["int64", "int64", "bool", "bool", "int64", "int64", "int64"]
+        got = _run(exe, main, {"x": xs, "m": xs % 2 == 0}, outs)
+    want = [xs.T, xs[[1, 0]], (xs % 2 == 0)[:, ::-1], (xs % 2 == 0).reshape(1, 6), xs[:, 1:], np.cumsum(xs, 1),
+            np.stack([xs, xs])]
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+
+
+def test_build_and_run_errors_name_the_problem():
+    with fresh() as (main, startup, exe):
+        x = L.data("x", shape=[3, 4])
+        ids = L.data("ids", shape=[1], dtype="int64")
+        with pytest.raises(ProgramError, match=r"transpose2: axis \[0, 1\] is not a permutation of 0..2"):
+            L.transpose(x, perm=[0, 1])
+        with pytest.raises(ProgramError, match="Index must be int32 or int64, got float32"):
+            L.gather(x, x)
+        with pytest.raises(ProgramError, match="slice: axes entry 5 is out of range"):
+            L.slice(x, axes=[5], starts=[0], ends=[1])
+        with pytest.raises(ProgramError, match=r"arg_max: axis 3 is out of range for X\[-1, 3, 4\]"):
+            L.argmax(x, axis=3)
+        with pytest.raises(ProgramError, match="pad2d: mode 'wrap' must be constant, reflect or edge"):
+            L.pad2d(L.unsqueeze(x, [1]), [1, 1, 1, 1], mode="wrap")
+        with pytest.raises(ValueError, match="one_hot: depth given as a Variable"):
+            L.one_hot(ids, depth=ids)
+        with pytest.raises(ValueError, match="unstack: num is needed when dim 0"):
+            L.unstack(x, axis=0)
+        code = L.one_hot(ids, depth=3)
+        with pytest.raises(Exception, match="one_hot: X holds 3, out of range for depth 3"):
+            exe.run(main, feed={"x": np.zeros((1, 3, 4), np.float32), "ids": np.array([[3]])}, fetch_list=[code])
+
+
+def test_program_prints_fluid_op_types():
+    with fresh() as (main, startup, exe):
+        x = L.data("x", shape=[3])
+        L.unsqueeze(L.transpose(x, [1, 0]), axes=[0])
+        text = str(main)
+    assert "transpose2(" in text and "unsqueeze2(" in text and "XShape" in text
