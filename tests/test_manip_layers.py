@@ -1,16 +1,27 @@
 """The layers of placegroup/layers/manip.py build programs that the Executor runs to numpy's
 answers, with the shapes (-1 for the batch) that Fluid 1.8 infers; gradients flow through
 them; Fluid 1.8's gradient rules that are not derivatives (scatter's X, gather's overwrite)
-hold; bad arguments fail at build time naming the op and the values."""
+hold; bad arguments fail at build time naming the op and the values. Where
+PLACEGROUP_PADDLE_PYTHON names a python with paddle, every OpCase of tests/cases/manip.py
+runs in Paddle 2.6 too (the same op type and attrs) and must give the same outputs and
+gradients."""
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
 
 import numpy as np
 import pytest
 
 import placegroup as fluid
 from placegroup.errors import ProgramError
-from placegroup.ops.registry import KernelContext, get_op_def
+from placegroup.ops.registry import GradOpView, KernelContext, get_op_def
+from tests.cases.manip import CASES
+from tests.op_cases import sample
 from tests.test_layers import check_program_gradients, fresh
+from tests.test_ops import _run_grad_ops
 
 L = fluid.layers
 
@@ -210,3 +221,120 @@ def test_program_prints_fluid_op_types():
         L.unsqueeze(L.transpose(x, [1, 0]), axes=[0])
         text = str(main)
     assert "transpose2(" in text and "unsqueeze2(" in text and "XShape" in text
+
+
+# -- against Paddle ---------------------------------------------------------------------------
+
+PADDLE_PYTHON = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
+
+# Each case: its op appended with Paddle 2.6's LayerHelper (the 1.x ops still exist there),
+# its outputs, and the gradient of sum(out * cot) w.r.t. each input the case differentiates.
+# pad2d has no kernel left in Paddle 2.6: it runs as paddle's pad (pad3d), same numbers.
+PADDLE_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import paddle
+    from paddle.base.layer_helper import LayerHelper
+    paddle.enable_static()
+    spec = json.loads(sys.argv[1])
+    d = dict(np.load(spec["data"]))
+    DTYPES = {"float32": 5, "float64": 6, "int32": 2, "int64": 3}
+    exe, res = paddle.static.Executor(paddle.CPUPlace()), {}
+    for case in spec["cases"]:
+        cid, a = case["id"], case["attrs"]
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            ins, feed, diff = {}, {}, []
+            for slot, n in case["ins"].items():
+                ins[slot] = []
+                for k in range(n):
+                    arr = d[f"{cid}/{slot}/{k}"]
+                    v = paddle.static.data(f"{cid}.{slot}.{k}", arr.shape, str(arr.dtype))
+                    if slot in case["grad"]:
+                        v.stop_gradient = False
+                        diff.append((slot, k, v))
+                    ins[slot].append(v)
+                    feed[v.name] = arr
+            if case["op"] == "pad2d":
+                t, b, l, r = a["paddings"]
+                mode = {"edge": "replicate"}.get(a["mode"], a["mode"])
+                outs = {"Out": [paddle.nn.functional.pad(ins["X"][0], [l, r, t, b], mode=mode, value=a["pad_value"],
+                                                         data_format=a["data_format"])]}
+            else:
+                helper = LayerHelper(case["op"])
+                outs = {s: [helper.create_variable_for_type_inference(dt) for dt in dts]
+                        for s, dts in case["outs"].items()}
+                helper.append_op(type=case["op"], inputs=ins, outputs=outs,
+                                 attrs={k: DTYPES.get(v, v) if k == "dtype" else v for k, v in a.items()})
+            shown = {s: vs for s, vs in outs.items() if s != "XShape"}  # Paddle fetches no XShape data
+            fetch = [v for vs in shown.values() for v in vs]
+            names = [f"{s}/{k}" for s, vs in shown.items() for k in range(len(vs))]
+            if diff:
+                terms = []
+                for s, vs in outs.items():
+                    for k, v in enumerate(vs):
+                        cot = d.get(f"{cid}/{s}/{k}@COT")
+                        if cot is not None:
+                            c = paddle.static.data(f"{cid}.{s}.{k}.cot", cot.shape, "float32")
+                            feed[c.name] = cot
+                            terms.append(paddle.sum(v * c))
+                fetch += paddle.static.gradients([paddle.add_n(terms)], [v for _, _, v in diff])
+                names += [f"{s}@GRAD/{k}" for s, k, _ in diff]
+        got = exe.run(main, feed=feed, fetch_list=fetch)
+        res.update({f"{cid}//{n}": g for n, g in zip(names, got)})
+    np.savez(spec["out"], **res)
+""")
+
+# op types Paddle 2.6 no longer registers
+NOT_IN_PADDLE_2 = {"squeeze", "unsqueeze", "flatten", "expand_as", "one_hot"}
+
+
+def _listed(v) -> list:
+    return v if isinstance(v, list) else [v]
+
+
+@pytest.mark.paddle
+@pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
+def test_manip_ops_match_paddle(tmp_path):
+    rng = np.random.default_rng(9)
+    data, cases, ours = {}, [], {}
+    for case in CASES:
+        if case.ref is None or case.op in NOT_IN_PADDLE_2:
+            continue
+        cid, opdef = case.id, get_op_def(case.op)
+        attrs = {**opdef.attrs, **case.attrs}
+        ins = sample(case, 0, np.float32)
+        outs = opdef.kernels["cpu"](np, ins, attrs, KernelContext(outputs=[s.name for s in opdef.outputs]))
+        in_names = {s: [f"{s}.{k}" for k in range(len(_listed(v)))] for s, v in ins.items()}
+        out_names = {s: [f"o{s}.{k}" for k in range(len(_listed(v)))] for s, v in outs.items()}
+        scope = {n: a for s, v in ins.items() for n, a in zip(in_names[s], _listed(v))}
+        for s, v in ins.items():
+            data.update({f"{cid}/{s}/{k}": a for k, a in enumerate(_listed(v))})
+        for s, v in outs.items():
+            for k, arr in enumerate(_listed(v)):
+                scope[out_names[s][k]] = arr
+                scope[out_names[s][k] + "@GRAD"] = np.zeros(arr.shape, arr.dtype)
+                if s != "XShape":
+                    ours[f"{cid}//{s}/{k}"] = arr
+                if arr.dtype.kind == "f" and s != "XShape":
+                    cot = rng.standard_normal(arr.shape).astype(np.float32)
+                    data[f"{cid}/{s}/{k}@COT"] = scope[out_names[s][k] + "@GRAD"] = cot
+        for slot in case.grad:
+            view = GradOpView(case.op, in_names, out_names, attrs, frozenset(in_names[slot]), lambda n: n + "@GRAD")
+            grads = _run_grad_ops(opdef.grad(view), dict(scope))
+            ours.update({f"{cid}//{slot}@GRAD/{k}": grads[n + "@GRAD"] for k, n in enumerate(in_names[slot])})
+        cases.append({"id": cid, "op": case.op, "attrs": attrs, "grad": list(case.grad),
+                      "ins": {s: len(_listed(v)) for s, v in ins.items()},
+                      "outs": {s: [a.dtype.name for a in _listed(v)] for s, v in outs.items()}})
+    np.savez(tmp_path / "data.npz", **data)
+    spec = {"data": str(tmp_path / "data.npz"), "out": str(tmp_path / "paddle.npz"), "cases": cases}
+    done = subprocess.run([PADDLE_PYTHON, "-c", PADDLE_SCRIPT, json.dumps(spec)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ref = dict(np.load(spec["out"]))
+    for key, got in ours.items():
+        want = ref[key]
+        # Paddle 2 returns 0-d arrays where Fluid 1.8 (and placegroup) return shape [1]
+        want = want.reshape(got.shape) if want.shape == () else want
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=key)
+        assert got.dtype == want.dtype, key
