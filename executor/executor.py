@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from placegroup.compiler import prepare_run
 from placegroup.errors import PlacementError, ProgramError
 from placegroup.executor.interpreter import Interpreter
 from placegroup.executor.link import Link
@@ -32,6 +33,7 @@ from placegroup.ir.cluster import Cluster
 from placegroup.ir.framework import default_main_program
 from placegroup.ir.place_group import ExecutorRole
 from placegroup.ir.places import CPUPlace
+from placegroup.reader_registry import reader_feed
 
 
 def _fetch_name(f: Any) -> str:
@@ -143,8 +145,11 @@ class Executor:
         """Run one step of ``program`` and return the fetched values.
 
         Args:
-            program: the Program (default: ``default_main_program()``).
-            feed: var name -> array (or list) for the program's data vars.
+            program: the Program (default: ``default_main_program()``), or a
+                ``fluid.CompiledProgram`` of one (placegroup/compiler.py).
+            feed: var name -> array (or list) for the program's data vars; or a list of such
+                dicts, one per place. Vars a started reader fills (``py_reader``, a
+                non-iterable ``DataLoader``) take its next batch unless fed here.
             fetch_list: vars or names to return after the step; on a trainer, a var another
                 executor holds too (its holder's value of this step).
             scope: where values live (default: ``global_scope()``).
@@ -154,18 +159,20 @@ class Executor:
             A list with one value per ``fetch_list`` entry.
 
         Raises:
+            EOFException: a reader of the program is at the end of its data (``fluid.core``).
             ProgramError: on a feed that is not a var or has the wrong shape.
             OpError: "While executing op #i `type`: ..." when a kernel fails.
             PeerLost, RemoteError, CommTimeout: a distributed run lost a peer, or a peer failed.
         """
-        program = program if program is not None else default_main_program()
-        scope = scope if scope is not None else global_scope()
+        program, feed, scope, batches = prepare_run(program if program is not None else default_main_program(),
+                                                    feed, scope if scope is not None else global_scope(), self.place)
         if program.executor is not None and program.cluster is not None:
-            return self._run_distributed(program, feed, fetch_list, scope, return_numpy)
+            return self._run_distributed(program, feed, fetch_list, scope, return_numpy, batches)
         if scope.settle is not None:  # parameters still on their way from the pservers
             scope.settle()
         plan = self._plan(program, None)
         vals = scope.vars
+        feed = reader_feed(program, feed, batches=batches)
         if feed:
             self._feed(plan, vals, feed)
         self._local.run_step(plan, vals, self._steps_done)
@@ -178,7 +185,7 @@ class Executor:
             ck.after_step(self, program, scope, self._steps_done)
         return [self._fetch(vals, f, return_numpy, plan) for f in fetch_list or ()]
 
-    def _run_distributed(self, program, feed, fetch_list, scope: Scope, return_numpy: bool) -> list:
+    def _run_distributed(self, program, feed, fetch_list, scope: Scope, return_numpy: bool, batches: int) -> list:
         dist = self._dist
         if dist is None:
             dist = self._dist = _Distributed(program, self.xp, self.peer_timeout, self.network)
@@ -193,6 +200,8 @@ class Executor:
         scope.get_hook = interp.settle_one
         scope.settle = interp.settle
         ck = self._checkpointer()
+        # before the step, outside the try: the end of a trainer's data is no failure to tell its peers
+        feed = reader_feed(program, feed, plan.remote_of, batches)
         try:
             if feed:
                 self._feed(plan, vals, feed)

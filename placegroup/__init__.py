@@ -33,6 +33,10 @@ from placegroup.ir.place_group import ExecutorId, ExecutorRole, PlaceGroup  # no
 from placegroup.ir.places import CPUPlace, CUDAPinnedPlace, CUDAPlace, is_compiled_with_cuda  # noqa: E402
 from placegroup.transpiler import (DistributeTranspiler, DistributeTranspilerConfig,  # noqa: E402
                                    HashName, RoundRobin)
+from placegroup import compiler  # noqa: E402
+from placegroup.compiler import (BuildStrategy, CompiledProgram, ExecutionStrategy, cpu_places,  # noqa: E402
+                                 cuda_pinned_places, cuda_places)
+from placegroup.parallel_executor import ParallelExecutor  # noqa: E402
 
 _moved.install()  # the module paths that moved keep working, with a DeprecationWarning
 # Fluid 1.8's names placegroup lacks raise NotImplementedInPlacegroup here and in the submodules
@@ -51,3 +55,5 @@ __all__ = [
     "initializer", "io", "is_compiled_with_cuda", "layers", "metrics", "nets", "optimizer",
     "program_guard", "reader", "regularizer", "scope_guard", "transpile_from_env", "unique_name",
 ]
+__all__ += ["BuildStrategy", "CompiledProgram", "ExecutionStrategy", "ParallelExecutor", "compiler", "cpu_places",
+            "cuda_pinned_places", "cuda_places"]

@@ -1,8 +1,10 @@
 """``fluid.core``: the part of Fluid's C++ core that placegroup has, its places and ``Scope``.
 
 Fluid 1.x scripts reach these through ``fluid.core`` as well (``fluid.core.CPUPlace()``,
-``fluid.core.is_compiled_with_cuda()``); here they are placegroup's own. ``LoDTensor``,
-``EOFException`` and the rest raise ``NotImplementedInPlacegroup`` (docs/fluid_compat.md).
+``fluid.core.is_compiled_with_cuda()``); here they are placegroup's own, with
+``EOFException``, which ``exe.run`` raises at the end of a reader's data
+(placegroup/io/data_loader.py). ``LoDTensor`` and the rest raise ``NotImplementedInPlacegroup``
+(docs/fluid_compat.md).
 
 Example::
 
@@ -11,5 +13,6 @@ Example::
 """
 from placegroup.executor import Scope
 from placegroup.ir.places import CPUPlace, CUDAPinnedPlace, CUDAPlace, is_compiled_with_cuda
+from placegroup.reader_registry import EOFException
 
-__all__ = ["CPUPlace", "CUDAPinnedPlace", "CUDAPlace", "Scope", "is_compiled_with_cuda"]
+__all__ = ["CPUPlace", "CUDAPinnedPlace", "CUDAPlace", "EOFException", "Scope", "is_compiled_with_cuda"]

@@ -7,6 +7,8 @@ Three kinds of file, none of them pickled, all written atomically:
 * var values (``save_persistables``, ``save_params``, ``save_vars`` and their loads): var_files.py;
 * inference models, a pruned program and the values it reads (``save_inference_model``,
   ``load_inference_model``): inference.py;
+* readers that feed a program from a background thread (``DataLoader``, ``PyReader``; the
+  machinery of ``fluid.layers.py_reader`` too): data_loader.py;
 * checkpoints: every N steps, each process its own part, resumed onto any number of pservers
   (``CheckpointConfig``, ``save_checkpoint``, ``load_checkpoint``, ``latest_checkpoint``):
   checkpoint.py, with its on-disk layout in checkpoint_store.py and the re-slicing of saved
@@ -17,6 +19,7 @@ executor's checkpoint hook.
 """
 from placegroup.io.checkpoint import CheckpointConfig, load_checkpoint, save_checkpoint
 from placegroup.io.checkpoint_store import latest_checkpoint
+from placegroup.io.data_loader import DataLoader, PyReader
 from placegroup.io.files import load_program, save_program
 from placegroup.io.inference import load_inference_model, save_inference_model
 from placegroup.io.var_files import (VAR_FORMAT_VERSION, VAR_MAGIC, index_vars, is_parameter, is_persistable,
@@ -26,3 +29,4 @@ from placegroup.io.var_files import (VAR_FORMAT_VERSION, VAR_MAGIC, index_vars, 
 __all__ = ["is_parameter", "is_persistable", "latest_checkpoint", "load_checkpoint", "load_inference_model", "load_params",
            "load_persistables", "load_program", "load_vars", "index_vars", "save_checkpoint",
            "save_inference_model", "save_params", "save_persistables", "save_program", "save_vars", "CheckpointConfig"]
+__all__ += ["DataLoader", "PyReader"]

@@ -1,9 +1,18 @@
-"""Data layers: where fed values enter the program."""
+"""Data layers: where fed values enter the program, from ``exe.run(feed=...)`` or from a reader.
+
+``data`` declares a var that ``exe.run`` is fed; ``py_reader`` (or
+``create_py_reader_by_data``) makes a reader whose background thread feeds the vars
+``read_file`` returns (placegroup/io/data_loader.py has the machinery and a full example).
+"""
 from __future__ import annotations
 
-from placegroup.ir.framework import default_main_program
+from placegroup.errors import ProgramError
+from placegroup.io.data_loader import PyReaderVar, QueueReader, Slot, queue_name
+from placegroup.ir import unique_name
+from placegroup.ir.framework import Variable, default_main_program
+from placegroup.reader_registry import ReaderSpec, add_reader, readers_of
 
-__all__ = ["data"]
+__all__ = ["create_py_reader_by_data", "data", "double_buffer", "py_reader", "read_file"]
 
 
 def data(name: str, shape, dtype: str = "float32", lod_level: int = 0, append_batch_size: bool = True,
@@ -18,3 +27,102 @@ def data(name: str, shape, dtype: str = "float32", lod_level: int = 0, append_ba
         shape = [-1] + shape
     return default_main_program().global_block().create_var(
         name, shape=shape, dtype=dtype, is_data=True, stop_gradient=stop_gradient, lod_level=lod_level)
+
+
+def _reader(slots: list, capacity, name: str | None) -> PyReaderVar:
+    reader_name = f"{name}_reader" if name else unique_name.generate("create_py_reader")
+    return PyReaderVar(QueueReader(reader_name, queue_name(name), slots, capacity))
+
+
+def py_reader(capacity: int, shapes, dtypes, lod_levels=None, name: str | None = None,
+              use_double_buffer: bool = True) -> PyReaderVar:
+    """A reader fed from Python on a background thread, as Fluid 1.x's ``py_reader``.
+
+    Args:
+        capacity: how many batches its queue holds; the thread blocks while it is full.
+        shapes: one shape per var, the batch dimension included (``(-1, 784)``).
+        dtypes: one dtype per var (``"float32"``, ``"int64"``, ...).
+        lod_levels: one lod level per var (default 0; see NOTE(lod-feed) in data_feeder.py).
+        name: names the reader ``<name>_reader`` and its queue ``<name>_queue``; give two
+            readers used in one process different names (Fluid's advice, too).
+        use_double_buffer: accepted; the queue already prefetches (NOTE(double-buffer)).
+
+    Returns:
+        A ``PyReaderVar``: pass it to ``read_file``; give it data with
+        ``decorate_paddle_reader`` / ``decorate_sample_list_generator`` (lists of samples) or
+        ``decorate_tensor_provider`` / ``decorate_batch_generator`` (one array per var);
+        ``start()`` before each pass and ``reset()`` after ``exe.run`` raised
+        ``fluid.core.EOFException``.
+
+    Raises:
+        ValueError: shapes, dtypes and lod_levels of different lengths, or a bad capacity.
+
+    Example::
+
+        reader = fluid.layers.py_reader(capacity=64, shapes=[(-1, 784), (-1, 1)],
+                                        dtypes=["float32", "int64"])
+        reader.decorate_paddle_reader(fluid.batch(mnist_train, batch_size=32))
+        img, label = fluid.layers.read_file(reader)
+
+    Thread-safety: build and start from one thread; ``exe.run`` may read from another.
+    """
+    shapes, dtypes = list(shapes), list(dtypes)
+    lod_levels = [0] * len(shapes) if lod_levels is None else list(lod_levels)
+    if not shapes or len(dtypes) != len(shapes) or len(lod_levels) != len(shapes):
+        raise ValueError(f"py_reader: give one shape, dtype and lod level per var; got {len(shapes)} shapes "
+                         f"{shapes}, {len(dtypes)} dtypes {dtypes}, {len(lod_levels)} lod levels")
+    slots = [Slot(str(i), s, d, lod) for i, (s, d, lod) in enumerate(zip(shapes, dtypes, lod_levels))]
+    return _reader(slots, capacity, name)
+
+
+def create_py_reader_by_data(capacity: int, feed_list, name: str | None = None,
+                             use_double_buffer: bool = True) -> PyReaderVar:
+    """``py_reader`` with the shapes, dtypes and lod levels of the vars in ``feed_list``.
+
+    ``read_file`` still returns new vars, as in Fluid; ``feed_list`` only describes them.
+
+    Example::
+
+        image = fluid.layers.data(name="image", shape=[784])
+        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+        reader = fluid.layers.create_py_reader_by_data(capacity=64, feed_list=[image, label])
+        img, lbl = fluid.layers.read_file(reader)
+    """
+    if not isinstance(feed_list, (list, tuple)) or not all(isinstance(v, Variable) for v in feed_list):
+        raise TypeError(f"create_py_reader_by_data: feed_list must be a list of Variables, got {feed_list!r}")
+    return _reader([Slot.of(v) for v in feed_list], capacity, name)
+
+
+def double_buffer(reader: PyReaderVar, place=None, name: str | None = None) -> PyReaderVar:
+    """Fluid's double-buffered reader; here ``reader`` itself (NOTE(double-buffer))."""
+    if not isinstance(reader, PyReaderVar):
+        raise TypeError(f"double_buffer: expected a reader from py_reader, got {reader!r}")
+    return reader
+
+
+def read_file(reader: PyReaderVar):
+    """The vars ``reader`` fills at every ``exe.run``: one per declared shape (a single var
+    when there is one), named ``read_file_<n>.tmp_<i>``.
+
+    The current main program records the reader (``Program.extra["readers"]``,
+    placegroup/reader_registry.py), so the program, its clones and the programs the
+    DistributeTranspiler makes from it read from it; a distributed trainer that starts its
+    reader is fed by it, a pserver never reads.
+
+    Raises:
+        TypeError: ``reader`` is not a py_reader.
+        ProgramError: the program already reads from this reader.
+    """
+    if not isinstance(reader, PyReaderVar):
+        raise TypeError(f"read_file: expected a reader from fluid.layers.py_reader, got {reader!r}")
+    program, live = default_main_program(), reader._live
+    if any(spec.queue == live.queue_name for spec in readers_of(program)):
+        raise ProgramError(f"read_file: this program already reads from reader {live.name!r}; call "
+                           f"read_file once per reader")
+    block, prefix = program.global_block(), unique_name.generate("read_file")
+    outs = [block.create_var(unique_name.generate(f"{prefix}.tmp"), shape=s.shape, dtype=s.dtype, is_data=True,
+                             stop_gradient=True, lod_level=s.lod_level) for s in live.slots]
+    add_reader(program, ReaderSpec(live.name, live.queue_name, tuple(v.name for v in outs), live.capacity))
+    for slot, var in zip(live.slots, outs):  # errors about a batch name the var it fills
+        slot.name = var.name
+    return outs[0] if len(outs) == 1 else outs
