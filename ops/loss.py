@@ -1,4 +1,7 @@
-"""Losses: square_error_cost, cross_entropy, softmax_with_cross_entropy.
+"""Losses: square_error_cost, cross_entropy, softmax_with_cross_entropy, the sigmoid losses
+(sigmoid_cross_entropy_with_logits, sigmoid_focal_loss, teacher_student_sigmoid_loss) and
+log_softmax. Distances and regression losses are in ops/distance.py, ranking losses in
+ops/rank_loss.py, the sampled ones (nce, hierarchical_sigmoid) in ops/sampled_loss.py.
 
 NOTE(hard-labels): a hard label is an integer class id per row, shaped like the input with its
 last (class) dim replaced by 1 ([N, C] -> [N, 1]). A row whose label equals ``ignore_index``
@@ -10,7 +13,7 @@ NOTE(tolerable-log): Fluid's cross entropy clips ``log(p)`` to ±1e20 (``Tolerab
 """
 from __future__ import annotations
 
-from placegroup.ops.activation import reduce_axis, shifted_logits
+from placegroup.ops.activation import _sigmoid, reduce_axis, shifted_logits
 from placegroup.ops.registry import Meta, Slot, check, grad_of, register
 
 _APPROX_INF = 1e20  # See NOTE(tolerable-log).
@@ -171,3 +174,175 @@ def softmax_with_cross_entropy_grad(xp, ins, a, ctx):
         return {"Logits@GRAD": (p - onehot) * g}
     keep = label != a["ignore_index"]
     return {"Logits@GRAD": xp.where(keep, (p - onehot) * g, xp.zeros_like(p))}
+
+
+# -- sigmoid losses, and the shape check of the elementwise losses -------------------------
+
+
+def shapes_fit(a, b) -> bool:
+    """Shapes ``a`` and ``b`` are equal where both are known (-1 is an unknown size)."""
+    return len(a) == len(b) and all(p == q or -1 in (p, q) for p, q in zip(a, b))
+
+
+def same_shape(op: str, ins, a_slot: str, b_slot: str, same_dtype: bool = False) -> Meta:
+    """``a_slot``'s meta, after checking that ``b_slot`` has its shape (and dtype, with
+    ``same_dtype``): the ``infer`` check of the elementwise losses here and in
+    ops/distance.py and ops/rank_loss.py."""
+    a, b = ins[a_slot], ins[b_slot]
+    check(shapes_fit(a.shape, b.shape), f"{op}: {b_slot}{list(b.shape)} must have the shape of {a_slot}{list(a.shape)}")
+    check(not same_dtype or a.dtype == b.dtype,
+          f"{op}: {b_slot} must have {a_slot}'s dtype {a.dtype}, got {b.dtype}")
+    return a
+
+
+def _softplus(xp, x):
+    """log(1 + e^x) as Paddle's loss kernels write it: max(x, 0) + log(1 + e^-|x|)."""
+    return xp.maximum(x, 0) + xp.log(1 + xp.exp(-xp.abs(x)))
+
+
+def _sce_norm(xp, label, ignore_index: int, normalize: bool):
+    """The divisor of Out (NOTE(sigmoid-ce-normalize)): the count of labels that are not
+    ``ignore_index``, at least 1; 1 without ``normalize``."""
+    if not normalize:
+        return 1
+    return max(int((xp.abs(label - ignore_index) > 1e-6).sum()), 1)
+
+
+_SCE_ATTRS = {"ignore_index": -100, "normalize": False}
+
+
+@register("sigmoid_cross_entropy_with_logits", ins=("X", Slot("Label", no_grad=True)), outs=("Out",),
+          attrs=_SCE_ATTRS, infer=lambda ins, a: {"Out": same_shape("sigmoid_cross_entropy_with_logits",
+                                                                    ins, "X", "Label", True)},
+          grad=grad_of(("X",), uses=("X", "Label")))
+def sigmoid_cross_entropy_with_logits(xp, ins, a, ctx):
+    """Out = max(X, 0) - X·Label + log(1 + e^-|X|) elementwise: the cross entropy of
+    sigmoid(X) against probabilities Label; 0 where ``int(Label) == ignore_index``; divided
+    by the count of labels that are not ``ignore_index`` when ``normalize``.
+
+    NOTE(sigmoid-ce-normalize): as Paddle, a label is ignored when its truncation to int equals
+    ``ignore_index``, and counted for ``normalize`` when it is more than 1e-6 away from it.
+    Paddle divides by the count clipped to an int >= 1e-5, which is 0 (NaN loss) when every
+    label is ignored; we divide by 1 instead (the loss is then 0).
+    """
+    x, label = ins["X"], ins["Label"]
+    out = _softplus(xp, x) - x * label
+    out = xp.where(xp.trunc(label) == a["ignore_index"], xp.zeros_like(out), out)
+    return {"Out": out / _sce_norm(xp, label, a["ignore_index"], a["normalize"])}
+
+
+@register("sigmoid_cross_entropy_with_logits_grad", ins=("X", "Label", "Out@GRAD"), outs=("X@GRAD",),
+          attrs=_SCE_ATTRS, role="backward")
+def sigmoid_cross_entropy_with_logits_grad(xp, ins, a, ctx):
+    x, label, g = ins["X"], ins["Label"], ins["Out@GRAD"]
+    dx = (_sigmoid(xp, x) - label) * g
+    dx = xp.where(xp.trunc(label) == a["ignore_index"], xp.zeros_like(dx), dx)
+    return {"X@GRAD": dx / _sce_norm(xp, label, a["ignore_index"], a["normalize"])}
+
+
+def _focal_infer(ins, a):
+    x, label, fg = ins["X"], ins["Label"], ins["FgNum"]
+    check(len(x.shape) == 2, f"sigmoid_focal_loss: X must be [N, C], got X{list(x.shape)}")
+    rows = len(label.shape) == 2 and label.shape[1] == 1 and -1 in (x.shape[0], label.shape[0]) or \
+        tuple(label.shape) == (x.shape[0], 1)
+    check(rows, f"sigmoid_focal_loss: Label{list(label.shape)} must be [N, 1] for X{list(x.shape)}")
+    check(label.dtype == "int32" and fg.dtype == "int32",
+          f"sigmoid_focal_loss: Label and FgNum must be int32, got {label.dtype} and {fg.dtype}")
+    return {"Out": x}
+
+
+_FOCAL_ATTRS = {"gamma": 2.0, "alpha": 0.25}
+_FLT_MIN = 1.1754943508222875e-38  # Paddle clips p at FLT_MIN before its log, also in float64
+
+
+def _focal_terms(xp, ins, a):
+    """(p, log p, log(1 - p), positive mask, negative mask, fg count) of sigmoid_focal_loss."""
+    x, label, fg = ins["X"], ins["Label"], ins["FgNum"]
+    g = label.reshape(-1, 1)
+    cls = xp.arange(1, x.shape[1] + 1)
+    pos, neg = g == cls, (g != -1) & (g != cls)
+    p = _sigmoid(xp, x)
+    ge = x >= 0
+    log1mp = -x * ge - xp.log(1 + xp.exp(x - 2 * x * ge))  # log(1 - p), stable (Paddle's form)
+    return p, xp.log(xp.maximum(p, _FLT_MIN)), log1mp, pos, neg, max(int(fg.reshape(-1)[0]), 1)
+
+
+@register("sigmoid_focal_loss", ins=("X", Slot("Label", no_grad=True), Slot("FgNum", no_grad=True)),
+          outs=("Out",), attrs=_FOCAL_ATTRS, infer=_focal_infer, grad=grad_of(("X",)))
+def sigmoid_focal_loss(xp, ins, a, ctx):
+    """Out[i, d] = -α/fg·(1-p)^γ·log p if Label[i] = d + 1, -(1-α)/fg·p^γ·log(1-p) if
+    Label[i] is another class or 0 (background), 0 if Label[i] = -1 (ignored); p =
+    sigmoid(X[i, d]), fg = max(FgNum, 1). Classes are 1-based, as in Fluid's detection op."""
+    x = ins["X"]
+    p, logp, log1mp, pos, neg, fg = _focal_terms(xp, ins, a)
+    gamma, alpha = a["gamma"], a["alpha"]
+    out = -(pos * (1 - p) ** gamma * logp) * (alpha / fg) - (neg * p ** gamma * log1mp) * ((1 - alpha) / fg)
+    return {"Out": out.astype(x.dtype, copy=False)}
+
+
+@register("sigmoid_focal_loss_grad", ins=("X", "Label", "FgNum", "Out@GRAD"), outs=("X@GRAD",),
+          attrs=_FOCAL_ATTRS, role="backward")
+def sigmoid_focal_loss_grad(xp, ins, a, ctx):
+    x, g = ins["X"], ins["Out@GRAD"]
+    p, logp, log1mp, pos, neg, fg = _focal_terms(xp, ins, a)
+    gamma, alpha = a["gamma"], a["alpha"]
+    d_pos = (1 - p) ** gamma * (1 - p - p * gamma * logp)
+    d_neg = p ** gamma * (gamma * (1 - p) * log1mp - p)
+    dx = -(pos * d_pos) * (alpha / fg) - (neg * d_neg) * ((1 - alpha) / fg)
+    return {"X@GRAD": (dx * g).astype(x.dtype, copy=False)}
+
+
+_TS_ATTRS = {"soft_max_up_bound": 15.0, "soft_max_lower_bound": -15.0}
+
+
+@register("teacher_student_sigmoid_loss", ins=("X", Slot("Label", no_grad=True)), outs=("Y",), attrs=_TS_ATTRS,
+          infer=lambda ins, a: {"Y": same_shape("teacher_student_sigmoid_loss", ins, "X", "Label")},
+          grad=grad_of(("X",), out="Y"))
+def teacher_student_sigmoid_loss(xp, ins, a, ctx):
+    """Y = the click loss plus the teacher loss, by Label (NOTE(teacher-student)): Label < -1:
+    no teacher, no click; -1 <= Label < 0: no teacher, click; 0 <= Label < 1: teacher value
+    Label, no click; Label >= 1: teacher value Label - 1, click. With sp = log(1 + e^X):
+    sp, sp - X, 2·sp - X·Label and 2·sp - X·Label respectively.
+
+    NOTE(teacher-student): the bounds clip X only in the gradient, which is 0 where X lies on
+    or outside them (Paddle's kernel); the forward value is never clipped.
+    """
+    x, label = ins["X"], ins["Label"].astype(ins["X"].dtype, copy=False)
+    sp = _softplus(xp, x)
+    y = xp.where(label < -1, sp, xp.where(label < 0, sp - x, 2 * sp - x * label))
+    return {"Y": y}
+
+
+@register("teacher_student_sigmoid_loss_grad", ins=("X", "Label", "Y@GRAD"), outs=("X@GRAD",), attrs=_TS_ATTRS,
+          role="backward")
+def teacher_student_sigmoid_loss_grad(xp, ins, a, ctx):
+    x, label, g = ins["X"], ins["Label"].astype(ins["X"].dtype, copy=False), ins["Y@GRAD"]
+    lo, hi = a["soft_max_lower_bound"], a["soft_max_up_bound"]
+    p = _sigmoid(xp, xp.minimum(xp.maximum(x, lo), hi))
+    dx = xp.where(label < -1, p, xp.where(label < 0, p - 1, 2 * p - label))
+    return {"X@GRAD": xp.where((x > lo) & (x < hi), dx * g, xp.zeros_like(dx))}
+
+
+# -- log_softmax (Paddle 2.x's op) ------------------------------------------------------------
+
+
+def _log_softmax_infer(ins, a):
+    x = ins["X"]
+    check(-len(x.shape) <= a["axis"] < len(x.shape), f"log_softmax: axis {a['axis']} is out of range for "
+                                                     f"X{list(x.shape)}")
+    return {"Out": x}
+
+
+@register("log_softmax", ins=("X",), outs=("Out",), attrs={"axis": -1}, infer=_log_softmax_infer,
+          grad=grad_of(("X",), uses=(), outs=("Out",)))
+def log_softmax(xp, ins, a, ctx):
+    """Out = X - max - log Σ exp(X - max) along ``axis``: Paddle 2.x's log_softmax op (Fluid
+    1.8's layer is softmax then log, see placegroup/layers/loss.py), without softmax's clip."""
+    s = ins["X"] - ins["X"].max(axis=a["axis"], keepdims=True)
+    return {"Out": s - xp.log(xp.exp(s).sum(axis=a["axis"], keepdims=True))}
+
+
+@register("log_softmax_grad", ins=("Out", "Out@GRAD"), outs=("X@GRAD",), attrs={"axis": -1}, role="backward")
+def log_softmax_grad(xp, ins, a, ctx):
+    o, g = ins["Out"], ins["Out@GRAD"]
+    return {"X@GRAD": g - xp.exp(o) * g.sum(axis=a["axis"], keepdims=True)}
