@@ -7,7 +7,8 @@ time a distributed program runs; the interpreter (executor/interpreter.py) sends
 through ``link.mailbox``. A pserver binds its endpoint and each trainer connects to every
 pserver; trainers listed with endpoints (for collectives) bind theirs too, and of two such
 trainers the one with the smaller name connects to the other, so each pair shares exactly
-one connection.
+one connection. Pservers pair up the same way when an op on one reads a value another holds
+(a global-norm clip).
 
 NOTE(deferred-flush): ``mailbox.post`` batches what a step sends per peer; it leaves at the
 next wait (the parameter pull that ends a dense step, the next step's prefetch, a fetch) or
@@ -38,15 +39,16 @@ log = logging.getLogger("placegroup.executor")
 FAILED_LINGER_MS = 200
 
 
-def peer_links(cluster: Cluster, me) -> tuple[dict, str | None]:
+def peer_links(cluster: Cluster, me, pserver_mesh: bool = False) -> tuple[dict, str | None]:
     """``(connect, bind)`` of executor ``me``: the peers it connects to (name -> endpoint) and
-    the endpoint it binds, if any (module docstring)."""
+    the endpoint it binds, if any (module docstring). With ``pserver_mesh`` (the program has
+    pserver-to-pserver edges) the pservers pair up as endpoint-named trainers do."""
     connect = {}
     if me.role == ExecutorRole.TRAINER:
         connect = {e.name: e.endpoint for e in cluster.executors if e.role == ExecutorRole.PSERVER}
-        if me.endpoint is not None:
-            connect.update({e.name: e.endpoint for e in cluster.executors
-                            if e.role == ExecutorRole.TRAINER and e.endpoint and e.name > me.name})
+    if me.endpoint is not None and (me.role == ExecutorRole.TRAINER or pserver_mesh):
+        connect.update({e.name: e.endpoint for e in cluster.executors
+                        if e.role == me.role and e.endpoint and e.name > me.name})
     return connect, me.endpoint
 
 
@@ -71,14 +73,15 @@ class Link:
         self.wait_timeout = config.get("PLACEGROUP_WAIT_TIMEOUT") or None
         self.step = 0            # the trainer steps this executor ran (message headers carry it)
         self.round = round       # trainer steps per round (merge_steps): what pservers count
-        connect, bind = peer_links(cluster, me)
+        mesh = program.cluster.pserver_mesh
+        connect, bind = peer_links(cluster, me, mesh)
         digest = program.cluster.digest
         self.transport = open_transport(me.name, bind, connect, digest=digest, network=network,
                                         max_message=message_limit(program),  # NOTE(max-message)
                                         peer_timeout=self.peer_timeout,
                                         security=Security.from_env() if network is None else None)
         # the executors linked to this one: those it connects to, and those that connect to it
-        self.linked = set(connect) | {e.name for e in cluster.executors if me.name in peer_links(cluster, e)[0]}
+        self.linked = set(connect) | {e.name for e in cluster.executors if me.name in peer_links(cluster, e, mesh)[0]}
         self.transport.members = self.linked
         self.mailbox = Mailbox(self.transport, lambda: self.step)
         self.mailbox.start_timeout = config.get("PLACEGROUP_START_TIMEOUT")

@@ -205,9 +205,6 @@ def _distributed(program, block, me, cluster: Cluster, xp, facts: dict) -> Plan:
                 edge = classify(cluster, op, slot, block.var(n), me, i)
                 if not RULES[edge.kind].remote:
                     continue
-                if me.role == ExecutorRole.PSERVER and any(s.role == ExecutorRole.PSERVER for s in edge.sources):
-                    raise PlacementError(f"op #{i} `{op.type}` on {me} reads {n!r} from another pserver; "
-                                         f"pserver-to-pserver edges are not supported yet")
                 when = SAME if last.get(n, i) < i else (CARRIED if n in last else CONSTANT)
                 if edge.kind == "broadcast":
                     if n in taken:

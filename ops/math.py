@@ -207,21 +207,34 @@ def _scale_grad(op):
     x = op.inputs["X"][0]
     if x not in op.need:
         return []
-    return [OpSpec("scale", {"X": [grad_name(op.outputs["Out"][0])]}, {"Out": [op.grad_of(x)]},
+    ins = {"X": [grad_name(op.outputs["Out"][0])]}
+    if op.inputs.get("ScaleTensor"):
+        ins["ScaleTensor"] = op.inputs["ScaleTensor"]
+    return [OpSpec("scale", ins, {"Out": [op.grad_of(x)]},
                    {"scale": op.attrs["scale"], "bias": 0.0, "bias_after_scale": True})]
 
 
-@register("scale", ins=("X",), outs=("Out",),
-          attrs={"scale": 1.0, "bias": 0.0, "bias_after_scale": True},
-          infer=lambda ins, a: {"Out": ins["X"]}, grad=_scale_grad)
+def _scale_infer(ins, a):
+    st = ins.get("ScaleTensor")
+    check(st is None or math.prod(st.shape) == 1,
+          f"scale: ScaleTensor must hold one value, got shape {list(st.shape) if st else None}")
+    return {"Out": ins["X"]}
+
+
+@register("scale", ins=("X", Slot("ScaleTensor", dispensable=True, no_grad=True)), outs=("Out",),
+          attrs={"scale": 1.0, "bias": 0.0, "bias_after_scale": True}, infer=_scale_infer, grad=_scale_grad)
 def scale(xp, ins, a, ctx):
-    """Out = scale·X + bias, or scale·(X + bias) when ``bias_after_scale`` is False.
+    """Out = scale·X + bias, or scale·(X + bias) when ``bias_after_scale`` is False; a
+    ``ScaleTensor`` input (one value, computed in the program: a clip's factor) replaces
+    the ``scale`` attr.
 
     A SelectedRows X gives a SelectedRows with its values scaled (a gradient's 1/N); a bias
     would make every row nonzero, so it must be 0 then.
     """
     x = ins["X"]
     s, b = a["scale"], a["bias"]
+    if ins.get("ScaleTensor") is not None:
+        s = ins["ScaleTensor"].reshape(()).astype(x.dtype, copy=False)
     if is_selected_rows(x):
         if b != 0:
             raise ValueError(f"scale: X is a SelectedRows of shape {list(x.shape)}, and bias={b} "

@@ -19,21 +19,28 @@ from __future__ import annotations
 
 from placegroup.ops.activation import _sigmoid
 from placegroup.ops.registry import OpSpec, check, grad_name, grad_of, register
+from placegroup.values import is_selected_rows
 
 
 def _same(ins, a):
     return {"Out": ins["X"]}
 
 
-def _unary(name: str, attrs: dict, fwd, dfwd, deps: str, doc: str, infer=_same) -> None:
-    """Register ``name`` (Out = fwd(X)) and ``name_grad`` (X@GRAD = dfwd(X, Out, Out@GRAD))."""
+def _unary(name: str, attrs: dict, fwd, dfwd, deps: str, doc: str, infer=_same, rows: bool = False) -> None:
+    """Register ``name`` (Out = fwd(X)) and ``name_grad`` (X@GRAD = dfwd(X, Out, Out@GRAD)).
+    With ``rows``, a SelectedRows X is merged and fwd applies to its values (Fluid's clip of
+    a sparse gradient)."""
     uses = ("X",) if "X" in deps else ()
     outs = ("Out",) if "Out" in deps else ()
 
     @register(name, ins=("X",), outs=("Out",), attrs=attrs, infer=infer,
               grad=grad_of(("X",), uses=uses, outs=outs))
     def forward(xp, ins, a, ctx):
-        return {"Out": fwd(xp, ins["X"], a)}
+        x = ins["X"]
+        if rows and is_selected_rows(x):
+            x = x.merged(xp)
+            return {"Out": x.with_values(fwd(xp, x.values, a))}
+        return {"Out": fwd(xp, x, a)}
 
     @register(name + "_grad", ins=uses + outs + ("Out@GRAD",), outs=("X@GRAD",), attrs=attrs,
               role="backward")
@@ -115,7 +122,7 @@ def _clip_infer(ins, a):
 
 _unary("clip", {"min": None, "max": None}, lambda xp, x, a: xp.minimum(xp.maximum(x, a["min"]), a["max"]),
        lambda xp, x, o, g, a: g * ((x > a["min"]) & (x < a["max"])), "X",
-       "Out = min(max(X, min), max); the gradient passes where min < X < max.", infer=_clip_infer)
+       "Out = min(max(X, min), max); the gradient passes where min < X < max.", infer=_clip_infer, rows=True)
 
 
 def _sign_grad(op):

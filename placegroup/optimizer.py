@@ -23,7 +23,9 @@ from typing import Any
 from placegroup.ir import unique_name
 from placegroup.backward import append_backward
 from placegroup.ir.framework import Variable, default_main_program, default_startup_program
+from placegroup.clip import clip_gradients
 from placegroup.initializer import ConstantInitializer
+from placegroup.regularizer import append_regularization_ops
 
 __all__ = ["Adadelta", "AdadeltaOptimizer", "Adagrad", "AdagradOptimizer", "Adam", "AdamOptimizer",
            "Adamax", "AdamaxOptimizer", "DecayedAdagrad", "DecayedAdagradOptimizer", "Ftrl", "FtrlOptimizer",
@@ -37,11 +39,13 @@ class Optimizer:
     type = ""
 
     def __init__(self, learning_rate: float | Variable, regularization: Any = None,
-                 name: str | None = None) -> None:
+                 name: str | None = None, grad_clip: Any = None, parameter_list=None) -> None:
         if not isinstance(learning_rate, (float, int, Variable)):
             raise TypeError(f"learning_rate must be a float or a Variable, got {type(learning_rate)}")
         self._learning_rate = learning_rate
         self.regularization = regularization
+        self._grad_clip = grad_clip
+        self._parameter_list = list(parameter_list) if parameter_list is not None else None
         self._name = name
         self._lr_var: Variable | None = None
         self._accumulators: dict[tuple[str, str], Variable] = {}
@@ -116,11 +120,13 @@ class Optimizer:
             ``(optimize_ops, params_grads)`` as in Fluid.
         """
         self._startup = startup_program or default_startup_program()
-        params_grads = self.backward(loss, self._startup, parameter_list, no_grad_set)
+        params_grads = self.backward(loss, self._startup, parameter_list or self._parameter_list, no_grad_set)
+        block = loss.block.program.global_block()
+        first = len(block.ops)
+        params_grads = clip_gradients(params_grads, self._grad_clip)
+        clipped = len(block.ops) > first
         if self.regularization is not None or any(p.regularizer for p, _ in params_grads):
-            from placegroup.regularizer import append_regularization_ops
-
-            params_grads = append_regularization_ops(params_grads, self.regularization)
+            params_grads = append_regularization_ops(params_grads, self.regularization, on_update=clipped)
         return self.apply_gradients(params_grads), params_grads
 
 
@@ -128,6 +134,10 @@ class SGDOptimizer(Optimizer):
     """``param -= lr * grad``."""
 
     type = "sgd"
+
+    def __init__(self, learning_rate, parameter_list=None, regularization: Any = None, grad_clip: Any = None,
+                 name: str | None = None) -> None:
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
 
     def _append_optimize_op(self, block, param, grad):
         return block.append_op("sgd", {"Param": [param], "Grad": [grad],
@@ -157,9 +167,10 @@ class MomentumOptimizer(Optimizer):
 
     type = "momentum"
 
-    def __init__(self, learning_rate, momentum: float, use_nesterov: bool = False,
-                 regularization: Any = None, name: str | None = None, lazy_mode: bool = False) -> None:
-        super().__init__(learning_rate, regularization, name)
+    def __init__(self, learning_rate, momentum: float, parameter_list=None, use_nesterov: bool = False,
+                 regularization: Any = None, grad_clip: Any = None, name: str | None = None,
+                 lazy_mode: bool = False) -> None:
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
         self._momentum = float(momentum)
         self._use_nesterov = bool(use_nesterov)
         self._lazy_mode = bool(lazy_mode)
@@ -193,9 +204,9 @@ class AdamOptimizer(Optimizer):
     type = "adam"
 
     def __init__(self, learning_rate=0.001, beta1: float = 0.9, beta2: float = 0.999,
-                 epsilon: float = 1e-8, regularization: Any = None, name: str | None = None,
-                 lazy_mode: bool = False) -> None:
-        super().__init__(learning_rate, regularization, name)
+                 epsilon: float = 1e-8, parameter_list=None, regularization: Any = None,
+                 grad_clip: Any = None, name: str | None = None, lazy_mode: bool = False) -> None:
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
         self._beta1, self._beta2 = float(beta1), float(beta2)
         self._epsilon = float(epsilon)
         self._lazy_mode = bool(lazy_mode)
@@ -231,10 +242,10 @@ class AdagradOptimizer(Optimizer):
 
     type = "adagrad"
 
-    def __init__(self, learning_rate, epsilon: float = 1e-6, regularization: Any = None,
-                 name: str | None = None, initial_accumulator_value: float = 0.0,
+    def __init__(self, learning_rate, epsilon: float = 1e-6, parameter_list=None, regularization: Any = None,
+                 grad_clip: Any = None, name: str | None = None, initial_accumulator_value: float = 0.0,
                  lazy_mode: bool = False) -> None:
-        super().__init__(learning_rate, regularization, name)
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
         self._epsilon = float(epsilon)
         self._lazy_mode = bool(lazy_mode)
         self._initial_accumulator_value = float(initial_accumulator_value)
@@ -279,8 +290,9 @@ class RMSPropOptimizer(Optimizer):
     type = "rmsprop"
 
     def __init__(self, learning_rate, rho: float = 0.95, epsilon: float = 1.0e-6, momentum: float = 0.0,
-                 centered: bool = False, regularization: Any = None, name: str | None = None) -> None:
-        super().__init__(learning_rate, regularization, name)
+                 centered: bool = False, parameter_list=None, regularization: Any = None,
+                 grad_clip: Any = None, name: str | None = None) -> None:
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
         self._rho, self._epsilon = float(rho), float(epsilon)
         self._momentum, self._centered = float(momentum), bool(centered)
 
@@ -319,8 +331,9 @@ class AdamaxOptimizer(Optimizer):
     type = "adamax"
 
     def __init__(self, learning_rate=0.001, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-8,
-                 regularization: Any = None, name: str | None = None) -> None:
-        super().__init__(learning_rate, regularization, name)
+                 parameter_list=None, regularization: Any = None, grad_clip: Any = None,
+                 name: str | None = None) -> None:
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
         self._beta1, self._beta2, self._epsilon = float(beta1), float(beta2), float(epsilon)
 
     def _append_optimize_op(self, block, param, grad):
@@ -357,9 +370,9 @@ class AdadeltaOptimizer(Optimizer):
 
     type = "adadelta"
 
-    def __init__(self, learning_rate, epsilon: float = 1.0e-6, rho: float = 0.95, regularization: Any = None,
-                 name: str | None = None) -> None:
-        super().__init__(learning_rate, regularization, name)
+    def __init__(self, learning_rate, epsilon: float = 1.0e-6, rho: float = 0.95, parameter_list=None,
+                 regularization: Any = None, grad_clip: Any = None, name: str | None = None) -> None:
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
         self._epsilon, self._rho = float(epsilon), float(rho)
 
     def _append_optimize_op(self, block, param, grad):
@@ -388,9 +401,9 @@ class DecayedAdagradOptimizer(Optimizer):
 
     type = "decayed_adagrad"
 
-    def __init__(self, learning_rate, decay: float = 0.95, epsilon: float = 1.0e-6, regularization: Any = None,
-                 name: str | None = None) -> None:
-        super().__init__(learning_rate, regularization, name)
+    def __init__(self, learning_rate, decay: float = 0.95, epsilon: float = 1.0e-6, parameter_list=None,
+                 regularization: Any = None, grad_clip: Any = None, name: str | None = None) -> None:
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
         self._decay, self._epsilon = float(decay), float(epsilon)
 
     def _append_optimize_op(self, block, param, grad):
@@ -421,8 +434,9 @@ class FtrlOptimizer(Optimizer):
     type = "ftrl"
 
     def __init__(self, learning_rate, l1: float = 0.0, l2: float = 0.0, lr_power: float = -0.5,
-                 regularization: Any = None, name: str | None = None) -> None:
-        super().__init__(learning_rate, regularization, name)
+                 parameter_list=None, regularization: Any = None, grad_clip: Any = None,
+                 name: str | None = None) -> None:
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
         self._l1, self._l2, self._lr_power = float(l1), float(l2), float(lr_power)
 
     def _append_optimize_op(self, block, param, grad):
@@ -463,9 +477,9 @@ class LambOptimizer(AdamOptimizer):
     type = "lamb"
 
     def __init__(self, learning_rate=0.001, lamb_weight_decay: float = 0.01, beta1: float = 0.9,
-                 beta2: float = 0.999, epsilon: float = 1e-6, regularization: Any = None,
-                 exclude_from_weight_decay_fn=None, name: str | None = None) -> None:
-        super().__init__(learning_rate, beta1, beta2, epsilon, regularization, name)
+                 beta2: float = 0.999, epsilon: float = 1e-6, parameter_list=None, regularization: Any = None,
+                 grad_clip: Any = None, exclude_from_weight_decay_fn=None, name: str | None = None) -> None:
+        super().__init__(learning_rate, beta1, beta2, epsilon, parameter_list, regularization, grad_clip, name)
         self._weight_decay = float(lamb_weight_decay)
         self._exclude_from_weight_decay_fn = exclude_from_weight_decay_fn
 

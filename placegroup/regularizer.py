@@ -15,7 +15,9 @@ the gradient of the regularized loss, so the transpiler leaves them on the train
 the gradient and a copy of the parameter already are, and the merge pass gathers ``grad'``
 (the optimizer's ``Grad``). In sync mode every trainer holds the same parameter, so the mean
 of ``g_t + c·p`` is ``mean(g_t) + c·p``: the same update as Fluid's, which ran these ops on
-the pserver after the merge. Running them there would need the raw gradient gathered instead.
+the pserver after the merge. Running them there would need the raw gradient gathered instead,
+which is what happens behind a gradient clip: clipping is not linear, so it runs on the merged
+gradient, and the decay follows it there (NOTE(clip-placement) in clip.py).
 
 NOTE(sparse-decay): a SelectedRows gradient (``embedding(is_sparse=True)``) plus the decay
 of the whole parameter is dense, as in Fluid 1.x, which sums the two into a dense gradient: every
@@ -96,13 +98,15 @@ L2Decay = L2DecayRegularizer
 L1Decay = L1DecayRegularizer
 
 
-def append_regularization_ops(params_grads, regularization=None) -> list:
+def append_regularization_ops(params_grads, regularization=None, on_update: bool = False) -> list:
     """Add each parameter's decay term to its gradient.
 
     Args:
         params_grads: ``[(param, grad)]`` as ``append_backward`` returns them; ``grad`` may be
             None (left alone).
         regularization: the regularizer for parameters without their own (or None).
+        on_update: make the decay ops part of each parameter's update (role ``optimize``,
+            ``op.param`` set), after a gradient clip (NOTE(clip-placement) in clip.py).
 
     Returns:
         ``[(param, grad')]`` in the same order, ``grad'`` the regularized gradient var (or the
@@ -126,6 +130,7 @@ def append_regularization_ops(params_grads, regularization=None) -> list:
             raise ValueError(f"{param.name!r} is a distributed table (embedding(is_distributed=True)); "
                              f"a decay term would make its gradient dense, the whole table on every "
                              f"trainer. Regularize it with is_distributed=False, or leave it unregularized")
+        first = len(block.ops)
         decay = reg(param, grad, block)
         new_grad = block.create_var(unique_name.generate(f"{grad.name}.regularized"),
                                     shape=param.shape, dtype=grad.dtype, stop_gradient=True)
@@ -135,5 +140,8 @@ def append_regularization_ops(params_grads, regularization=None) -> list:
         else:
             block.append_op("elementwise_add", {"X": [grad], "Y": [decay]}, {"Out": [new_grad]},
                             {"_regularizer": True}, role="backward")
+        if on_update:
+            for op in block.ops[first:]:
+                op.role, op.param = "optimize", param.name
         out.append((param, new_grad))
     return out

@@ -15,7 +15,7 @@ import dataclasses
 import pydantic
 
 from placegroup.errors import PlacementError
-from placegroup.ir.place_group import ExecutorId, PlaceGroup
+from placegroup.ir.place_group import ExecutorId, ExecutorRole, PlaceGroup
 
 
 class ClusterSchema(pydantic.BaseModel):
@@ -36,6 +36,8 @@ class ClusterSchema(pydantic.BaseModel):
         merge_steps: how many trainer steps' gradients make one update (a round).
         digest: of the whole transpiled job; peers running another program are refused.
         startup: this is the job's startup program (its values have version -1).
+        pserver_mesh: an op on one pserver reads a value another pserver holds (a global-norm
+            gradient clip), so the pservers connect to one another too.
     """
 
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
@@ -47,6 +49,7 @@ class ClusterSchema(pydantic.BaseModel):
     merge_steps: int = 1
     digest: str = ""
     startup: bool = False
+    pserver_mesh: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +105,19 @@ def classify(cluster: Cluster, op, slot: str, var, reader: ExecutorId, op_index:
         f"op #{op_index} `{op.type}` @{op.place} reads {var.name!r} @{var.place}, which "
         f"{len(holders)} executors hold ({', '.join(map(str, holders)) or 'none'}); executor "
         f"{reader} holds none of them, and the op declares no gather/each edge for {slot!r}")
+
+
+def reads_across_pservers(program) -> bool:
+    """Whether an op run on a pserver reads a var that only other pservers hold."""
+    cluster = Cluster.from_program(program)
+    for block in program.blocks:
+        for op in block.ops:
+            runners = [e for e in cluster.matching(op.place) if e.role == ExecutorRole.PSERVER]
+            for n in (op.input_arg_names if runners else ()):
+                holders = set(cluster.matching(block.var(n).place))
+                if any(r not in holders for r in runners) and all(h.role == ExecutorRole.PSERVER for h in holders):
+                    return True
+    return False
 
 
 def check_placement(program) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from placegroup.ops.registry import ROUND_END
+from placegroup.ops.registry import CROSS_PARAM, ROUND_END
 
 
 def _fmt_attr(v: Any) -> str:
@@ -44,6 +44,8 @@ def format_op(op, index: int | None = None) -> str:
         role += " edges={" + ", ".join(f"{k}:{op.edges[k]}" for k in sorted(op.edges)) + "}"
     if op.attrs.get(ROUND_END):
         role += " round_end"
+    if op.attrs.get(CROSS_PARAM):
+        role += " cross_param"
     place = f" @{op.place}" if op.place is not None else ""
     return (f"{head}{op.type}({_fmt_slots(op.inputs)}) -> ({_fmt_slots(op.outputs)})"
             f" {{{attrs}}}{role}{place}")

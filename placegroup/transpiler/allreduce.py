@@ -14,7 +14,7 @@ from __future__ import annotations
 from placegroup.errors import PassError
 from placegroup.ir.framework import SELECTED_ROWS
 from placegroup.ops.registry import ROUND_END
-from placegroup.transpiler.passes import Job, PassResult, updates
+from placegroup.transpiler.passes import Job, PassResult, reroute_gradient, update_gradients, updates
 
 
 def allreduce_gradients(job: Job, ctx) -> PassResult:
@@ -23,20 +23,21 @@ def allreduce_gradients(job: Job, ctx) -> PassResult:
         return PassResult(job, False)
     block = job.main.global_block()
     found = updates(block)
-    for op, slot in found:
-        grad = block.var(op.input(slot)[0])
-        if grad.type == SELECTED_ROWS:
-            raise PassError(f"{op.param!r} has a sparse (SelectedRows) gradient: collective data parallel "
-                            f"all-reduces dense gradients only; keep sparse tables on pservers")
-        out = block.create_var(f"{grad.name}@ALLREDUCE", shape=grad.shape, dtype=grad.dtype, type=grad.type)
-        at = block.ops.index(op)
-        new = [block.insert_op(at, "c_allreduce_sum", {"X": [grad]}, {"Out": [out]}, role="optimize", infer=False),
-               block.insert_op(at + 1, "scale", {"X": [out]}, {"Out": [out]}, {"scale": 1.0 / ctx.trainers},
-                               role="optimize", infer=False)]
-        for o in new:
-            o.param = op.param
-            if op.attrs.get(ROUND_END):  # one collective per round (merge_steps)
-                o.attrs[ROUND_END] = True
-        op.inputs[slot] = [out.name]
+    for op, _slot in found:
+        for g in update_gradients(block, op.param):
+            grad = block.var(g)
+            if grad.type == SELECTED_ROWS:
+                raise PassError(f"{op.param!r} has a sparse (SelectedRows) gradient: collective data parallel "
+                                f"all-reduces dense gradients only; keep sparse tables on pservers")
+            out = block.create_var(f"{g}@ALLREDUCE", shape=grad.shape, dtype=grad.dtype, type=grad.type)
+            at = reroute_gradient(block, op.param, g, out.name)
+            new = [block.insert_op(at, "c_allreduce_sum", {"X": [g]}, {"Out": [out]}, role="optimize",
+                                   infer=False),
+                   block.insert_op(at + 1, "scale", {"X": [out]}, {"Out": [out]}, {"scale": 1.0 / ctx.trainers},
+                                   role="optimize", infer=False)]
+            for o in new:
+                o.param = op.param
+                if op.attrs.get(ROUND_END):  # one collective per round (merge_steps)
+                    o.attrs[ROUND_END] = True
     job.main._bump()
     return PassResult(job, bool(found))

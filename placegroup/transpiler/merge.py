@@ -3,14 +3,16 @@ trainers.
 
 1. **merge_steps m > 1** (NOTE(merge-steps)): every update's gradient is summed over a
    trainer's m steps in the program, with pservers or without.
-2. **pservers, sync mode**: before each pserver-held optimizer op, ``sum`` (a *gather* edge:
-   every trainer's instance of the gradient, in trainer-id order) then ``scale(1/N)`` in
-   place; the optimizer reads the mean. **Async mode**: no merge; the optimizer's Grad input
-   becomes an *each* edge and runs once per arriving gradient.
+2. **pservers, sync mode**: before the first op of each pserver-held update that reads the
+   gradient (the optimizer, or a clip ahead of it: ``passes.update_gradients``), ``sum`` (a
+   *gather* edge: every trainer's instance of the gradient, in trainer-id order) then
+   ``scale(1/N)`` in place; the update reads the mean. **Async mode**: no merge; the ops that
+   finish the gradient (a clip, a decay) run on the trainer, the optimizer's Grad input
+   becomes an *each* edge and the optimizer runs once per arriving gradient.
 
 The ops are not placed here: the merge ops carry ``op.param``, so that the slice and
-placement passes move them with their parameter; the accumulation ops of a pserver-held
-update carry none, so they stay on the trainers. Without pservers the allreduce pass merges
+placement passes move them with their parameter; the accumulation ops carry none, so they
+stay on the trainers. Without pservers the allreduce pass merges
 the trainers' gradients instead (allreduce.py).
 
 NOTE(merge-steps): merge_steps m means the same in every mode and topology: a trainer's steps
@@ -30,8 +32,8 @@ output that ``placegroup dump`` shows, in both topologies.
 """
 from __future__ import annotations
 
-from placegroup.ops.registry import ROUND_END
-from placegroup.transpiler.passes import Job, PassResult, updates
+from placegroup.ops.registry import CROSS_PARAM, ROUND_END
+from placegroup.transpiler.passes import Job, PassResult, reroute_gradient, update_gradients, updates
 
 
 def trainer_held(block, op, ctx) -> bool:
@@ -66,48 +68,66 @@ def _accumulate(job: Job, ctx) -> bool:
     m = ctx.merge_steps
     block = job.main.global_block()
     found = _all_updates(block)
-    for op, slot in found:
-        grad = block.var(op.input(slot)[0])
-        mine = trainer_held(block, op, ctx)
-        acc = _accumulator(job, grad)
-        mean = block.create_var(f"{grad.name}@ROUND", shape=grad.shape, dtype=grad.dtype, type=grad.type)
-        at = block.ops.index(op)
-        new = [block.insert_op(at, "sum", {"X": [acc, grad]}, {"Out": [acc]}, role="optimize", infer=False),
-               block.insert_op(at + 1, "scale", {"X": [acc]}, {"Out": [mean]}, {"scale": 1.0 / m},
-                               role="optimize", infer=False),
-               block.insert_op(at + 2, "fill_zeros_like", {"X": [acc]}, {"Out": [acc]}, role="optimize",
-                               infer=False)]
-        for o in new:
-            o.param = op.param if mine else None  # a pserver-held update's sums stay on the trainers
-        for o in new[1:]:
-            o.attrs[ROUND_END] = True
-        op.inputs[slot] = [mean.name]
-        if mine:  # the update and the rest of it: once per round
-            for o in block.ops[block.ops.index(op):]:
-                if o.param == op.param and o.role == "optimize":
+    for op, _slot in found:
+        p, mine = op.param, trainer_held(block, op, ctx)
+        for g in update_gradients(block, p):
+            grad = block.var(g)
+            acc = _accumulator(job, grad)
+            mean = block.create_var(f"{g}@ROUND", shape=grad.shape, dtype=grad.dtype, type=grad.type)
+            at = reroute_gradient(block, p, g, mean.name)
+            new = [block.insert_op(at, "sum", {"X": [acc, grad]}, {"Out": [acc]}, role="optimize", infer=False),
+                   block.insert_op(at + 1, "scale", {"X": [acc]}, {"Out": [mean]}, {"scale": 1.0 / m},
+                                   role="optimize", infer=False),
+                   block.insert_op(at + 2, "fill_zeros_like", {"X": [acc]}, {"Out": [acc]}, role="optimize",
+                                   infer=False)]
+            for o in new[1:]:  # the sums are no update's: they stay on the trainers
+                o.attrs[ROUND_END] = True
+        if mine:  # the update and the rest of it (a clip, a decay): once per round
+            for o in block.ops:
+                if o.param == p and o.role == "optimize":
                     o.attrs[ROUND_END] = True
-    for o in block.ops:  # a schedule counts rounds (on pservers every step is a round end)
-        if o.role == "lr_sched":
+    for o in block.ops:  # a schedule counts rounds (on pservers every step is a round end); a
+        if o.role == "lr_sched" or o.attrs.get(CROSS_PARAM):  # clip factor, once per round
             o.attrs[ROUND_END] = True
     return bool(found)
+
+
+def _finish_on_trainers(block, op, slot: str, ctx) -> None:
+    """Async mode: the ops of ``op``'s update that make its gradient (a clip, a decay) run on
+    the trainer, which pushes the finished gradient: each trainer's gradient is applied
+    alone, so it is clipped alone, as in one process (NOTE(clip-placement) in clip.py)."""
+    writer = {n: o for o in block.ops[:block.ops.index(op)] if o.role == "optimize"
+              and (o.param is not None or o.attrs.get(CROSS_PARAM)) for n in o.output_arg_names}
+    todo = list(op.input(slot))
+    while todo:  # back from the gradient the update applies, through a clip's factor too
+        o = writer.pop(todo.pop(), None)
+        if o is not None:
+            o.param = None
+            todo += o.input_arg_names
+            if ctx.merge_steps > 1:  # it reads the round's gradient
+                o.attrs[ROUND_END] = True
 
 
 def _merge_trainers(block, ctx) -> bool:
     found = updates(block)
     for op, slot in found:
         if not ctx.sync_mode:
+            _finish_on_trainers(block, op, slot, ctx)
             op.edges[slot] = "each"
             continue
-        grad = block.var(op.input(slot)[0])
-        merged = block.create_var(f"{grad.name}@MERGED", shape=grad.shape, dtype=grad.dtype,
-                                  type=grad.type)
-        at = block.ops.index(op)
-        s = block.insert_op(at, "sum", {"X": [grad]}, {"Out": [merged]}, role="optimize", infer=False)
-        s.edges["X"] = "gather"
-        m = block.insert_op(at + 1, "scale", {"X": [merged]}, {"Out": [merged]},
-                            {"scale": 1.0 / ctx.trainers}, role="optimize", infer=False)
-        s.param = m.param = op.param
-        op.inputs[slot] = [merged.name]
+        p = op.param
+        for g in update_gradients(block, p):
+            grad = block.var(g)
+            merged = block.create_var(f"{g}@MERGED", shape=grad.shape, dtype=grad.dtype, type=grad.type)
+            at = reroute_gradient(block, p, g, merged.name)
+            s = block.insert_op(at, "sum", {"X": [g]}, {"Out": [merged]}, role="optimize", infer=False)
+            s.edges["X"] = "gather"
+            m = block.insert_op(at + 1, "scale", {"X": [merged]}, {"Out": [merged]},
+                                {"scale": 1.0 / ctx.trainers}, role="optimize", infer=False)
+            s.param = m.param = p
+    if not ctx.sync_mode:
+        for o in block.ops:
+            o.attrs.pop(CROSS_PARAM, None)  # a clip factor of the trainer's own gradients
     return bool(found)
 
 

@@ -23,6 +23,8 @@ import math
 
 import numpy as np
 
+from placegroup.errors import PassError
+
 
 @dataclasses.dataclass(frozen=True)
 class Part:
@@ -88,6 +90,9 @@ def repeat_update(job, p, parts: list[Part]) -> list[str]:
                                  {k: [rename(n, part) for n in v] for k, v in op.outputs.items()},
                                  op.attrs, role=op.role, infer=False)
             new.edges, new.param = dict(op.edges), p.name + part.suffix
+    for op in main.ops:  # an op outside the update reading a per-part value takes every part
+        if op.param is None or op.param not in {p.name + part.suffix for part in parts}:
+            _read_all_parts(op, copied, parts)
     for n in sorted(sliced | copied):
         init = [k for k, op in enumerate(startup.ops) if n in op.output_arg_names]
         if not init:
@@ -102,6 +107,19 @@ def repeat_update(job, p, parts: list[Part]) -> list[str]:
         main.remove_var(n)
         startup.remove_var(n)
     return outside
+
+
+def _read_all_parts(op, copied: set, parts: list[Part]) -> None:
+    """``op`` reads the parts' values in place of the whole value (a global-norm clip's
+    factor reads each block's squared norm: NOTE(clip-placement) in placegroup/clip.py)."""
+    for slot, names in op.inputs.items():
+        if not copied & set(names):
+            continue
+        if not op.opdef.slot(slot).duplicable:
+            raise PassError(f"op `{op.type}` reads {sorted(copied & set(names))} in its slot {slot!r}, "
+                            f"which holds one var; the update that writes it is split into "
+                            f"{len(parts)} parts, so the op would need all of them")
+        op.inputs[slot] = [m for n in names for m in ([n + part.suffix for part in parts] if n in copied else [n])]
 
 
 def block_parts(shape, n_pservers: int, min_block_size: int) -> list[Part]:

@@ -62,6 +62,41 @@ def updates(block) -> list[tuple]:
     return out
 
 
+def update_gradients(block, param: str) -> list[str]:
+    """The gradients flowing into ``param``'s update from outside it: traced back from the
+    optimizer's ``Grad`` through the update's own ops (``op.param == param``: a clip, a decay)
+    along their differentiable inputs, the vars where the trace leaves the update. These are
+    what a merge or a reduction of the trainers' gradients combines (NOTE(clip-placement) in
+    placegroup/clip.py)."""
+    group = [op for op in block.ops if op.param == param]
+    writer = {n: op for op in group for n in op.output_arg_names}
+    todo = [n for op in group for slot in op.opdef.input_slots("Grad") for n in op.input(slot)]
+    found, seen = set(), set()
+    while todo:
+        n = todo.pop()
+        if n in seen or n == param:
+            continue
+        seen.add(n)
+        op = writer.get(n)
+        if op is None:
+            found.add(n)
+            continue
+        todo += [m for slot, names in op.inputs.items() if not op.opdef.slot(slot).no_grad for m in names
+                 if not block.var(m).persistable]
+    return sorted(found)
+
+
+def reroute_gradient(block, param: str, grad: str, new: str) -> int:
+    """Make ``param``'s update ops read ``new`` where they read ``grad``; return the index of
+    the first of them, where the ops that write ``new`` go."""
+    readers = [op for op in block.ops if op.param == param and grad in op.input_arg_names]
+    at = block.ops.index(readers[0])
+    for op in readers:
+        for slot, names in op.inputs.items():
+            op.inputs[slot] = [new if n == grad else n for n in names]
+    return at
+
+
 def run_passes(job: Job, passes: Sequence[tuple[str, Callable]], ctx: TranspileContext) -> Job:
     done: list[str] = []
     for name, fn in passes:

@@ -5,14 +5,17 @@ Rules, in order:
    dispatcher (RoundRobin / HashName), in the order its ops appear, unless a pass pinned it
    (``var.attrs["pinned"]``: embedding shard k lives on pserver k). The ops that belong to it
    (``op.param``: its update, a shard's prefetch) run there, and the vars they write live there.
-2. Learning-rate ops (role ``lr_sched``) run on every pserver (``pserver``, replicated), and
+2. An op that combines several parameters' updates (``_cross_param``: a global-norm clip's
+   factor) runs where the updates that read it run: on their one pserver, or on every
+   pserver, each reading the others' inputs (NOTE(clip-placement) in placegroup/clip.py).
+3. Learning-rate ops (role ``lr_sched``) run on every pserver (``pserver``, replicated), and
    the vars they write live on every pserver: each pserver keeps its own step counter. When a
    trainer's op reads one too (a model-parallel shard's update), they run, and their vars
    live, on every trainer as well: each executor counts the same steps.
-3. A persistable var that only pserver-side ops read and nothing in the main program writes
+4. A persistable var that only pserver-side ops read and nothing in the main program writes
    (a constant learning rate) lives with its readers: on the one pserver that reads it, or
    replicated on all pservers; read by both roles, it is replicated on both.
-4. Everything else runs on, and lives on, every trainer (``trainer``, replicated).
+5. Everything else runs on, and lives on, every trainer (``trainer``, replicated).
 With no pservers (collective data parallel) everything is ``trainer``.
 The startup program's vars take their main-program places and its ops run where their output
 lives. Then every edge is checked (``placegroup.ir.cluster.check_placement``).
@@ -21,9 +24,10 @@ from __future__ import annotations
 
 import hashlib
 
-from placegroup.ir.cluster import check_placement
+from placegroup.ir.cluster import check_placement, reads_across_pservers
 from placegroup.errors import PlacementError
 from placegroup.ir.place_group import PlaceGroup
+from placegroup.ops.registry import CROSS_PARAM
 from placegroup.transpiler.passes import Job, PassResult
 
 TRAINER = PlaceGroup.parse("trainer")
@@ -45,8 +49,15 @@ def _place_ops(block, ctx) -> dict:
             op.place = homes[op.param]
         elif op.role == "lr_sched":
             op.place = PSERVERS
+        elif op.attrs.get(CROSS_PARAM):
+            continue  # placed below, with its readers
         else:
             op.place = TRAINER
+    for op in block.ops:
+        if op.attrs.get(CROSS_PARAM):
+            out = set(op.output_arg_names)
+            places = {o.place for o in block.ops if out & set(o.input_arg_names)}
+            op.place = places.pop() if len(places) == 1 else PSERVERS
     lr_out = {n for op in block.ops if op.role == "lr_sched" for n in op.output_arg_names}
     if any(op.place == TRAINER and lr_out & set(op.input_arg_names) for op in block.ops):
         for op in block.ops:
@@ -109,8 +120,10 @@ def place(job: Job, ctx) -> PassResult:
             var.place = TRAINER
     _place_startup(job.startup, job.main)
     digest = hashlib.blake2b((str(job.main) + str(job.startup)).encode(), digest_size=16).hexdigest()
+    job.main.cluster = ctx.cluster(digest=digest)
+    mesh = reads_across_pservers(job.main)  # both programs say so: one link serves both
     for p, startup in ((job.main, False), (job.startup, True)):
-        p.cluster = ctx.cluster(digest=digest, startup=startup)
+        p.cluster = ctx.cluster(digest=digest, startup=startup, pserver_mesh=mesh)
         p._bump()
         check_placement(p)
     return PassResult(job, True)
