@@ -23,7 +23,14 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # session (hello, done, peer status), the loopback transport and the drop log shared by the
 # session and the mailbox, ~40% of it their docstrings; what they took out of the mailbox and
 # the ZeroMQ transport is gone from there
-BUDGET = {"placegroup": 8700, "executor": 1600, "ops": 3100, "comm": 2120}
+# ops/: 3100 + ~2500 for the breadth of issue #14 (Fluid 1.8's layers): conv/pool, batch/layer/
+# instance/group norm and counter-based dropout, tensor manipulation (transpose .. range), the
+# loss and distance ops with nce and hsigmoid, the clip ops; one family per module, about a third
+# docstrings and NOTEs on where Paddle's kernels are followed to the letter
+# placegroup/: + ~3100 for their layers (~1300), the readers and queue (data_loader, the reader
+# registry, layers.io: ~800), CompiledProgram / strategies / ParallelExecutor (~500), and
+# gradient clipping (clip.py, ~230)
+BUDGET = {"placegroup": 11900, "executor": 1600, "ops": 5700, "comm": 2120}
 PASS_LINES = 220
 
 
