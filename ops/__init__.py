@@ -4,7 +4,7 @@ Importing this package registers every op. Kernels here import nothing from the 
 the executor or comm: a collective's communicator comes in the kernel's ``ctx``.
 """
 from placegroup.ops import (activation, clip, collective, compare, conv, ctr, distance, dropout,  # noqa: F401
-                            elementwise, index, lookup, loss, lr_schedule, manip, math, metric, norm, optimizer,
+                            elementwise, index, lookup, loss, lr_schedule, math, metric, norm, optimizer,
                             parallel_loss, pool, random, rank_loss, sampled_loss, shape, sparse, tensor,
                             unary)  # importing them registers their ops
 from placegroup.ops.registry import (EMPTY_VAR, GRAD_SUFFIX, Meta, OpDef, OpSpec, Slot, get_op_def,

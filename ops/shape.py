@@ -1,2 +1,513 @@
-"""(being written)"""
+"""Shape ops of Fluid 1.8: ops that move or reshape data without choosing it by index
+(transpose, reshape2, squeeze, unsqueeze, flatten, expand, expand_as, stack, unstack, slice,
+crop_tensor, pad, pad2d, reverse). Indexing ops are in ops/index.py.
+
+Op types, slots, attrs and defaults are Fluid 1.8's; every kernel is vectorised over ``xp``
+(numpy or cupy), keeps X's dtype (integer and bool X pass through the pure data movers), and
+runs on float64 for the gradient checks.
+
+NOTE(xshape): ``transpose2``, ``reshape2``, ``squeeze2``, ``unsqueeze2`` and ``flatten2`` write a
+second output, ``XShape``, as Fluid does: an empty array of shape ``[0] + X.shape`` (X's dtype)
+whose only content is its shape, so the grad op reshapes ``Out@GRAD`` back without holding on
+to X. The v1 ops (``transpose``, ``reshape`` in ops/tensor.py, ``squeeze``, ``unsqueeze``,
+``flatten``) are registered too, for programs that name them; their grad ops read X.
+"""
 from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from placegroup.errors import ProgramError
+from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, grad_of, register
+from placegroup.ops.tensor import _reshape_target
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _axis(op: str, axis: int, shape, what: str = "axis", extra: int = 0, slot: str = "X") -> int:
+    """``axis`` in [0, rank + extra) (negative counts from the end), or a ProgramError."""
+    n = len(shape) + extra
+    check(-n <= axis < n, f"{op}: {what} {axis} is out of range for {slot}{list(shape)} (valid: {-n}..{n - 1})")
+    return axis % n
+
+
+def _prod(dims) -> int:
+    """The product of ``dims``, -1 when one is unknown."""
+    return -1 if -1 in dims else math.prod(dims)
+
+
+def _xshape(xp, x):
+    return xp.empty((0,) + tuple(x.shape), dtype=x.dtype)  # See NOTE(xshape).
+
+
+def _x_grad(op):
+    """A grad maker that applies forward op ``op.type`` itself to Out@GRAD (its own transpose)."""
+    x = op.inputs["X"][0]
+    if x not in op.need:
+        return []
+    return [OpSpec(op.type, {"X": [grad_name(op.outputs["Out"][0])]}, {"Out": [op.grad_of(x)]}, dict(op.attrs))]
+
+
+# -- transpose and the reshapes with XShape (NOTE(xshape)) ----------------------------------
+
+
+def _perm(op: str, shape, axis) -> list:
+    axis = [int(a) for a in axis]
+    check(sorted(axis) == list(range(len(shape))),
+          f"{op}: axis {axis} is not a permutation of 0..{len(shape) - 1} for X{list(shape)}")
+    return axis
+
+
+def _transpose_infer(v2: bool):
+    op = "transpose2" if v2 else "transpose"
+
+    def infer(ins, a):
+        x = ins["X"]
+        out = {"Out": Meta(tuple(x.shape[p] for p in _perm(op, x.shape, a["axis"])), x.dtype)}
+        return {**out, "XShape": Meta((0,) + tuple(x.shape), x.dtype)} if v2 else out
+
+    return infer
+
+
+def _inverse(perm) -> list:
+    return [int(i) for i in np.argsort(perm)]
+
+
+@register("transpose2", ins=("X",), outs=("Out", "XShape"), attrs={"axis": []}, infer=_transpose_infer(True),
+          grad=grad_of(("X",), uses=(), outs=("XShape",)))
+def transpose2(xp, ins, a, ctx):
+    """Out = X with its dims permuted: Out dim i is X dim ``axis[i]``; XShape as NOTE(xshape)."""
+    return {"Out": xp.transpose(ins["X"], a["axis"]), "XShape": _xshape(xp, ins["X"])}
+
+
+@register("transpose2_grad", ins=("XShape", "Out@GRAD"), outs=("X@GRAD",), attrs={"axis": []}, role="backward")
+def transpose2_grad(xp, ins, a, ctx):
+    return {"X@GRAD": xp.transpose(ins["Out@GRAD"], _inverse(a["axis"]))}
+
+
+@register("transpose", ins=("X",), outs=("Out",), attrs={"axis": []}, infer=_transpose_infer(False),
+          grad=grad_of(("X",), uses=()))
+def transpose(xp, ins, a, ctx):
+    """Fluid's v1 transpose: Out = X with its dims permuted by ``axis``."""
+    return {"Out": xp.transpose(ins["X"], a["axis"])}
+
+
+@register("transpose_grad", ins=("Out@GRAD",), outs=("X@GRAD",), attrs={"axis": []}, role="backward")
+def transpose_grad(xp, ins, a, ctx):
+    return {"X@GRAD": xp.transpose(ins["Out@GRAD"], _inverse(a["axis"]))}
+
+
+def _squeeze_shape(op, shape, a) -> tuple:
+    """Fluid 1.8's squeeze: no axes drops every dim of 1; a listed dim that is not 1 stays
+    (no error), and at build time a listed -1 dim is dropped, as Paddle's InferShape does."""
+    axes = {_axis(op, ax, shape, "axes entry") for ax in a["axes"]}
+    drop = {i for i, d in enumerate(shape) if d == 1} if not axes else {i for i in axes if shape[i] in (1, -1)}
+    return tuple(d for i, d in enumerate(shape) if i not in drop)
+
+
+def _unsqueeze_shape(op, shape, a) -> tuple:
+    """Each of ``axes`` in turn inserts a 1 into the shape so far (a negative axis counts from
+    the end of that shape plus one), as Fluid 1.8's unsqueeze."""
+    out = list(shape)
+    for ax in a["axes"]:
+        n = len(out) + 1
+        check(-n <= ax < n, f"{op}: axes entry {ax} is out of range for a rank-{len(out)} shape {out} "
+                            f"(X{list(shape)}, axes {list(a['axes'])}; valid: {-n}..{n - 1})")
+        out.insert(ax % n, 1)
+    return tuple(out)
+
+
+def _flatten_shape(op, shape, a) -> tuple:
+    """[prod(X dims before axis), prod(the rest)]; axis in 0..rank."""
+    ax = a["axis"]
+    check(0 <= ax <= len(shape), f"{op}: axis {ax} is out of range for X{list(shape)} (valid: 0..{len(shape)})")
+    return _prod(shape[:ax]), _prod(shape[ax:])
+
+
+def _reshaping(name: str, attrs: dict, shape_fn, doc: str) -> None:
+    """Register ``name`` (grad reads X) and ``name + "2"`` (writes XShape, its grad reads it):
+    ops whose Out is X reshaped to ``shape_fn(op, X.shape, attrs)``."""
+    for op, v2 in ((name, False), (name + "2", True)):
+        def infer(ins, a, op=op, v2=v2):
+            x = ins["X"]
+            out = {"Out": Meta(shape_fn(op, tuple(x.shape), a), x.dtype)}
+            return {**out, "XShape": Meta((0,) + tuple(x.shape), x.dtype)} if v2 else out
+
+        outs = ("Out", "XShape") if v2 else ("Out",)
+        grad = grad_of(("X",), uses=(), outs=("XShape",)) if v2 else grad_of(("X",), uses=("X",))
+
+        @register(op, ins=("X",), outs=outs, attrs=attrs, infer=infer, grad=grad)
+        def forward(xp, ins, a, ctx, op=op, v2=v2):
+            x = ins["X"]
+            out = {"Out": x.reshape(shape_fn(op, x.shape, a))}
+            return {**out, "XShape": _xshape(xp, x)} if v2 else out
+
+        @register(op + "_grad", ins=(("XShape",) if v2 else ("X",)) + ("Out@GRAD",), outs=("X@GRAD",), attrs=attrs,
+                  role="backward")
+        def backward(xp, ins, a, ctx, v2=v2):
+            shape = ins["XShape"].shape[1:] if v2 else ins["X"].shape
+            return {"X@GRAD": ins["Out@GRAD"].reshape(shape)}
+
+        forward.__doc__ = doc + (" XShape as NOTE(xshape)." if v2 else "")
+
+
+_reshaping("squeeze", {"axes": []}, _squeeze_shape, "Out = X without the size-1 dims in ``axes`` (all if empty).")
+_reshaping("unsqueeze", {"axes": []}, _unsqueeze_shape, "Out = X with a size-1 dim inserted at each of ``axes``.")
+_reshaping("flatten", {"axis": 1}, _flatten_shape, "Out = X as a matrix [prod(dims[:axis]), prod(dims[axis:])].")
+
+
+def _reshape2_shape(shape, a) -> tuple:
+    """reshape's target (ops/tensor.py: a 0 copies X's dim, one -1 is inferred), its errors
+    naming reshape2."""
+    try:
+        return tuple(_reshape_target(shape, a["shape"]))
+    except ProgramError as e:
+        raise ProgramError(f"reshape2{str(e)[len('reshape'):]}") from None
+
+
+def _reshape2_infer(ins, a):
+    x = ins["X"]
+    return {"Out": Meta(_reshape2_shape(tuple(x.shape), a), x.dtype), "XShape": Meta((0,) + tuple(x.shape), x.dtype)}
+
+
+@register("reshape2", ins=("X",), outs=("Out", "XShape"), attrs={"shape": []}, infer=_reshape2_infer,
+          grad=grad_of(("X",), uses=(), outs=("XShape",)))
+def reshape2(xp, ins, a, ctx):
+    """Out = X with shape ``shape`` (a 0 copies X's dim at that index, one -1 is inferred), as
+    the op ``fluid.layers.reshape`` appends; XShape as NOTE(xshape). The run-time ``Shape`` and
+    ``ShapeTensor`` inputs of Fluid's op are not supported (the layer refuses them)."""
+    x = ins["X"]
+    return {"Out": x.reshape(_reshape2_shape(x.shape, a)), "XShape": _xshape(xp, x)}
+
+
+@register("reshape2_grad", ins=("XShape", "Out@GRAD"), outs=("X@GRAD",), attrs={"shape": []}, role="backward")
+def reshape2_grad(xp, ins, a, ctx):
+    return {"X@GRAD": ins["Out@GRAD"].reshape(ins["XShape"].shape[1:])}
+
+
+# -- expand, expand_as, stack, unstack ------------------------------------------------------
+
+
+def _expand_infer(ins, a):
+    x, times = ins["X"], [int(t) for t in a["expand_times"]]
+    check(len(times) == len(x.shape) and all(t >= 1 for t in times),
+          f"expand: expand_times {times} must give one count >= 1 per dim of X{list(x.shape)}")
+    return {"Out": Meta(tuple(-1 if d == -1 else d * t for d, t in zip(x.shape, times)), x.dtype)}
+
+
+def _unexpand(g, shape, times):
+    """Sum ``g`` (X tiled ``times``) back onto X's shape."""
+    inter = [n for t, d in zip(times, shape) for n in (t, d)]
+    return g.reshape(inter).sum(axis=tuple(range(0, 2 * len(shape), 2)))
+
+
+@register("expand", ins=("X",), outs=("Out",), attrs={"expand_times": []}, infer=_expand_infer,
+          grad=grad_of(("X",)))
+def expand(xp, ins, a, ctx):
+    """Out = X tiled ``expand_times[i]`` times along each dim i."""
+    return {"Out": xp.tile(ins["X"], tuple(a["expand_times"]))}
+
+
+@register("expand_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs={"expand_times": []}, role="backward")
+def expand_grad(xp, ins, a, ctx):
+    return {"X@GRAD": _unexpand(ins["Out@GRAD"], ins["X"].shape, a["expand_times"])}
+
+
+def _expand_as_times(shape, target) -> list:
+    check(len(shape) == len(target), f"expand_as: X{list(shape)} and target_tensor{list(target)} differ in rank")
+    for d, t in zip(shape, target):
+        check(-1 in (d, t) or (d > 0 and t % d == 0),
+              f"expand_as: target_tensor{list(target)} is not a multiple of X{list(shape)} in every dim")
+    return [t // d for d, t in zip(shape, target)]
+
+
+def _expand_as_infer(ins, a):
+    x, t = ins["X"], ins["target_tensor"]
+    _expand_as_times(x.shape, t.shape)
+    return {"Out": Meta(tuple(t.shape), x.dtype)}
+
+
+@register("expand_as", ins=("X", Slot("target_tensor", no_grad=True)), outs=("Out",), infer=_expand_as_infer,
+          grad=grad_of(("X",), uses=("X",)))
+def expand_as(xp, ins, a, ctx):
+    """Out = X tiled to target_tensor's shape (each of its dims a multiple of X's)."""
+    x = ins["X"]
+    return {"Out": xp.tile(x, tuple(_expand_as_times(x.shape, ins["target_tensor"].shape)))}
+
+
+@register("expand_as_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), role="backward")
+def expand_as_grad(xp, ins, a, ctx):
+    x, g = ins["X"], ins["Out@GRAD"]
+    return {"X@GRAD": _unexpand(g, x.shape, _expand_as_times(x.shape, g.shape))}
+
+
+def _merge(op: str, metas, slot: str) -> list:
+    """The common shape of ``metas`` (-1 matches anything), or a ProgramError."""
+    first = list(metas[0].shape)
+    for i, m in enumerate(metas[1:], 1):
+        s = list(m.shape)
+        same = len(s) == len(first) and all(-1 in (p, q) or p == q for p, q in zip(first, s))
+        check(same and m.dtype == metas[0].dtype,
+              f"{op}: {slot}[{i}] {m.dtype}{s} and {slot}[0] {metas[0].dtype}{first} differ")
+        first = [q if p == -1 else p for p, q in zip(first, s)]
+    return first
+
+
+def _stack_infer(ins, a):
+    xs = ins["X"]
+    shape = _merge("stack", xs, "X")
+    ax = _axis("stack", a["axis"], shape, extra=1)
+    return {"Y": Meta(tuple(shape[:ax] + [len(xs)] + shape[ax:]), xs[0].dtype)}
+
+
+@register("stack", ins=(Slot("X", duplicable=True),), outs=("Y",), attrs={"axis": 0}, infer=_stack_infer,
+          grad=grad_of(("X",), uses=(), out="Y"))
+def stack(xp, ins, a, ctx):
+    """Y = the X's (all of one shape) stacked along a new dim ``axis`` (in -(rank+1)..rank)."""
+    return {"Y": xp.stack(ins["X"], axis=a["axis"])}
+
+
+@register("stack_grad", ins=("Y@GRAD",), outs=(Slot("X@GRAD", duplicable=True, dispensable=True),),
+          attrs={"axis": 0}, role="backward")
+def stack_grad(xp, ins, a, ctx):
+    g = ins["Y@GRAD"]
+    ax = a["axis"] % g.ndim
+    return {"X@GRAD": list(xp.moveaxis(g, ax, 0))}
+
+
+def _unstack_infer(ins, a):
+    x = ins["X"]
+    ax = _axis("unstack", a["axis"], x.shape)
+    n, d = a["num"], x.shape[ax]
+    check(n >= 1 and d in (n, -1), f"unstack: num {n} must be >= 1 and equal dim {ax} of X{list(x.shape)}")
+    return {"Y": [Meta(tuple(x.shape[:ax]) + tuple(x.shape[ax + 1:]), x.dtype)] * n}
+
+
+@register("unstack", ins=("X",), outs=(Slot("Y", duplicable=True),), attrs={"axis": 0, "num": 0},
+          infer=_unstack_infer, grad=grad_of(("X",), uses=(), out="Y"))
+def unstack(xp, ins, a, ctx):
+    """Y = the ``num`` slices of X along ``axis``, that dim removed."""
+    x = ins["X"]
+    ax = a["axis"] % x.ndim
+    return {"Y": list(xp.moveaxis(x, ax, 0))}
+
+
+@register("unstack_grad", ins=(Slot("Y@GRAD", duplicable=True),), outs=("X@GRAD",), attrs={"axis": 0, "num": 0},
+          role="backward")
+def unstack_grad(xp, ins, a, ctx):
+    gs = ins["Y@GRAD"]
+    return {"X@GRAD": xp.stack(gs, axis=a["axis"] % (gs[0].ndim + 1))}
+
+
+# -- slice, crop_tensor, pad, pad2d, reverse ------------------------------------------------
+
+
+def _slice_plan(shape, a):
+    """(per-dim slices, Out's shape before decrease_axis, Out's shape) for Fluid 1.8's slice:
+    a negative start/end counts from the end, then start >= 0 and 0 <= end <= dim are
+    clamped, and end must stay greater than start. An unknown (-1) dim stays -1."""
+    axes, starts, ends = list(a["axes"]), list(a["starts"]), list(a["ends"])
+    check(len(axes) == len(starts) == len(ends), f"slice: axes {axes}, starts {starts} and ends {ends} "
+                                                 f"differ in length")
+    idx, full = [slice(None)] * len(shape), list(shape)
+    for ax, s0, e0 in zip(axes, starts, ends):
+        ax = _axis("slice", ax, shape, "axes entry", slot="Input")
+        d = shape[ax]
+        if d == -1:
+            full[ax] = -1
+            continue
+        s = max(s0 + d if s0 < 0 else s0, 0)
+        e = min(max(e0 + d if e0 < 0 else e0, 0), d)
+        check(e > s, f"slice: starts {s0} and ends {e0} leave nothing of dim {ax} (size {d}) of "
+                     f"Input{list(shape)}; end must be greater than start after clamping")
+        idx[ax], full[ax] = slice(s, e), e - s
+    dec = {_axis("slice", ax, shape, "decrease_axis entry", slot="Input") for ax in a["decrease_axis"]}
+    for ax in dec:
+        check(full[ax] in (1, -1), f"slice: decrease_axis {list(a['decrease_axis'])} names dim {ax}, whose "
+                                   f"slice has size {full[ax]}, not 1 (Input{list(shape)})")
+    out = [d for i, d in enumerate(full) if i not in dec] or [1]
+    return tuple(idx), tuple(full), tuple(out)
+
+
+_SLICE_ATTRS = {"axes": [], "starts": [], "ends": [], "infer_flags": [], "decrease_axis": []}
+
+
+@register("slice", ins=("Input",), outs=("Out",), attrs=_SLICE_ATTRS,
+          infer=lambda ins, a: {"Out": Meta(_slice_plan(ins["Input"].shape, a)[2], ins["Input"].dtype)},
+          grad=grad_of(("Input",)))
+def slice_(xp, ins, a, ctx):
+    """Out = Input[starts:ends] along ``axes``, clamped as Fluid 1.8 (``_slice_plan``); the
+    size-1 dims in ``decrease_axis`` are dropped ([1] if none is left)."""
+    x = ins["Input"]
+    idx, _, out = _slice_plan(x.shape, a)
+    return {"Out": x[idx].reshape(out)}
+
+
+@register("slice_grad", ins=("Input", "Out@GRAD"), outs=("Input@GRAD",), attrs=_SLICE_ATTRS, role="backward")
+def slice_grad(xp, ins, a, ctx):
+    x, g = ins["Input"], ins["Out@GRAD"]
+    idx, full, _ = _slice_plan(x.shape, a)
+    dx = xp.zeros(x.shape, dtype=g.dtype)
+    dx[idx] = g.reshape(full)
+    return {"Input@GRAD": dx}
+
+
+def _crop_plan(shape, a):
+    """(slices, Out's shape) of crop_tensor: Out dim i is ``shape[i]`` (-1: to the end of X's dim)
+    from ``offsets[i]`` (default 0)."""
+    rank = len(shape)
+    size, offs = [int(s) for s in a["shape"]], [int(o) for o in a["offsets"]] or [0] * rank
+    check(len(size) == rank and len(offs) == rank,
+          f"crop_tensor: shape {size} and offsets {offs} must have one entry per dim of X{list(shape)}")
+    out, idx = [], []
+    for i, (d, s, o) in enumerate(zip(shape, size, offs)):
+        check(o >= 0 and (s > 0 or s == -1), f"crop_tensor: dim {i}: offset {o} must be >= 0 and shape {s} > 0 "
+                                             f"or -1 (X{list(shape)})")
+        n = (d - o if d != -1 else -1) if s == -1 else s
+        check(d == -1 or o + n <= d, f"crop_tensor: dim {i}: offset {o} + size {n} exceeds X{list(shape)}")
+        out.append(n)
+        idx.append(slice(o, None if n == -1 else o + n))
+    return tuple(idx), tuple(out)
+
+
+@register("crop_tensor", ins=("X",), outs=("Out",), attrs={"shape": [], "offsets": []},
+          infer=lambda ins, a: {"Out": Meta(_crop_plan(ins["X"].shape, a)[1], ins["X"].dtype)},
+          grad=grad_of(("X",)))
+def crop_tensor(xp, ins, a, ctx):
+    """Out = the box of X of size ``shape`` at ``offsets``."""
+    return {"Out": ins["X"][_crop_plan(ins["X"].shape, a)[0]]}
+
+
+@register("crop_tensor_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs={"shape": [], "offsets": []},
+          role="backward")
+def crop_tensor_grad(xp, ins, a, ctx):
+    x, g = ins["X"], ins["Out@GRAD"]
+    dx = xp.zeros(x.shape, dtype=g.dtype)
+    dx[_crop_plan(x.shape, a)[0]] = g
+    return {"X@GRAD": dx}
+
+
+def _pad_pairs(op: str, shape, pads) -> list:
+    pads = [int(p) for p in pads]
+    check(len(pads) == 2 * len(shape) and min(pads, default=0) >= 0,
+          f"{op}: paddings {pads} must hold 2 sizes >= 0 per dim of X{list(shape)}")
+    return [(pads[2 * i], pads[2 * i + 1]) for i in range(len(shape))]
+
+
+def _pad_infer(ins, a):
+    x = ins["X"]
+    pairs = _pad_pairs("pad", x.shape, a["paddings"])
+    return {"Out": Meta(tuple(-1 if d == -1 else d + p + q for d, (p, q) in zip(x.shape, pairs)), x.dtype)}
+
+
+@register("pad", ins=("X",), outs=("Out",), attrs={"paddings": [], "pad_value": 0.0}, infer=_pad_infer,
+          grad=grad_of(("X",)))
+def pad(xp, ins, a, ctx):
+    """Out = X with ``paddings[2i]`` values before and ``paddings[2i+1]`` after each dim i, all
+    ``pad_value``."""
+    x = ins["X"]
+    return {"Out": xp.pad(x, _pad_pairs("pad", x.shape, a["paddings"]), mode="constant",
+                          constant_values=a["pad_value"])}
+
+
+@register("pad_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs={"paddings": [], "pad_value": 0.0},
+          role="backward")
+def pad_grad(xp, ins, a, ctx):
+    x, g = ins["X"], ins["Out@GRAD"]
+    pairs = _pad_pairs("pad", x.shape, a["paddings"])
+    return {"X@GRAD": g[tuple(slice(p, p + d) for (p, _), d in zip(pairs, x.shape))]}
+
+
+_PAD2D_ATTRS = {"paddings": [0, 0, 0, 0], "mode": "constant", "pad_value": 0.0, "data_format": "NCHW"}
+
+
+def _pad2d_check(shape, a) -> tuple:
+    """The (H, W) axes of X, after checking rank, mode, format and the [top, bottom, left,
+    right] paddings (reflect needs each pad smaller than its dim)."""
+    pads, mode, fmt = [int(p) for p in a["paddings"]], a["mode"], a["data_format"]
+    check(len(shape) == 4, f"pad2d: X must be 4-D, got X{list(shape)}")
+    check(mode in ("constant", "reflect", "edge"), f"pad2d: mode {mode!r} must be constant, reflect or edge")
+    check(fmt in ("NCHW", "NHWC"), f"pad2d: data_format {fmt!r} must be NCHW or NHWC")
+    check(len(pads) == 4 and min(pads) >= 0, f"pad2d: paddings {pads} must be [top, bottom, left, right], all >= 0")
+    axes = (2, 3) if fmt == "NCHW" else (1, 2)
+    for ax, (p, q) in zip(axes, (pads[:2], pads[2:])):
+        d = shape[ax]
+        check(mode != "reflect" or d == -1 or max(p, q) < d,
+              f"pad2d: reflect paddings {pads} must be smaller than the padded dims of X{list(shape)} ({fmt})")
+    return axes
+
+
+def _pad2d_infer(ins, a):
+    x = ins["X"]
+    out, p = list(x.shape), a["paddings"]
+    for ax, (b, e) in zip(_pad2d_check(x.shape, a), (p[:2], p[2:])):
+        out[ax] = -1 if out[ax] == -1 else out[ax] + b + e
+    return {"Out": Meta(tuple(out), x.dtype)}
+
+
+def _pad_index(xp, n: int, before: int, after: int, mode: str):
+    """For each output position of one padded dim, the input position it reads (NOTE(pad2d))."""
+    i = xp.arange(-before, n + after)
+    if mode == "reflect":
+        i = xp.abs(i)
+        return xp.minimum(i, 2 * (n - 1) - i)
+    return xp.clip(i, 0, n - 1)
+
+
+def _pad2d_channels_first(xp, x, a):
+    return x if a["data_format"] == "NCHW" else xp.moveaxis(x, 3, 1)
+
+
+@register("pad2d", ins=("X",), outs=("Out",), attrs=_PAD2D_ATTRS, infer=_pad2d_infer, grad=grad_of(("X",)))
+def pad2d(xp, ins, a, ctx):
+    """Out = X padded in H and W by ``paddings`` [top, bottom, left, right]: with ``pad_value``
+    (constant), the mirror image without the edge (reflect) or the edge repeated (edge).
+
+    NOTE(pad2d): each padded dim is a gather with an index per output position (reflect
+    ``|i|`` folded at ``n - 1``, edge ``i`` clipped); constant mode then masks the pad. The
+    gradient adds each output position's gradient into the input position it read, done as
+    one-hot matrices ``Ph^T @ g @ Pw`` (no scatter, the same on cupy)."""
+    x = _pad2d_channels_first(xp, ins["X"], a)
+    t, b, l, r = (int(p) for p in a["paddings"])
+    h, w, mode = x.shape[2], x.shape[3], a["mode"]
+    ih, iw = _pad_index(xp, h, t, b, mode), _pad_index(xp, w, l, r, mode)
+    out = x[:, :, ih[:, None], iw[None, :]]
+    if mode == "constant":
+        rows = (xp.arange(h + t + b) >= t) & (xp.arange(h + t + b) < t + h)
+        cols = (xp.arange(w + l + r) >= l) & (xp.arange(w + l + r) < l + w)
+        out = xp.where(rows[:, None] & cols[None, :], out, xp.asarray(a["pad_value"], dtype=x.dtype))
+    return {"Out": out if a["data_format"] == "NCHW" else xp.moveaxis(out, 1, 3)}
+
+
+@register("pad2d_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs=_PAD2D_ATTRS, role="backward")
+def pad2d_grad(xp, ins, a, ctx):
+    x, g = _pad2d_channels_first(xp, ins["X"], a), _pad2d_channels_first(xp, ins["Out@GRAD"], a)
+    t, b, l, r = (int(p) for p in a["paddings"])
+    h, w, mode = x.shape[2], x.shape[3], a["mode"]
+    if mode == "constant":
+        dx = g[:, :, t:t + h, l:l + w]
+    else:
+        ph = (_pad_index(xp, h, t, b, mode)[:, None] == xp.arange(h)).astype(g.dtype)  # [oH, H]
+        pw = (_pad_index(xp, w, l, r, mode)[:, None] == xp.arange(w)).astype(g.dtype)  # [oW, W]
+        dx = xp.matmul(xp.matmul(ph.T, g), pw)
+    return {"X@GRAD": dx if a["data_format"] == "NCHW" else xp.moveaxis(dx, 1, 3)}
+
+
+def _reverse_axes(shape, a) -> tuple:
+    axes = [_axis("reverse", ax, shape, "axis entry") for ax in a["axis"]]
+    check(bool(axes) and len(set(axes)) == len(axes), f"reverse: axis {list(a['axis'])} must name distinct dims "
+                                                      f"of X{list(shape)}, at least one")
+    return tuple(axes)
+
+
+def _reverse_infer(ins, a):
+    _reverse_axes(ins["X"].shape, a)
+    return {"Out": ins["X"]}
+
+
+@register("reverse", ins=("X",), outs=("Out",), attrs={"axis": []}, infer=_reverse_infer, grad=_x_grad)
+def reverse(xp, ins, a, ctx):
+    """Out = X with the order along each dim in ``axis`` reversed (its own gradient)."""
+    return {"Out": xp.flip(ins["X"], axis=_reverse_axes(ins["X"].shape, a))}

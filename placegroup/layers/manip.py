@@ -1,9 +1,9 @@
 """Tensor manipulation layers, Fluid 1.8 signatures (Fluid's layers/nn.py and tensor.py):
 transposes and reshapes, gathers and scatters, slices and pads, sorts, fills shaped like a var.
 
-Each function appends one op of ops/manip.py (Fluid's op type: ``transpose2``, ``squeeze2``,
-``arg_max``, ...) to the default main program and returns its output var(s), whose shape the
-op's ``infer`` gives (-1 for the batch dim). The ops with an ``XShape`` output make that var
+Each function appends one op of ops/shape.py or ops/index.py (Fluid's op type: ``transpose2``,
+``squeeze2``, ``arg_max``, ...) to the default main program and returns its output var(s), whose
+shape the op's ``infer`` gives (-1 for the batch dim). The ops with an ``XShape`` output make that var
 too, as Fluid does. Integer outputs (indices, shapes, one-hot codes, ranges) have
 ``stop_gradient`` set. Arguments that Fluid 1.8 also takes as run-time Variables (a
 ``depth``, ``starts``, ``paddings``, ``expand_times`` var) must be Python values here; a
@@ -212,7 +212,7 @@ def reverse(x, axis):
 def gather(input, index, overwrite: bool = True):
     """The rows ``input[index[i]]`` (``index`` int32/int64, [N] or [N, 1]). ``overwrite`` says
     how a repeated index's gradient lands: True keeps the last one, as Fluid 1.8 does; pass
-    False to add them up (NOTE(overwrite) in ops/manip.py).
+    False to add them up (NOTE(overwrite) in ops/index.py).
 
     Example: ``L.gather(table, ids)`` for table [V, D] and ids [N] gives [N, D].
     """
@@ -232,7 +232,7 @@ def scatter(input, index, updates, name=None, overwrite: bool = True):
     """``input`` with row ``index[i]`` replaced by ``updates[i]``; a repeated index takes the
     last update (``overwrite``) or, with ``overwrite=False``, the sum of its updates. The
     gradient of ``input`` is the output's gradient unchanged, as in Fluid 1.8
-    (NOTE(scatter-grad-1.8) in ops/manip.py).
+    (NOTE(scatter-grad-1.8) in ops/index.py).
 
     Example: ``L.scatter(x, ids, rows)`` for x [V, D], ids [N] and rows [N, D].
     """

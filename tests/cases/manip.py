@@ -1,8 +1,8 @@
 """OpCases for tensor manipulation ops (transpose, gather, slice, one_hot, ...); tests/op_cases.py gathers them.
 
 References are plain numpy (indexing, np.pad, np.tile, np.argsort), written apart from the
-kernels in ops/manip.py. Two rules of Fluid 1.8 that are not derivatives are tested in
-tests/test_manip_layers.py instead of here: scatter's X@GRAD and gather's overwrite gradient
+kernels in ops/shape.py and ops/index.py. Two rules of Fluid 1.8 that are not derivatives are
+tested in tests/test_manip_layers.py instead of here: scatter's X@GRAD and gather's overwrite gradient
 (NOTE(scatter-grad-1.8), NOTE(overwrite)).
 """
 from __future__ import annotations
@@ -84,6 +84,11 @@ CASES: list[OpCase] = [
         "Out": i["X"].reshape(s), **({"XShape": _xs(i["X"])} if v2 else {})}, attrs={"axis": axis}, grad=("X",),
         name=f"axis{axis}", errors=((_F, {"axis": 4}, ProgramError, r"axis 4 is out of range for X\[2, 3, 4\]"),))
       for op, v2 in (("flatten2", True), ("flatten", False)) for axis, s in ((1, (2, 12)), (2, (6, 4)), (0, (1, 24)))],
+    *[OpCase("reshape2", lambda r: {"X": N(r, 2, 3, 4)}, lambda i, a, s=s: {"Out": i["X"].reshape(s), "XShape": _xs(i["X"])},
+             attrs={"shape": shape}, grad=("X",), name=str(shape),
+             errors=((_F, {"shape": [5, -1]}, ProgramError, r"reshape2: X\[2, 3, 4\] \(24 elements\) cannot take shape"),
+                     (_F, {"shape": [-1, -1]}, ProgramError, "reshape2: shape .* at most one -1")))
+      for shape, s in [([0, -1], (2, 12)), ([-1, 2, 0], (3, 2, 4))]],
     # expand, expand_as, stack, unstack
     OpCase("expand", lambda r: {"X": N(r, 2, 1, 3)}, lambda i, a: {"Out": np.tile(i["X"], (1, 3, 2))},
            attrs={"expand_times": [1, 3, 2]}, grad=("X",),
