@@ -57,6 +57,20 @@ class _Distributed:
         _open.discard(self)
 
 
+def _reshaped_feed(name: str, var, arr, shape):
+    """A feed whose shape differs from its var's only by dims of 1 ([N] for [-1, 1]): a
+    ``fluid.layers.data`` var takes it in its own shape, as Fluid's LoDTensor did, while
+    ``fluid.data`` checks its feed, as in Fluid 1.8. Raises ProgramError naming both shapes
+    otherwise."""
+    want = [d for d in shape if d != 1]
+    have = [a for a in arr.shape if a != 1]
+    if not var.attrs.get("need_check_feed") and shape.count(-1) <= 1 and len(want) == len(have) \
+            and all(d in (-1, a) for d, a in zip(want, have)):
+        return arr.reshape([-1 if d == -1 else d for d in shape])
+    raise ProgramError(f"feed {name!r} has shape {list(arr.shape)}, but the var is declared "
+                       f"{list(shape)} (-1 is any size)")
+
+
 class Executor:
     """Runs programs on one place.
 
@@ -129,15 +143,13 @@ class Executor:
             if meta is None:
                 raise ProgramError(f"feed {name!r} is not a var of the program; its data vars are "
                                    f"{sorted(n for n, m in plan.feed_meta.items() if m[0].is_data)}")
-            _, dtype, shape = meta
+            var, dtype, shape = meta
             arr = value if hasattr(value, "__cuda_array_interface__") else np.asarray(value)
             if arr.dtype != dtype:
                 arr = arr.astype(dtype)
-            if shape is not None:
-                if len(arr.shape) != len(shape) or any(
-                        d != -1 and d != a for d, a in zip(shape, arr.shape)):
-                    raise ProgramError(f"feed {name!r} has shape {list(arr.shape)}, but the var is "
-                                       f"declared {list(shape)} (-1 is any size)")
+            if shape is not None and (len(arr.shape) != len(shape) or any(
+                    d != -1 and d != a for d, a in zip(shape, arr.shape))):
+                arr = _reshaped_feed(name, var, arr, shape)
             vals[name] = xp.asarray(arr) if xp is not np else arr
 
     def run(self, program=None, feed: dict | None = None, fetch_list: Sequence | None = None,

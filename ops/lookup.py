@@ -1,4 +1,7 @@
-"""Embedding lookup: lookup_table, with a dense or a SelectedRows gradient.
+"""Embedding lookup: lookup_table and lookup_table_v2, with a dense or a SelectedRows gradient.
+
+``lookup_table_v2`` (``fluid.embedding``) is the same lookup without dropping a trailing dim
+of 1: Ids [N, 1] give Out [N, 1, D], Ids [N] give [N, D].
 
 NOTE(lookup-ids): ``Ids`` holds int64 row numbers of ``W`` ([V, D]), shaped [N, 1] (Fluid 1.x)
 or [N]; a trailing dim of 1 is dropped, so Out is [N, D]. ``padding_idx`` (-1: none; the
@@ -36,14 +39,15 @@ def _out_shape(ids_shape: tuple, dim: int) -> tuple:
     return ids_shape + (dim,)
 
 
-def _infer(ins, a):
+def _infer(ins, a, v2: bool = False):
     w, ids = ins["W"], ins["Ids"]
     check(len(w.shape) == 2, f"lookup_table: W must be a 2-D table [V, D], got W{list(w.shape)}")
     check(ids.dtype in ("int64", "int32"), f"lookup_table: Ids must be int64, got {ids.dtype}")
     pad = a["padding_idx"]
     check(pad == -1 or 0 <= pad < w.shape[0] or w.shape[0] == -1,
           f"lookup_table: padding_idx {pad} is outside the table W{list(w.shape)}")
-    return {"Out": Meta(_out_shape(ids.shape, w.shape[1]), w.dtype)}
+    shape = tuple(ids.shape) + (w.shape[1],) if v2 else _out_shape(ids.shape, w.shape[1])
+    return {"Out": Meta(shape, w.dtype)}
 
 
 def _flat_ids(xp, ids, rows: int):
@@ -122,3 +126,18 @@ def lookup_table_grad(xp, ins, a, ctx):
     dw = xp.zeros((height, dim), dtype=w.dtype)
     scatter_add(xp, dw, flat, g)
     return {"W@GRAD": dw}
+
+
+@register("lookup_table_v2", ins=("W", Slot("Ids", no_grad=True)), outs=("Out",), attrs=_ATTRS,
+          infer=lambda ins, a: _infer(ins, a, v2=True), grad=grad_of(("W",)))
+def lookup_table_v2(xp, ins, a, ctx):
+    """Out[..., :] = W[Ids[...]]: ``lookup_table`` keeping every dim of Ids."""
+    out = lookup_table(xp, ins, a, ctx)["Out"]
+    return {"Out": out.reshape(tuple(ins["Ids"].shape) + (out.shape[-1],))}
+
+
+@register("lookup_table_v2_grad", ins=("W", "Ids", "Out@GRAD"),
+          outs=(Slot("W@GRAD", sparse_if="is_sparse"),), attrs=_ATTRS, role="backward")
+def lookup_table_v2_grad(xp, ins, a, ctx):
+    """As ``lookup_table_grad``: Out@GRAD's rows line up with the flattened Ids."""
+    return lookup_table_grad(xp, ins, a, ctx)

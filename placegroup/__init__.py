@@ -37,6 +37,12 @@ from placegroup import compiler  # noqa: E402
 from placegroup.compiler import (BuildStrategy, CompiledProgram, ExecutionStrategy, cpu_places,  # noqa: E402
                                  cuda_pinned_places, cuda_places)
 from placegroup.parallel_executor import ParallelExecutor  # noqa: E402
+from placegroup import clip  # noqa: E402
+from placegroup.input import data, embedding, one_hot  # noqa: E402
+from placegroup.switches import (device_guard, disable_dygraph, disable_imperative, enable_dygraph,  # noqa: E402
+                                 enable_imperative, get_flags, in_dygraph_mode, memory_optimize, name_scope,
+                                 release_memory, require_version, set_flags)
+from placegroup.layers import learning_rate_scheduler as learning_rate_decay  # noqa: E402
 
 _moved.install()  # the module paths that moved keep working, with a DeprecationWarning
 # Fluid 1.8's names placegroup lacks raise NotImplementedInPlacegroup here and in the submodules
@@ -57,3 +63,6 @@ __all__ = [
 ]
 __all__ += ["BuildStrategy", "CompiledProgram", "ExecutionStrategy", "ParallelExecutor", "compiler", "cpu_places",
             "cuda_pinned_places", "cuda_places"]
+__all__ += ["clip", "data", "device_guard", "disable_dygraph", "disable_imperative", "embedding", "enable_dygraph",
+            "enable_imperative", "get_flags", "in_dygraph_mode", "learning_rate_decay", "memory_optimize",
+            "name_scope", "one_hot", "release_memory", "require_version", "set_flags"]

@@ -141,8 +141,11 @@ def append_backward(loss, parameter_list: Iterable | None = None, no_grad_set: I
         wanted = frozenset(n for n in _differentiable_inputs(op) if n in need and n not in no_grad)
         if not wanted or op.opdef.grad is None:
             continue
+        silent = {n for slot in op.opdef.outputs if slot.no_grad for n in op.outputs.get(slot.name, ())}
         for n in op.output_arg_names:
-            if not grads.finish(n):  # an output nobody differentiated: its gradient is zero
+            # an output nobody differentiated: its gradient is zero (none for a slot that never
+            # has one: batch_norm's running statistics, dropout's mask, an XShape)
+            if not grads.finish(n) and n not in silent:
                 v = block.var(n)
                 block.create_var(grad_name(n), shape=v.shape, dtype=v.dtype)
                 block.append_op("fill_zeros_like", {"X": [n]}, {"Out": [grad_name(n)]},

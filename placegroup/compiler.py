@@ -66,9 +66,8 @@ def notice(key: str, message: str) -> None:
 # -- places ------------------------------------------------------------------------------------
 
 def _setting(name: str, default: Any) -> Any:
-    # NOTE(place-count): CPU_NUM and FLAGS_selected_gpus are Fluid's environment variables; they are
-    # read through placegroup.config once it lists them, and take Fluid's defaults until then.
-    return config.get(name) if name in config.SETTINGS else default
+    # CPU_NUM and FLAGS_selected_gpus are Fluid's environment variables, read through placegroup.config
+    return config.get(name)
 
 
 def cpu_places(device_count: int | None = None) -> list:

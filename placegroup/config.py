@@ -75,6 +75,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     _S("POD_IP", str, "127.0.0.1", "This process's IP address."),
     _S("PADDLE_INIT_PORT", str, "6174", "This process's port, and the port of a bare pserver ip."),
     _S("PADDLE_TRAINER_ID", _count, 0, "This trainer's id, 0..N-1.", "a whole number"),
+    _S("CPU_NUM", _count, 1, "How many CPU places fluid.cpu_places() and with_data_parallel use, as in "
+       "Fluid (placegroup runs them as one place over the whole batch).", "a whole number"),
+    _S("FLAGS_selected_gpus", str, "", "Comma-separated CUDA device ids for fluid.cuda_places(); empty: "
+       "every visible device."),
     # -- placegroup's own ----------------------------------------------------------------------
     _S("PLACEGROUP_DEBUG", _count, 0,
        "1: log every op an executor runs; 2: every message sent and received too; 3: the "

@@ -53,9 +53,12 @@ class LayerHelper:
             svar = sblock.create_var(name, shape=shape, dtype=dtype, persistable=True)
             init(svar, sblock)
         attrs = {"sparse_update": True} if attr.sparse_update else {}
-        return main_block.create_parameter(
+        param = main_block.create_parameter(
             name, shape, dtype, trainable=attr.trainable, regularizer=attr.regularizer,
             optimize_attr={"learning_rate": attr.learning_rate}, attrs=attrs)
+        if attr.gradient_clip is not None:  # Fluid 1.x's per-parameter clip (placegroup/clip.py)
+            param.gradient_clip_attr = attr.gradient_clip
+        return param
 
     def create_variable_for_type_inference(self, dtype: str = "float32", stop_gradient: bool = False):
         """A temp var whose shape the op that writes it will infer."""

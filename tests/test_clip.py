@@ -159,3 +159,16 @@ def test_dump_shows_the_cross_pserver_norm():
     from placegroup.executor.transfers import transfers
     pairs = {(x.src, x.var) for x in transfers(prog) if x.src.startswith("pserver")}
     assert any(".clip" in var for _, var in pairs)  # a squared norm one pserver sends another
+
+
+def test_param_attr_gradient_clip_clips_that_parameter_only():
+    def build():
+        x = fluid.layers.data(name="x", shape=[10])
+        y = fluid.layers.data(name="y", shape=[1])
+        h = fluid.layers.fc(x, 8, param_attr=fluid.ParamAttr(gradient_clip=fluid.clip.GradientClipByValue(0.01)))
+        cost = fluid.layers.mean(fluid.layers.square_error_cost(fluid.layers.fc(h, 1), y))
+        fluid.optimizer.SGD(0.1).minimize(cost)
+        return [x, y], cost
+    main, *_ = build_programs(build)
+    clipped = {op.param for op in main.global_block().ops if op.type == "clip"}
+    assert clipped == {"fc_0.w_0"}

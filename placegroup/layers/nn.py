@@ -203,6 +203,11 @@ def embedding(input, size, is_sparse: bool = False, is_distributed: bool = False
 
         emb = fluid.layers.embedding(ids, size=[10000, 64], is_sparse=True, padding_idx=0)
     """
+    return lookup("lookup_table", input, size, is_sparse, is_distributed, padding_idx, param_attr, dtype)
+
+
+def lookup(op_type: str, input, size, is_sparse, is_distributed, padding_idx, param_attr, dtype):
+    """``embedding`` with the lookup op ``op_type`` (``fluid.embedding`` uses lookup_table_v2)."""
     helper = LayerHelper("embedding")
     size = [int(d) for d in size]
     if len(size) != 2:
@@ -220,7 +225,7 @@ def embedding(input, size, is_sparse: bool = False, is_distributed: bool = False
     if is_distributed:
         w.attrs["distributed"] = True
     out = helper.create_variable_for_type_inference(dtype)
-    helper.append_op("lookup_table", {"Ids": [input], "W": [w]}, {"Out": [out]},
+    helper.append_op(op_type, {"Ids": [input], "W": [w]}, {"Out": [out]},
                      {"is_sparse": is_sparse, "is_distributed": bool(is_distributed), "padding_idx": pad})
     return out
 
