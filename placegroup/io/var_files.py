@@ -246,10 +246,12 @@ def _select(program, vars, predicate) -> list:
 
 
 def _scope(executor, scope: Scope | None) -> Scope:
-    if scope is not None:
-        return scope
-    own = getattr(executor, "scope", None)  # a distributed executor may own its scope
-    return own if isinstance(own, Scope) else global_scope()
+    if scope is None:
+        own = getattr(executor, "scope", None)  # a distributed executor may own its scope
+        scope = own if isinstance(own, Scope) else global_scope()
+    if scope.settle is not None:  # a trainer's parameters still on their way (NOTE(end-of-step))
+        scope.settle()
+    return scope
 
 
 def save_vars(executor, dirname: str, main_program=None, vars: Sequence | None = None,
