@@ -133,3 +133,18 @@ def test_backward_makes_no_zero_gradients_for_outputs_that_never_have_one():
     fluid.optimizer.SGD(0.1).minimize(fluid.layers.mean(h))
     ops = fluid.default_main_program().global_block().ops
     assert not [op for op in ops if op.type == "fill_zeros_like"]
+
+
+def test_a_lod_tensor_holds_dense_data_and_feeds_it():
+    t = fluid.core.LoDTensor()
+    with pytest.raises(ValueError, match="holds no value yet"):
+        t.shape()
+    t.set(np.arange(6, dtype="float32").reshape(2, 3), fluid.CPUPlace())
+    assert t.shape() == [2, 3] and t.lod() == [] and t.has_valid_recursive_sequence_lengths()
+    x = fluid.layers.data(name="x", shape=[3])
+    got, = fluid.Executor().run(feed={"x": t}, fetch_list=[fluid.layers.scale(x, 2.0)])
+    np.testing.assert_array_equal(got, 2 * np.array(t))
+    t.set_lod([])
+    with pytest.raises(NotImplementedInPlacegroup, match="LoD"):
+        t.set_recursive_sequence_lengths([[1, 1]])
+    assert fluid.LoDTensor is fluid.core.LoDTensor is fluid.Tensor
