@@ -122,7 +122,7 @@ def test_switches():
     with pytest.warns(UserWarning, match="changes nothing"):
         fluid.set_flags({"FLAGS_eager_delete_tensor_gb": 0.0})
     assert fluid.get_flags(["FLAGS_eager_delete_tensor_gb"]) == {"FLAGS_eager_delete_tensor_gb": 0.0}
-    with fluid.name_scope("block"), fluid.device_guard("cpu"):
+    with fluid.name_scope("block"), pytest.warns(UserWarning, match="device_guard"), fluid.device_guard("cpu"):
         fluid.layers.fc(fluid.layers.data("x", [2]), 1)
     assert fluid.learning_rate_decay.exponential_decay is fluid.layers.exponential_decay
 
