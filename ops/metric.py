@@ -1,4 +1,4 @@
-"""Metrics: top_k and accuracy. Neither has a gradient.
+"""Metrics: top_k, accuracy, auc and edit_distance. None has a gradient.
 
 ``layers.accuracy(input, label, k)`` is ``top_k`` then ``accuracy``, as in Fluid: accuracy
 reads the top-k ``Indices`` of each row and counts the rows whose label is among them.
@@ -49,3 +49,204 @@ def accuracy(xp, ins, a, ctx):
     acc = correct.astype("float32") / max(total, 1)
     return {"Accuracy": acc.reshape(1).astype("float32"), "Correct": correct.reshape(1).astype("int64"),
             "Total": xp.full((1,), total, dtype="int64")}
+
+
+# -- auc ------------------------------------------------------------------------------------
+#
+# NOTE(auc-buckets): what ``auc`` computes, as Fluid 1.8's CPU kernel
+# (paddle/fluid/operators/metrics/auc_op.h). Each row's positive-class probability p (the
+# last column of Predict) falls in bucket ``int(p * num_thresholds)`` (p times the threshold
+# count in Predict's dtype, truncated), so there are num_thresholds + 1 buckets; a row with a
+# non-zero label counts in StatPos, a zero label in StatNeg. The AUC is the ROC area over the
+# buckets walked from the highest down: with running totals P and N, each bucket adds the
+# trapezoid ``|N - N_prev| * (P + P_prev) / 2``, and the sum is divided by ``P * N`` when both
+# are positive (else it is 0). Every term is a multiple of 0.5 below 2^52, so the float64 sum
+# is exact in any order and a vectorised sum equals Fluid's loop bit for bit. ``curve`` is
+# stored and ignored: Fluid's kernel computes the ROC area for ``PR`` too.
+#
+# NOTE(auc-window): the state. ``slide_steps == 0`` (the layer's global AUC): StatPos/StatNeg
+# are [1, T+1] counts over every batch so far, and this batch is added to them. ``slide_steps
+# = s > 0`` (the layer's batch AUC): they are [s, T+1], one row per recent batch, oldest first;
+# a run shifts the rows up by one, writes this batch's counts into the last row, and the AUC
+# is over the sum of the s rows, i.e. over the last s batches (fewer at the start, whose rows
+# are still zero). StatPosOut/StatNegOut replace StatPos/StatNeg in place (``OpDef.inplace``).
+# Paddle 2.x keeps the same window in another layout ([(s+1)(T+1)+1] with a ring index); the
+# AUC values are the same.
+#
+# NOTE(auc-predict-width): Fluid 1.8 takes Predict [N, 2] and reads column 1; later Paddle
+# reads the last column of [N, 1] or [N, 2]. Here both widths are accepted and the last
+# column is read, which is column 1 for Fluid's [N, 2].
+
+_AUC_ATTRS = {"curve": "ROC", "num_thresholds": (2 << 12) - 1, "slide_steps": 1}  # Fluid's op default: 8191
+
+
+def _auc_infer(ins, a):
+    p, label = tuple(ins["Predict"].shape), tuple(ins["Label"].shape)
+    check(len(p) == 2 and p[1] in (-1, 1, 2),
+          f"auc: Predict must be [N, 2] (or [N, 1]) probabilities of the positive class, got Predict{list(p)}")
+    check(ins["Predict"].dtype in ("float32", "float64"), f"auc: Predict must be float32 or float64, got "
+                                                          f"{ins['Predict'].dtype}")
+    check(len(label) in (1, 2) and (len(label) == 1 or label[1] == 1) and (label[0] == p[0] or -1 in (label[0], p[0])),
+          f"auc: Label must be [N, 1] for Predict{list(p)}, got Label{list(label)}")
+    check(ins["Label"].dtype in ("int32", "int64"), f"auc: Label must be int32 or int64, got {ins['Label'].dtype}")
+    nt, steps = a["num_thresholds"], a["slide_steps"]
+    check(nt >= 1, f"auc: num_thresholds must be >= 1, got {nt}")
+    check(steps >= 0, f"auc: slide_steps must be >= 0 (0: every step), got {steps}")
+    check(a["curve"] in ("ROC", "PR"), f"auc: curve must be 'ROC' or 'PR', got {a['curve']!r}")
+    want = (max(steps, 1), nt + 1)
+    for slot in ("StatPos", "StatNeg"):
+        m = ins[slot]
+        check(tuple(m.shape) == want and m.dtype == "int64",
+              f"auc: {slot} must be int64 {list(want)} for num_thresholds={nt}, slide_steps={steps} "
+              f"(NOTE(auc-window)), got {m.dtype} {list(m.shape)}")
+    return {"AUC": Meta((1,), "float64"), "StatPosOut": ins["StatPos"], "StatNegOut": ins["StatNeg"]}
+
+
+def roc_area(xp, stat_pos, stat_neg):
+    """The bucketed ROC area of NOTE(auc-buckets) from [T+1] counts, as a float64 scalar array."""
+    pos, neg = stat_pos[::-1].astype("float64"), stat_neg[::-1].astype("float64")
+    tot_pos = xp.cumsum(pos)
+    area = (neg * (tot_pos + (tot_pos - pos)) / 2.0).sum()  # per bucket |N - N_prev| * (P + P_prev) / 2
+    p, n = tot_pos[-1], neg.sum()
+    return xp.where((p > 0) & (n > 0), area / xp.where(p > 0, p, 1.0) / xp.where(n > 0, n, 1.0), area)
+
+
+@register("auc", ins=(Slot("Predict", no_grad=True), Slot("Label", no_grad=True), Slot("StatPos", no_grad=True),
+                      Slot("StatNeg", no_grad=True)),
+          outs=("AUC", Slot("StatPosOut", no_grad=True), Slot("StatNegOut", no_grad=True)), attrs=_AUC_ATTRS,
+          infer=_auc_infer, inplace={"StatPosOut": "StatPos", "StatNegOut": "StatNeg"})
+def auc(xp, ins, a, ctx):
+    """AUC = the bucketed ROC area over the accumulated counts (NOTE(auc-buckets)); the counts
+    move by this batch as NOTE(auc-window) says."""
+    p = ins["Predict"][:, -1]
+    bad = ~((p >= 0) & (p <= 1))
+    if bool(bad.any()):
+        row = int(xp.argmax(bad))
+        raise ValueError(f"auc: Predict must hold probabilities in [0, 1]; row {row} has {float(p[row])}")
+    nt = a["num_thresholds"]
+    bins = (p * xp.asarray(nt, dtype=p.dtype)).astype("int64")
+    is_pos = ins["Label"].reshape(-1) != 0
+    batch_pos = xp.bincount(bins[is_pos], minlength=nt + 1).astype("int64")
+    batch_neg = xp.bincount(bins[~is_pos], minlength=nt + 1).astype("int64")
+    stat_pos, stat_neg = ins["StatPos"], ins["StatNeg"]
+    if not ctx.inplace:
+        stat_pos, stat_neg = stat_pos.copy(), stat_neg.copy()
+    for stat, batch in ((stat_pos, batch_pos), (stat_neg, batch_neg)):
+        if a["slide_steps"] == 0:
+            stat[0] += batch
+        else:
+            stat[:-1] = stat[1:].copy()
+            stat[-1] = batch
+    area = roc_area(xp, stat_pos.sum(axis=0), stat_neg.sum(axis=0))
+    return {"AUC": area.reshape(1).astype("float64"), "StatPosOut": stat_pos, "StatNegOut": stat_neg}
+
+
+# -- edit_distance --------------------------------------------------------------------------
+#
+# NOTE(edit-distance-dp): the Levenshtein distance of each (hypothesis, reference) pair, as
+# Fluid's kernel (edit_distance_op.h): insertions, deletions and substitutions cost 1, an empty
+# side gives the other's length, and ``normalized`` divides by the reference length in float32
+# (an empty reference is then an error). The DP runs one hypothesis position i at a time for
+# the whole batch: with row ``prev = D[i-1, :]``, ``a[j] = min(prev[j-1] + cost, prev[j] + 1)``
+# (substitute, delete), and the insertion chain ``D[i, j] = min(a[j], D[i, j-1] + 1)`` unrolls to
+# ``D[i, j] = j + min_{k <= j}(a[k] - k)`` with ``a[0] = i``: a running minimum along the row.
+# Cells past a pair's lengths are computed and never read (D[i, j] depends only on smaller i, j);
+# a pair's distance is taken from row ``len(hyp)`` at column ``len(ref)``.
+#
+# NOTE(edit-distance-erase): Fluid 1.8's layer removes ``ignored_tokens`` with sequence_erase,
+# a LoD op. For the padded form (Hyps/Refs [N, L] with lengths) the removal happens here, by
+# the attr ``_ignored_tokens`` (a placegroup attr; Fluid's op has none): in each row the valid
+# tokens (before its length) not in the list keep their order and move to the front, and the
+# length shrinks by the number removed. The normalized-reference check sees the erased lengths,
+# as Fluid's op sees the erased sequences.
+
+
+def _ed_infer(ins, a):
+    h, r = tuple(ins["Hyps"].shape), tuple(ins["Refs"].shape)
+    hl, rl = ins.get("HypsLength"), ins.get("RefsLength")
+    check(hl is not None and rl is not None,
+          "edit_distance: HypsLength and RefsLength are required: Hyps and Refs are padded [N, L] int64 "
+          "(Fluid 1.8's form without lengths reads LoD sequences, which placegroup does not have yet)")
+    check(len(h) == 2 and len(r) == 2 and (h[0] == r[0] or -1 in (h[0], r[0])),
+          f"edit_distance: Hyps and Refs must be 2-D [N, L] with the same N, got Hyps{list(h)} and Refs{list(r)}")
+    n = h[0] if h[0] != -1 else r[0]
+    for slot, m in (("Hyps", ins["Hyps"]), ("Refs", ins["Refs"]), ("HypsLength", hl), ("RefsLength", rl)):
+        check(m.dtype == "int64", f"edit_distance: {slot} must be int64, got {m.dtype}")
+    for slot, m in (("HypsLength", hl), ("RefsLength", rl)):
+        s = tuple(m.shape)
+        check(len(s) in (1, 2) and (len(s) == 1 or s[1] == 1) and (s[0] == n or -1 in (s[0], n)),
+              f"edit_distance: {slot} must be [N] = [{n}] (one length per row of Hyps{list(h)}), got {slot}{list(s)}")
+    return {"Out": Meta((n, 1), "float32"), "SequenceNum": Meta((1,), "int64")}
+
+
+def _lengths(xp, op: str, slot: str, lengths, width: int):
+    out = lengths.reshape(-1).astype("int64")
+    bad = (out < 0) | (out > width)
+    if bool(bad.any()):
+        row = int(xp.argmax(bad))
+        raise ValueError(f"{op}: {slot}[{row}] = {int(out[row])} is not a length in 0..{width} (the padded width)")
+    return out
+
+
+def erase_tokens(xp, x, lengths, tokens):
+    """Drop ``tokens`` from the first ``lengths[i]`` entries of each row of ``x`` [N, L]: the rest
+    keep their order at the front of the row, zeros after (NOTE(edit-distance-erase)).
+    Returns (x, lengths)."""
+    keep = xp.arange(x.shape[1])[None, :] < lengths[:, None]
+    if len(tokens):
+        keep &= ~(x[:, :, None] == xp.asarray(list(tokens), dtype=x.dtype)).any(axis=-1)
+    rows, cols = xp.nonzero(keep)
+    out = xp.zeros_like(x)
+    out[rows, (xp.cumsum(keep, axis=1) - 1)[rows, cols]] = x[rows, cols]
+    return out, keep.sum(axis=1).astype("int64")
+
+
+def _running_min(xp, m):
+    """The prefix minimum along axis 1, by doubling: log2(width) elementwise steps (cupy has no
+    ``minimum.accumulate`` in every version)."""
+    k = 1
+    while k < m.shape[1]:
+        m = xp.concatenate([m[:, :k], xp.minimum(m[:, k:], m[:, :-k])], axis=1)
+        k *= 2
+    return m
+
+
+def levenshtein(xp, hyps, hyp_len, refs, ref_len):
+    """The edit distance of each row pair, int64 [N] (NOTE(edit-distance-dp))."""
+    n, width = refs.shape
+    j = xp.arange(width + 1, dtype="int64")
+    prev = xp.broadcast_to(j, (n, width + 1))
+    pick = ref_len[:, None]
+    dist = xp.where(hyp_len == 0, ref_len, 0)
+    for i in range(1, int(hyp_len.max()) + 1 if n else 1):
+        cost = (hyps[:, i - 1:i] != refs).astype("int64")
+        a = xp.minimum(prev[:, :-1] + cost, prev[:, 1:] + 1)
+        a = xp.concatenate([xp.full((n, 1), i, dtype="int64"), a], axis=1)
+        row = _running_min(xp, a - j) + j
+        dist = xp.where(hyp_len == i, xp.take_along_axis(row, pick, axis=1)[:, 0], dist)
+        prev = row
+    return dist
+
+
+@register("edit_distance",
+          ins=(Slot("Hyps", no_grad=True), Slot("Refs", no_grad=True),
+               Slot("HypsLength", dispensable=True, no_grad=True), Slot("RefsLength", dispensable=True, no_grad=True)),
+          outs=("Out", "SequenceNum"), attrs={"normalized": False, "_ignored_tokens": []}, infer=_ed_infer)
+def edit_distance(xp, ins, a, ctx):
+    """Out [N, 1] float32 = the edit distance of each hypothesis row to its reference row
+    (divided by the reference length when ``normalized``); SequenceNum = [N]
+    (NOTE(edit-distance-dp), NOTE(edit-distance-erase))."""
+    hyps, refs = ins["Hyps"], ins["Refs"]
+    hyp_len = _lengths(xp, "edit_distance", "HypsLength", ins["HypsLength"], hyps.shape[1])
+    ref_len = _lengths(xp, "edit_distance", "RefsLength", ins["RefsLength"], refs.shape[1])
+    tokens = a["_ignored_tokens"] or ()
+    if tokens:
+        hyps, hyp_len = erase_tokens(xp, hyps, hyp_len, tokens)
+        refs, ref_len = erase_tokens(xp, refs, ref_len, tokens)
+    if a["normalized"] and bool((ref_len == 0).any()):
+        row = int(xp.argmax(ref_len == 0))
+        raise ValueError(f"edit_distance: reference row {row} is empty, and normalized=True divides by its length")
+    out = levenshtein(xp, hyps, hyp_len, refs, ref_len).astype("float32")
+    if a["normalized"]:
+        out = out / ref_len.astype("float32")
+    return {"Out": out.reshape(-1, 1), "SequenceNum": xp.full((1,), hyps.shape[0], dtype="int64")}

@@ -1,6 +1,169 @@
-"""OpCases (being written); tests/op_cases.py gathers them."""
+"""OpCases for the metric ops auc and edit_distance (ops/metric.py); tests/op_cases.py
+gathers them. Neither has a gradient.
+
+The references are plain Python written from Fluid 1.8's kernels, sharing nothing with the
+vectorised ones: auc buckets row by row and walks the buckets down with the trapezoid of
+auc_op.h; edit_distance fills the textbook Levenshtein table pair by pair. Every auc case
+carries state in (non-zero counts) so the accumulation and the sliding window are checked,
+not just one batch.
+"""
 from __future__ import annotations
 
-from tests.op_case import OpCase  # noqa: F401
+import numpy as np
 
-CASES: list[OpCase] = []
+from placegroup.errors import ProgramError
+from tests.op_case import OpCase, spec
+
+NT = 20  # num_thresholds of the auc cases: 21 buckets, so buckets get several rows
+
+
+def _auc_ref(i, a):
+    nt, steps = a["num_thresholds"], a["slide_steps"]
+    pos, neg = i["StatPos"].copy(), i["StatNeg"].copy()
+    batch_pos, batch_neg = [0] * (nt + 1), [0] * (nt + 1)
+    for row, label in zip(i["Predict"], i["Label"].reshape(-1)):
+        b = int(row[-1] * row.dtype.type(nt))
+        (batch_pos if label else batch_neg)[b] += 1
+    if steps == 0:
+        pos[0] += batch_pos
+        neg[0] += batch_neg
+    else:
+        pos, neg = np.vstack([pos[1:], [batch_pos]]), np.vstack([neg[1:], [batch_neg]])
+    total_pos, total_neg = pos.sum(0), neg.sum(0)
+    area, tp, tn = 0.0, 0.0, 0.0
+    for idx in range(nt, -1, -1):
+        tp_prev, tn_prev = tp, tn
+        tp, tn = tp + float(total_pos[idx]), tn + float(total_neg[idx])
+        area += abs(tn - tn_prev) * (tp + tp_prev) / 2.0
+    if tp > 0 and tn > 0:
+        area = area / tp / tn
+    return {"AUC": np.array([area]), "StatPosOut": pos, "StatNegOut": neg}
+
+
+def _auc_sample(steps: int, width: int = 2, n: int = 12, labels=None):
+    def sample(r):
+        p = r.random((n, 1))
+        p[0, 0], p[1, 0] = 0.0, 1.0  # the end buckets 0 and num_thresholds
+        pred = np.hstack([1 - p, p]) if width == 2 else p
+        lab = r.integers(0, 2, (n, 1)) if labels is None else np.full((n, 1), labels)
+        rows = max(steps, 1)
+        return {"Predict": pred, "Label": lab.astype(np.int64),
+                "StatPos": r.integers(0, 3, (rows, NT + 1)).astype(np.int64),
+                "StatNeg": r.integers(0, 3, (rows, NT + 1)).astype(np.int64)}
+
+    return sample
+
+
+def _stat(rows=3, dtype="int64"):
+    return spec(rows, NT + 1, dtype=dtype)
+
+
+_AUC_ERRORS = (
+    ({"Predict": spec(4, 3), "Label": spec(4, 1, dtype="int64"), "StatPos": _stat(), "StatNeg": _stat()},
+     {"num_thresholds": NT, "slide_steps": 3}, ProgramError, r"Predict must be \[N, 2\] .*got Predict\[4, 3\]"),
+    ({"Predict": spec(4, 2), "Label": spec(4, 2, dtype="int64"), "StatPos": _stat(), "StatNeg": _stat()},
+     {"num_thresholds": NT, "slide_steps": 3}, ProgramError, r"Label must be \[N, 1\] .*got Label\[4, 2\]"),
+    ({"Predict": spec(4, 2), "Label": spec(4, 1, dtype="int64"), "StatPos": _stat(2), "StatNeg": _stat()},
+     {"num_thresholds": NT, "slide_steps": 3}, ProgramError, r"StatPos must be int64 \[3, 21\] .*got int64 \[2, 21\]"),
+    ({"Predict": spec(4, 2), "Label": spec(4, 1, dtype="int64"), "StatPos": _stat(), "StatNeg": _stat(dtype="float32")},
+     {"num_thresholds": NT, "slide_steps": 3}, ProgramError, r"StatNeg must be int64 .*got float32"),
+    ({"Predict": spec(4, 2), "Label": spec(4, 1, dtype="int64"), "StatPos": _stat(), "StatNeg": _stat()},
+     {"num_thresholds": NT, "slide_steps": -1}, ProgramError, "slide_steps must be >= 0"),
+    ({"Predict": spec(4, 2), "Label": spec(4, 1, dtype="int64"), "StatPos": _stat(), "StatNeg": _stat()},
+     {"num_thresholds": NT, "slide_steps": 3, "curve": "XY"}, ProgramError, "curve must be 'ROC' or 'PR'"),
+    ({"Predict": np.array([[0.5, 0.5], [-0.5, 1.5]], np.float32), "Label": np.array([[1], [0]]),
+      "StatPos": np.zeros((1, NT + 1), np.int64), "StatNeg": np.zeros((1, NT + 1), np.int64)},
+     {"num_thresholds": NT, "slide_steps": 0}, ValueError, r"in \[0, 1\]; row 1 has 1.5"),
+)
+
+
+# -- edit_distance --------------------------------------------------------------------------
+
+
+def _levenshtein(h, r) -> int:
+    d = [[i + j if i * j == 0 else 0 for j in range(len(r) + 1)] for i in range(len(h) + 1)]
+    for i in range(1, len(h) + 1):
+        for j in range(1, len(r) + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (h[i - 1] != r[j - 1]))
+    return d[len(h)][len(r)]
+
+
+def _ed_ref(i, a):
+    ignored = set(a.get("_ignored_tokens") or ())
+    out = []
+    for h, hl, r, rl in zip(i["Hyps"], i["HypsLength"].reshape(-1), i["Refs"], i["RefsLength"].reshape(-1)):
+        h = [t for t in h[:hl] if t not in ignored]
+        r = [t for t in r[:rl] if t not in ignored]
+        d = np.float32(_levenshtein(h, r))
+        out.append(d / np.float32(len(r)) if a["normalized"] else d)
+    return {"Out": np.array(out, np.float32).reshape(-1, 1), "SequenceNum": np.array([len(out)])}
+
+
+def _ed_sample(n=6, wh=7, wr=5, vocab=4, column=False):
+    def sample(r):
+        hl = r.integers(0, wh + 1, n)
+        rl = r.integers(1, wr + 1, n)
+        hl[0], hl[1], rl[1] = 0, wh, wr  # an empty hypothesis; a pair that fills both widths
+        shape = (n, 1) if column else (n,)
+        return {"Hyps": r.integers(0, vocab, (n, wh)), "Refs": r.integers(0, vocab, (n, wr)),
+                "HypsLength": hl.reshape(shape), "RefsLength": rl.reshape(shape)}
+
+    return sample
+
+
+def _ed_specs(h=(4, 6), r=(4, 5), hl=(4,), rl=(4,), dtype="int64"):
+    out = {"Hyps": spec(*h, dtype=dtype), "Refs": spec(*r, dtype="int64")}
+    if hl is not None:
+        out["HypsLength"] = spec(*hl, dtype="int64")
+    if rl is not None:
+        out["RefsLength"] = spec(*rl, dtype="int64")
+    return out
+
+
+_ED_BATCH = ("Hyps", "Refs", "HypsLength", "RefsLength")
+_ED_ERRORS = (
+    (_ed_specs(hl=None, rl=None), {}, ProgramError, "HypsLength and RefsLength are required"),
+    (_ed_specs(rl=None), {}, ProgramError, "HypsLength and RefsLength are required"),
+    (_ed_specs(dtype="int32"), {}, ProgramError, "Hyps must be int64, got int32"),
+    (_ed_specs(r=(3, 5)), {}, ProgramError, r"same N, got Hyps\[4, 6\] and Refs\[3, 5\]"),
+    (_ed_specs(rl=(5,)), {}, ProgramError, r"RefsLength must be \[N\] = \[4\] .*got RefsLength\[5\]"),
+    ({"Hyps": np.zeros((2, 3), np.int64), "Refs": np.zeros((2, 3), np.int64), "HypsLength": np.array([1, 4]),
+      "RefsLength": np.array([1, 1])}, {}, ValueError, r"HypsLength\[1\] = 4 is not a length in 0..3"),
+    ({"Hyps": np.zeros((2, 3), np.int64), "Refs": np.zeros((2, 3), np.int64), "HypsLength": np.array([1, 2]),
+      "RefsLength": np.array([1, 0])}, {"normalized": True}, ValueError, "reference row 1 is empty"),
+)
+
+
+def _erase_sample(r):
+    s = _ed_sample(vocab=5)(r)
+    s["Refs"][2, 0] = 4  # a reference that is only ignored tokens up to its length
+    s["RefsLength"][2] = 1
+    return s
+
+
+CASES: list[OpCase] = [
+    OpCase("auc", _auc_sample(0, n=16), _auc_ref, attrs={"num_thresholds": NT, "slide_steps": 0}, name="global",
+           batch=("Predict", "Label"), errors=_AUC_ERRORS),
+    OpCase("auc", _auc_sample(3), _auc_ref, attrs={"num_thresholds": NT, "slide_steps": 3}, name="window3",
+           batch=("Predict", "Label")),
+    OpCase("auc", _auc_sample(1, width=1), _auc_ref, attrs={"num_thresholds": NT, "slide_steps": 1},
+           name="one_column", batch=("Predict", "Label")),
+    OpCase("auc", _auc_sample(1, labels=1), _auc_ref, attrs={"num_thresholds": NT, "slide_steps": 1, "curve": "PR"},
+           name="pr_is_roc", batch=("Predict", "Label")),
+    OpCase("auc", lambda r: {"Predict": np.array([[0.9, 0.1], [0.2, 0.8]]), "Label": np.array([[1], [1]]),
+                             "StatPos": np.zeros((2, NT + 1), np.int64), "StatNeg": np.zeros((2, NT + 1), np.int64)},
+           lambda i, a: {**_auc_ref(i, a), "AUC": np.array([0.0])},
+           attrs={"num_thresholds": NT, "slide_steps": 2}, name="no_negatives", batch=("Predict", "Label")),
+    OpCase("edit_distance", _ed_sample(), _ed_ref, name="plain", batch=_ED_BATCH, errors=_ED_ERRORS),
+    OpCase("edit_distance", _ed_sample(column=True), _ed_ref, attrs={"normalized": True}, name="normalized",
+           batch=_ED_BATCH),
+    OpCase("edit_distance", _ed_sample(n=4, wh=9, wr=9, vocab=2), _ed_ref, name="long_binary", batch=_ED_BATCH),
+    OpCase("edit_distance", _erase_sample, _ed_ref, attrs={"_ignored_tokens": [4, 0]}, name="ignored_tokens",
+           batch=_ED_BATCH),
+    OpCase("edit_distance",
+           lambda r: {"Hyps": np.array([list(b"kitten"), list(b"sunday")]),
+                      "Refs": np.array([list(b"sitting\0"), list(b"saturday")]),
+                      "HypsLength": np.array([6, 6]), "RefsLength": np.array([7, 8])},
+           lambda i, a: {"Out": np.array([[3.0 / 7], [3.0 / 8]], np.float32), "SequenceNum": np.array([2])},
+           attrs={"normalized": True}, name="kitten", batch=_ED_BATCH),
+]

@@ -1,0 +1,501 @@
+"""``fluid.metrics`` and the metric layers ``auc`` and ``edit_distance``.
+
+Each metric class against hand-computed values (the numbers of Fluid 1.8's docstrings where
+it has them), its reset/get_config/eval behaviour and its errors; ``Auc`` and the auc layer
+against an independent reference: a bucketed AUC is the Mann-Whitney statistic of the bucket
+indices (pairs ranked right count 1, pairs in one bucket 1/2), computed here by comparing
+every positive with every negative. The auc layer runs in a small CTR-like training program
+for several steps (global AUC over every step, batch AUC over the window, the state vars, the
+startup program's zeros, Fluid's names) and on two trainers, where each keeps its own counts
+(NOTE(auc-distributed)). Where PLACEGROUP_PADDLE_PYTHON names a python with paddle, the auc
+and edit_distance ops run in Paddle 2.6 on the same inputs and must give the same values.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import textwrap
+
+import numpy as np
+import pytest
+
+import placegroup as fluid
+from placegroup.errors import NotImplementedInPlacegroup, ProgramError
+from tests.cases.metric import _levenshtein
+from tests.inproc import run_cluster
+from tests.test_layers import fresh, value
+
+L = fluid.layers
+M = fluid.metrics
+
+# Fluid 1.8's docstring example for Precision, Recall and CompositeMetric.
+DOC_PREDS = np.array([[0.1], [0.7], [0.8], [0.9], [0.2], [0.2], [0.3], [0.5], [0.8], [0.6]])
+DOC_LABELS = np.array([[0], [1], [1], [1], [1], [0], [0], [0], [0], [0]])
+
+
+def pairwise_auc(p, labels, num_thresholds: int) -> float:
+    """The bucketed AUC as a rank statistic, O(pos·neg): a reference sharing nothing with the
+    trapezoid walk."""
+    b = (np.asarray(p, np.float32) * np.float32(num_thresholds)).astype(np.int64)
+    pos, neg = b[labels.reshape(-1) != 0], b[labels.reshape(-1) == 0]
+    if not len(pos) or not len(neg):
+        return 0.0
+    above = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+    return float(above / len(pos) / len(neg))
+
+
+# -- MetricBase, CompositeMetric, Precision, Recall -----------------------------------------
+
+
+def test_metric_base_names_states_and_abstract_methods():
+    class Counter(M.MetricBase):
+        def __init__(self, name=None):
+            super().__init__(name)
+            self.n, self.total, self.hist, self.tag, self._private = 0, 0.0, np.ones(3), "x", 7
+
+    c = Counter()
+    assert str(c) == "Counter" and str(Counter("mine")) == "mine"
+    cfg = c.get_config()
+    assert cfg["name"] == "Counter" and set(cfg["states"]) == {"n", "total", "hist", "tag"}
+    cfg["states"]["hist"][0] = 9.0  # a deep copy
+    assert c.hist[0] == 1.0
+    c.n, c.total = 5, 2.5
+    c.reset()
+    assert (c.n, c.total, c.tag, c._private) == (0, 0.0, None, 7) and type(c.total) is float
+    np.testing.assert_array_equal(c.hist, np.zeros(3))
+    with pytest.raises(NotImplementedError):
+        M.MetricBase("m").update(None, None)
+    with pytest.raises(NotImplementedError):
+        M.MetricBase("m").eval()
+
+
+def test_precision_and_recall_follow_fluids_example():
+    p, r = M.Precision(), M.Recall()
+    p.update(DOC_PREDS, DOC_LABELS)
+    r.update(DOC_PREDS, DOC_LABELS)
+    # rint: 0.5 -> 0, 0.6 -> 1; predicted positive: rows 1, 2, 3, 8, 9, of which 1..3 are positive
+    assert (p.tp, p.fp, p.eval()) == (3, 2, 0.6)
+    assert (r.tp, r.fn, r.eval()) == (3, 1, 0.75)
+    # they accumulate, [N] and [N, 1] mix, and labels other than 1 are negatives
+    p.update(np.array([0.9, 0.4]), np.array([[2], [1]]))
+    r.update(np.array([0.9, 0.4]), np.array([[2], [1]]))
+    assert (p.tp, p.fp) == (3, 3) and (r.tp, r.fn) == (3, 2)
+    assert p.get_config() == {"name": "Precision", "states": {"tp": 3, "fp": 3}}
+    p.reset()
+    r.reset()
+    assert p.eval() == 0.0 and r.eval() == 0.0  # nothing counted: 0.0, not a ZeroDivisionError
+    assert (p.tp, p.fp, r.tp, r.fn) == (0, 0, 0, 0)
+
+
+def test_composite_metric_updates_and_evaluates_each():
+    comp = M.CompositeMetric()
+    comp.add_metric(M.Precision())
+    comp.add_metric(M.Recall())
+    comp.update(preds=DOC_PREDS, labels=DOC_LABELS)
+    assert comp.eval() == [0.6, 0.75]
+    with pytest.raises(ValueError, match="CompositeMetric 'CompositeMetric': SubMetric should be inherit from "
+                                         "MetricBase, got int"):
+        comp.add_metric(3)
+
+
+@pytest.mark.parametrize("cls", [M.Precision, M.Recall])
+def test_precision_recall_errors_name_the_metric(cls):
+    name = cls.__name__
+    m = cls()
+    with pytest.raises(ValueError, match=f"{name} '{name}': The 'preds' must be a numpy ndarray, got list"):
+        m.update([0.5], np.array([1]))
+    with pytest.raises(ValueError, match=f"{name} '{name}': The 'labels' must be a numpy ndarray, got list"):
+        m.update(np.array([0.5]), [1])
+    with pytest.raises(ValueError, match=r"one value per example .* got preds of shape \(3, 2\) and labels of "
+                                         r"shape \(3, 1\)"):
+        m.update(np.zeros((3, 2)), np.zeros((3, 1)))
+    with pytest.raises(ValueError, match=r"got preds of shape \(3,\) and labels of shape \(2,\)"):
+        m.update(np.zeros(3), np.zeros(2))
+
+
+# -- Accuracy, ChunkEvaluator, EditDistance -------------------------------------------------
+
+
+def test_accuracy_weighted_mean_reset_and_array_values():
+    acc = M.Accuracy()
+    acc.update(value=0.9, weight=128)
+    acc.update(value=0.8, weight=128)
+    assert acc.eval() == pytest.approx(0.85, abs=1e-15)
+    acc.update(value=np.array([0.5], np.float32), weight=np.int64(64))  # a fetched [1] array
+    assert isinstance(acc.value, np.ndarray)
+    np.testing.assert_allclose(acc.eval(), [(0.9 * 128 + 0.8 * 128 + 0.5 * 64) / 320], rtol=1e-6)
+    acc.reset()
+    assert acc.weight == 0.0
+    np.testing.assert_array_equal(acc.value, [0.0])  # an array state resets to zeros like it
+    with pytest.raises(ValueError, match="Accuracy 'Accuracy': There is no data in Accuracy Metrics"):
+        acc.eval()
+
+
+def test_accuracy_errors():
+    acc = M.Accuracy("acc")
+    with pytest.raises(ValueError, match="Accuracy 'acc': The 'value' must be a number.*got str"):
+        acc.update("0.9", 10)
+    with pytest.raises(ValueError, match="The 'weight' must be a number.*got ndarray of shape \\(2,\\)"):
+        acc.update(0.9, np.array([1, 2]))
+    with pytest.raises(ValueError, match="The 'weight' must be a number.*got float32"):
+        acc.update(0.9, np.float32(4))  # not a number to Fluid's _is_number_ either
+    with pytest.raises(ValueError, match="The 'weight' can not be negative, got -1"):
+        acc.update(0.9, -1)
+
+
+def test_chunk_evaluator_precision_recall_f1():
+    m = M.ChunkEvaluator()
+    m.update(10, 9, 8)
+    p, r, f1 = m.eval()
+    assert (p, r) == (0.8, 8 / 9) and f1 == pytest.approx(2 * 0.8 * (8 / 9) / (0.8 + 8 / 9), abs=1e-15)
+    m.update(np.array([3]), np.array([3]), np.array([3]))  # fetched counts
+    p, r, f1 = m.eval()
+    assert p == 11 / 13 and r == 11 / 12
+    m.reset()
+    assert m.eval() == (0, 0, 0)
+    m.update(4, 0, 0)
+    assert m.eval() == (0.0, 0, 0)
+    with pytest.raises(ValueError, match="ChunkEvaluator 'ChunkEvaluator': The 'num_label_chunks' must be a "
+                                         "number.*got list"):
+        m.update(1, [1], 1)
+
+
+def test_edit_distance_metric():
+    m = M.EditDistance("ed")
+    m.update(np.array([[0.0], [2.0], [1.0]]), 3)
+    m.update(np.array([[0.0], [0.5]], np.float32), np.array([2]))  # a fetched SequenceNum
+    avg, err = m.eval()
+    assert avg == pytest.approx(3.5 / 5) and err == pytest.approx(3 / 5)
+    assert m.get_config()["states"]["seq_num"] == 5
+    m.reset()
+    with pytest.raises(ValueError, match="EditDistance 'ed': There is no data in EditDistance Metric"):
+        m.eval()
+    with pytest.raises(ValueError, match="The 'distances' must be a numpy ndarray, got list"):
+        m.update([0.0], 1)
+    with pytest.raises(ValueError, match="The 'seq_num' must be a number.*got str"):
+        m.update(np.zeros((1, 1)), "1")
+
+
+# -- Auc ------------------------------------------------------------------------------------
+
+
+def _fluid18_auc(batches, nt):
+    """Fluid 1.8's Auc.update/eval, transcribed loop for loop."""
+    pos, neg = [0] * (nt + 1), [0] * (nt + 1)
+    for preds, labels in batches:
+        for i, lbl in enumerate(labels):
+            b = int(preds[i, 1] * nt)
+            if lbl:
+                pos[b] += 1.0
+            else:
+                neg[b] += 1.0
+    tp = tn = area = 0.0
+    for idx in range(nt, -1, -1):
+        tpp, tnp = tp, tn
+        tp, tn = tp + pos[idx], tn + neg[idx]
+        area += abs(tn - tnp) * (tp + tpp) / 2.0
+    return area / tp / tn if tp > 0.0 and tn > 0.0 else 0.0
+
+
+@pytest.mark.parametrize("nt", [4095, 7])
+def test_auc_metric_is_the_bucketed_rank_statistic(nt):
+    rng = np.random.default_rng(0)
+    m, seen = M.Auc("auc", num_thresholds=nt), []
+    for step in range(4):
+        p = rng.random((50, 1)).astype(np.float32)
+        labels = (rng.random((50, 1)) < p).astype(np.int64)  # informative: AUC well above 0.5
+        batch = (np.hstack([1 - p, p]), labels)
+        m.update(*batch)
+        seen.append(batch)
+        allp = np.concatenate([b[0][:, 1] for b in seen])
+        alll = np.concatenate([b[1] for b in seen])
+        assert m.eval() == _fluid18_auc(seen, nt)  # bit for bit
+        assert m.eval() == pytest.approx(pairwise_auc(allp, alll, nt), abs=1e-12)
+    assert 0.6 < m.eval() < 1.0
+
+
+def test_auc_metric_edges_reset_and_errors():
+    m = M.Auc("auc")
+    assert m.eval() == 0.0
+    m.update(np.array([[0.8, 0.2], [0.3, 0.7]]), np.array([[0], [1]]))
+    assert m.eval() == 1.0
+    m.update(np.array([[0.0, 1.0]]), np.array([0]))  # a negative at the top bucket: 1 of 2 pairs
+    assert m.eval() == 0.5
+    assert m.get_config() == {"name": "auc", "states": {}}
+    m.reset()
+    assert m.eval() == 0.5  # NOTE(auc-reset): Fluid 1.8 keeps the counts
+    with pytest.raises(ValueError, match="Auc 'auc': The 'labels' must be a numpy ndarray, got list"):
+        m.update(np.zeros((1, 2)), [1])
+    with pytest.raises(ValueError, match=r"preds must be \[N, 2\] .*got preds of shape \(2, 1\)"):
+        m.update(np.zeros((2, 1)), np.zeros((2, 1)))
+    with pytest.raises(ValueError, match=r"preds\[1, 1\] = 1.5 is not a probability in \[0, 1\]"):
+        m.update(np.array([[0.5, 0.5], [-0.5, 1.5]]), np.array([1, 0]))
+
+
+def test_detection_map_is_an_honest_gap():
+    assert not hasattr(M, "DetectionMAP")
+    with pytest.raises(NotImplementedInPlacegroup, match="fluid.metrics.DetectionMAP"):
+        M.DetectionMAP  # noqa: B018
+
+
+# -- the auc layer --------------------------------------------------------------------------
+
+NT = 255  # a coarse grid, so buckets hold ties and the half-pair rule is exercised
+
+
+def _ctr_model(slide_steps: int):
+    def build():
+        x = L.data("x", shape=[6])
+        label = L.data("label", shape=[1], dtype="int64")
+        prob = L.softmax(L.fc(L.fc(x, size=8, act="tanh"), size=2))
+        cost = L.mean(L.cross_entropy(prob, label))
+        fluid.optimizer.SGD(learning_rate=0.5).minimize(cost)
+        auc, batch_auc, states = L.auc(prob, label, num_thresholds=NT, slide_steps=slide_steps)
+        return [x, label], cost, prob, auc, batch_auc, states
+
+    return build
+
+
+def _ctr_batches(steps=6, n=32, seed=5):
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal(6)
+    out = []
+    for _ in range(steps):
+        x = rng.standard_normal((n, 6)).astype(np.float32)
+        label = (x @ w + 0.5 * rng.standard_normal(n) > 0).astype(np.int64).reshape(-1, 1)
+        out.append((x, label))
+    return out
+
+
+def test_auc_layer_names_state_and_startup():
+    with fresh() as (main, startup, exe):
+        *_, auc, batch_auc, states = _ctr_model(3)()
+        assert (auc.name, batch_auc.name) == ("auc_0.tmp_0", "auc_0.tmp_1")
+        assert [v.name for v in states] == [f"_generated_var_{i}" for i in range(4)]
+        assert [list(v.shape) for v in states] == [[3, NT + 1]] * 2 + [[1, NT + 1]] * 2
+        assert all(v.persistable and v.dtype == "int64" for v in states) and auc.dtype == "float64"
+        inits = [op for op in startup.global_block().ops if op.output_arg_names[0].startswith("_generated_var")]
+        assert [(op.type, op.attrs["value"], op.attrs["dtype"]) for op in inits] == [("fill_constant", 0, "int64")] * 4
+        aucs = [op for op in main.global_block().ops if op.type == "auc"]
+        assert [op.attrs["slide_steps"] for op in aucs] == [3, 0]  # batch AUC first, as Fluid
+        assert all(op.input("StatPos") == op.output("StatPosOut") for op in aucs)
+
+
+def test_auc_layer_accumulates_over_training_steps():
+    steps = 2
+    with fresh() as (main, startup, exe):
+        feeds, cost, prob, auc, batch_auc, states = _ctr_model(steps)()
+        exe.run(startup)
+        assert all(not value(v).any() for v in states)
+        metric, probs, labels, losses = M.Auc("auc", num_thresholds=NT), [], [], []
+        for x, label in _ctr_batches():
+            loss, p, a, ba, bp, bn, sp, sn = exe.run(main, feed={"x": x, "label": label},
+                                                     fetch_list=[cost, prob, auc, batch_auc, *states])
+            losses.append(float(loss[0]))
+            probs.append(p[:, 1])
+            labels.append(label)
+            assert a.dtype == np.float64 and a.shape == (1,)
+            # global: every step so far; batch: the last `steps` steps
+            assert a[0] == pytest.approx(pairwise_auc(np.concatenate(probs), np.concatenate(labels), NT), abs=1e-12)
+            assert ba[0] == pytest.approx(pairwise_auc(np.concatenate(probs[-steps:]),
+                                                       np.concatenate(labels[-steps:]), NT), abs=1e-12)
+            bins = (np.concatenate(probs) * np.float32(NT)).astype(np.int64)
+            lab = np.concatenate(labels).reshape(-1)
+            np.testing.assert_array_equal(sp[0], np.bincount(bins[lab == 1], minlength=NT + 1))
+            np.testing.assert_array_equal(sn[0], np.bincount(bins[lab == 0], minlength=NT + 1))
+            np.testing.assert_array_equal(bp.sum(0) + bn.sum(0), np.bincount(bins[-steps * 32:], minlength=NT + 1))
+            metric.update(p, label)
+            assert metric.eval() == a[0]  # fluid.metrics.Auc does the op's arithmetic
+        assert losses[-1] < losses[0] and a[0] > 0.7
+        # the state persists in the scope, and clone(for_test) keeps counting, as in Fluid
+        test = main.clone(for_test=True)
+        x, label = _ctr_batches(1, seed=9)[0]
+        exe.run(test, feed={"x": x, "label": label}, fetch_list=[auc])
+        assert value(states[2]).sum() + value(states[3]).sum() == 7 * 32
+
+
+def test_auc_layer_errors():
+    with fresh():
+        x = L.data("x", shape=[2])
+        with pytest.raises(TypeError, match="auc: label 'x' must be of dtype int32 or int64, got float32"):
+            L.auc(x, x)
+        lab = L.data("lab", shape=[1], dtype="int64")
+        with pytest.raises(TypeError, match="auc: input 'lab' must be of dtype float32 or float64, got int64"):
+            L.auc(lab, lab)
+        with pytest.raises(ProgramError, match=r"auc: Predict must be \[N, 2\] .*got Predict\[-1, 3\]"):
+            L.auc(L.data("p3", shape=[3]), lab)
+
+
+def test_auc_state_stays_on_each_trainer():
+    batches = _ctr_batches(4)
+
+    def build():
+        feeds, cost, prob, auc, batch_auc, states = _ctr_model(1)()
+        return feeds, cost
+
+    run = run_cluster(build, trainers=2, pservers=1, batches=batches,
+                      fetch=("softmax_0.tmp_0", "auc_0.tmp_0", "auc_0.tmp_1", "_generated_var_2"))
+    for k in (0, 1):
+        probs, labels = [], []
+        for step, (p, a, ba, sp) in enumerate(run.fetched[k]):
+            label = batches[step][1][16 * k:16 * (k + 1)]
+            probs.append(p[:, 1])
+            labels.append(label)
+            assert a[0] == pytest.approx(pairwise_auc(np.concatenate(probs), np.concatenate(labels), NT), abs=1e-12)
+            assert ba[0] == pytest.approx(pairwise_auc(p[:, 1], label, NT), abs=1e-12)
+            assert sp.sum() == int(np.concatenate(labels).sum())  # this trainer's positives only
+
+
+# -- the edit_distance layer ----------------------------------------------------------------
+
+
+def _ed_program(**kw):
+    hyp = L.data("hyp", shape=[-1, 7], dtype="int64", append_batch_size=False)
+    ref = L.data("ref", shape=[-1, 5], dtype="int64", append_batch_size=False)
+    hl = L.data("hl", shape=[-1], dtype="int64", append_batch_size=False)
+    rl = L.data("rl", shape=[-1], dtype="int64", append_batch_size=False)
+    return L.edit_distance(hyp, ref, input_length=hl, label_length=rl, **kw)
+
+
+def _ed_feed(n=9, seed=2):
+    rng = np.random.default_rng(seed)
+    return {"hyp": rng.integers(0, 4, (n, 7)), "ref": rng.integers(0, 4, (n, 5)),
+            "hl": rng.integers(0, 8, n), "rl": rng.integers(1, 6, n)}
+
+
+@pytest.mark.parametrize("normalized,ignored", [(True, None), (False, None), (True, [0, 3])])
+def test_edit_distance_layer(normalized, ignored):
+    with fresh() as (main, startup, exe):
+        dist, seq_num = _ed_program(normalized=normalized, ignored_tokens=ignored)
+        assert list(dist.shape) == [-1, 1] and dist.dtype == "float32" and list(seq_num.shape) == [1]
+        feed = _ed_feed()
+        feed["ref"][0, :2] = [0, 3]
+        feed["rl"][0] = 2  # with ignored [0, 3], an empty reference: its distance is the hypothesis length
+        if normalized and ignored:
+            feed["ref"][0, 0] = 1
+        d, n = exe.run(main, feed=feed, fetch_list=[dist, seq_num])
+    gone = set(ignored or ())
+    want = []
+    for h, hl, r, rl in zip(feed["hyp"], feed["hl"], feed["ref"], feed["rl"]):
+        h, r = [t for t in h[:hl] if t not in gone], [t for t in r[:rl] if t not in gone]
+        want.append(_levenshtein(h, r) / (len(r) if normalized else 1))
+    np.testing.assert_allclose(d.reshape(-1), want, rtol=1e-6)
+    assert d.dtype == np.float32 and n.tolist() == [9]
+    m = M.EditDistance("ed")
+    m.update(d, n)
+    assert m.eval()[0] == pytest.approx(float(np.mean(want)), rel=1e-6)
+
+
+def test_edit_distance_layer_errors():
+    with fresh() as (main, startup, exe):
+        hyp = L.data("hyp", shape=[-1, 7], dtype="int64", append_batch_size=False)
+        with pytest.raises(ProgramError, match="HypsLength and RefsLength are required"):
+            L.edit_distance(hyp, hyp)
+        with pytest.raises(TypeError, match="edit_distance: input 'f' must be of dtype int64, got float32"):
+            L.edit_distance(L.data("f", shape=[3]), hyp)
+        dist, _ = _ed_program()
+        feed = _ed_feed()
+        feed["rl"][4] = 0
+        with pytest.raises(Exception, match="reference row 4 is empty"):
+            exe.run(main, feed=feed, fetch_list=[dist])
+
+
+# -- against PaddlePaddle 2.6 ---------------------------------------------------------------
+
+PADDLE_PYTHON = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
+
+# Paddle builds the 1.x auc layer (paddle.static.auc: the same two ops) and the edit_distance op
+# on fed inputs and runs them for the same steps. Its batch state has 2.x's layout
+# (NOTE(auc-window)), so the AUC values and the global state are compared.
+_PADDLE_RUNNER = textwrap.dedent('''
+    import json, sys
+    import numpy as np
+    import paddle
+    from paddle.base.layer_helper import LayerHelper
+    paddle.enable_static()
+    spec = json.load(open(sys.argv[1]))
+    d = dict(np.load(spec["data"]))
+    out = {}
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    with paddle.static.program_guard(main, startup):
+        p = paddle.static.data("p", [-1, 2], "float32")
+        lab = paddle.static.data("lab", [-1, 1], "int64")
+        fetch = {}
+        for s in spec["slides"]:
+            auc, batch_auc, states = paddle.static.auc(p, lab, num_thresholds=spec["nt"], slide_steps=s)
+            fetch[f"auc{s}"], fetch[f"batch{s}"], fetch[f"stat{s}"] = auc, batch_auc, states[2]
+        h = LayerHelper("edit_distance")
+        names = ("hyp", "ref", "hl", "rl")
+        v = {k: paddle.static.data(k, list(d[k].shape), "int64") for k in names}
+        for norm in (0, 1):
+            o, n = h.create_variable_for_type_inference("float32"), h.create_variable_for_type_inference("int64")
+            h.append_op(type="edit_distance", inputs={"Hyps": [v["hyp"]], "Refs": [v["ref"]],
+                        "HypsLength": [v["hl"]], "RefsLength": [v["rl"]]},
+                        outputs={"Out": [o], "SequenceNum": [n]}, attrs={"normalized": bool(norm)})
+            fetch[f"ed{norm}"] = o
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    exe.run(startup)
+    keys = sorted(fetch)
+    for step in range(spec["steps"]):
+        feed = {"p": d["p"][step], "lab": d["lab"][step], **{k: d[k] for k in ("hyp", "ref", "hl", "rl")}}
+        got = exe.run(main, feed=feed, fetch_list=[fetch[k] for k in keys])
+        for k, g in zip(keys, got):
+            out[f"{k}.{step}"] = np.array(g)
+    np.savez(spec["out"], **out)
+''')
+
+PADDLE_SLIDES = (0, 1, 3)
+PADDLE_STEPS, PADDLE_NT = 5, 63
+
+
+def _paddle_data():
+    rng = np.random.default_rng(8)
+    p = rng.random((PADDLE_STEPS, 20, 1)).astype(np.float32)
+    p[0, :3, 0] = [0.0, 1.0, 0.5]
+    data = {"p": np.concatenate([1 - p, p], axis=2), "lab": (rng.random((PADDLE_STEPS, 20, 1)) < p).astype(np.int64)}
+    feed = _ed_feed(n=12, seed=4)
+    data.update(hyp=feed["hyp"], ref=feed["ref"], hl=feed["hl"], rl=feed["rl"])
+    return data
+
+
+@pytest.fixture(scope="module")
+def paddle_out(tmp_path_factory) -> dict:
+    if not PADDLE_PYTHON:
+        pytest.skip("set PLACEGROUP_PADDLE_PYTHON to a python with paddle to compare with PaddlePaddle")
+    tmp = tmp_path_factory.mktemp("paddle_metrics")
+    np.savez(tmp / "data.npz", **_paddle_data())
+    (tmp / "runner.py").write_text(_PADDLE_RUNNER)
+    spec = {"data": str(tmp / "data.npz"), "out": str(tmp / "out.npz"), "steps": PADDLE_STEPS, "nt": PADDLE_NT,
+            "slides": list(PADDLE_SLIDES)}
+    (tmp / "spec.json").write_text(json.dumps(spec))
+    proc = subprocess.run([PADDLE_PYTHON, str(tmp / "runner.py"), str(tmp / "spec.json")], capture_output=True,
+                          text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.fail(f"the Paddle runner failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
+    with np.load(tmp / "out.npz") as z:
+        return dict(z)
+
+
+@pytest.mark.paddle
+def test_auc_and_edit_distance_match_paddle(paddle_out):
+    d = _paddle_data()
+    with fresh() as (main, startup, exe):
+        p = L.data("p", shape=[2])
+        lab = L.data("lab", shape=[1], dtype="int64")
+        fetch = {}
+        for s in PADDLE_SLIDES:
+            auc, batch_auc, states = L.auc(p, lab, num_thresholds=PADDLE_NT, slide_steps=s)
+            fetch[f"auc{s}"], fetch[f"batch{s}"], fetch[f"stat{s}"] = auc, batch_auc, states[2]
+        hyp, ref, hl, rl = (L.data(k, shape=list(d[k].shape), dtype="int64", append_batch_size=False)
+                            for k in ("hyp", "ref", "hl", "rl"))
+        for norm in (0, 1):
+            fetch[f"ed{norm}"] = L.edit_distance(hyp, ref, normalized=bool(norm), input_length=hl, label_length=rl)[0]
+        exe.run(startup)
+        keys = sorted(fetch)
+        for step in range(PADDLE_STEPS):
+            feed = {"p": d["p"][step], "lab": d["lab"][step], **{k: d[k] for k in ("hyp", "ref", "hl", "rl")}}
+            for k, g in zip(keys, exe.run(main, feed=feed, fetch_list=[fetch[k] for k in keys])):
+                want = paddle_out[f"{k}.{step}"]
+                assert g.dtype == want.dtype, f"{k} at step {step}: dtype {g.dtype}, Paddle's {want.dtype}"
+                np.testing.assert_array_equal(g, want, err_msg=f"{k} at step {step}")
