@@ -21,7 +21,7 @@ from placegroup.ir import unique_name  # noqa: E402
 from placegroup.data_feeder import DataFeeder  # noqa: E402
 from placegroup.tools.from_env import transpile_from_env  # noqa: E402
 from placegroup.reader import batch  # noqa: E402
-from placegroup.backward import append_backward  # noqa: E402
+from placegroup.backward import append_backward, gradients  # noqa: E402
 from placegroup.errors import (CommTimeout, NotImplementedInPlacegroup, OpError, PassError,  # noqa: E402
                                PlacementError, PlacegroupError, ProgramError, RemoteError,
                                SerializationError)
@@ -64,6 +64,6 @@ __all__ = [
 ]
 __all__ += ["BuildStrategy", "CompiledProgram", "ExecutionStrategy", "ParallelExecutor", "compiler", "cpu_places",
             "cuda_pinned_places", "cuda_places"]
-__all__ += ["LoDTensor", "Tensor", "clip", "data", "device_guard", "disable_dygraph", "disable_imperative", "embedding", "enable_dygraph",
+__all__ += ["LoDTensor", "Tensor", "clip", "data", "gradients", "device_guard", "disable_dygraph", "disable_imperative", "embedding", "enable_dygraph",
             "enable_imperative", "get_flags", "in_dygraph_mode", "learning_rate_decay", "memory_optimize",
             "name_scope", "one_hot", "release_memory", "require_version", "set_flags"]

@@ -114,32 +114,85 @@ def append_backward(loss, parameter_list: Iterable | None = None, no_grad_set: I
         ProgramError: if ``loss`` is not written by an op of the global block.
     """
     block = loss.block.program.global_block()
-    writers = [i for i, op in enumerate(block.ops) if loss.name in op.output_arg_names]
-    if not writers:
-        raise ProgramError(f"append_backward: no op of the program writes the loss {loss.name!r}")
-    fwd_ops = [op for op in block.ops[: writers[-1] + 1] if op.role == "forward"]
-    no_grad = {getattr(n, "name", n) for n in (no_grad_set or ())}
     if parameter_list is None:
         params = {p.name for p in block.all_parameters() if p.trainable}
     else:
         params = {getattr(p, "name", p) for p in parameter_list}
-    need = _vars_needing_grad(block, fwd_ops, params, no_grad)
 
+    def seed(target):
+        block.create_var(grad_name(target.name), shape=target.shape, dtype=target.dtype)
+        # ``_loss`` names the loss, so a pass that rewrites the forward can run this again
+        block.append_op("fill_constant", outputs={"Out": [grad_name(target.name)]}, role="backward",
+                        attrs={"shape": list(target.shape), "value": 1.0, "dtype": target.dtype,
+                               "_loss": target.name}, infer=False)
+
+    grads, need = _walk(block, [loss], seed, params, no_grad_set, "append_backward: no op of the program writes the loss")
+    result = []
+    for p in block.all_parameters():
+        if p.name in params and p.name in need and grads.finish(p.name):
+            result.append((p, block.var(grad_name(p.name))))
+    return result
+
+
+def gradients(targets, inputs, target_gradients=None, no_grad_set=None) -> list:
+    """Append the ops computing the gradients of ``sum(targets)`` with respect to ``inputs``
+    (Fluid's ``fluid.gradients``); return one gradient var per input, None where an input does
+    not reach the targets. ``target_gradients`` (one var per target, None for ones) seeds them.
+
+    Raises:
+        ProgramError: a target no op writes; ValueError: ``target_gradients`` of another length.
+
+    Example::
+
+        x = fluid.layers.data("x", [2], stop_gradient=False)
+        dx, = fluid.gradients([fluid.layers.reduce_sum(fluid.layers.square(x))], [x])   # 2x
+    """
+    targets = list(targets) if isinstance(targets, (list, tuple)) else [targets]
+    inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    seeds = list(target_gradients) if isinstance(target_gradients, (list, tuple)) else [target_gradients] * len(targets)
+    if len(seeds) != len(targets):
+        raise ValueError(f"gradients: {len(seeds)} target_gradients for {len(targets)} targets")
+    block = targets[0].block.program.global_block()
+    given = dict(zip((t.name for t in targets), seeds))
+
+    def seed(target):
+        block.create_var(grad_name(target.name), shape=target.shape, dtype=target.dtype)
+        g = given[target.name]
+        if g is None:
+            block.append_op("fill_any_like", {"X": [target.name]}, {"Out": [grad_name(target.name)]},
+                            {"value": 1.0}, role="backward", infer=False)
+        else:
+            block.append_op("assign", {"X": [g.name]}, {"Out": [grad_name(target.name)]}, role="backward",
+                            infer=False)
+
+    names = [getattr(x, "name", x) for x in inputs]
+    grads, need = _walk(block, targets, seed, set(names), no_grad_set, "gradients: no op of the program writes the target")
+    return [block.var(grad_name(n)) if n in need and grads.finish(n) else None for n in names]
+
+
+def _walk(block, targets, seed, wanted: set, no_grad_set, unwritten: str):
+    """Seed each target's gradient, then append the grad ops of every forward op up to the last
+    one writing a target, in reverse. Returns the partial gradients and the vars needing one."""
+    last = -1
+    for t in targets:
+        writers = [i for i, op in enumerate(block.ops) if t.name in op.output_arg_names]
+        if not writers:
+            raise ProgramError(f"{unwritten} {t.name!r}")
+        last = max(last, writers[-1])
+    fwd_ops = [op for op in block.ops[: last + 1] if op.role == "forward"]
+    no_grad = {getattr(n, "name", n) for n in (no_grad_set or ())}
+    need = _vars_needing_grad(block, fwd_ops, wanted, no_grad)
     grads = _Grads(block)
-    block.create_var(grad_name(loss.name), shape=loss.shape, dtype=loss.dtype)
-    # ``_loss`` names the loss, so a pass that rewrites the forward can run this again
-    block.append_op("fill_constant", outputs={"Out": [grad_name(loss.name)]}, role="backward",
-                    attrs={"shape": list(loss.shape), "value": 1.0, "dtype": loss.dtype, "_loss": loss.name},
-                    infer=False)
-    grads.parts[loss.name] = [grad_name(loss.name)]
-    grads.done.add(loss.name)
-
+    for t in targets:
+        seed(t)
+        grads.parts[t.name] = [grad_name(t.name)]
+        grads.done.add(t.name)
     for op in reversed(fwd_ops):
         outs = [n for n in op.output_arg_names if n in grads.parts]
         if not outs:
             continue
-        wanted = frozenset(n for n in _differentiable_inputs(op) if n in need and n not in no_grad)
-        if not wanted or op.opdef.grad is None:
+        wanted_here = frozenset(n for n in _differentiable_inputs(op) if n in need and n not in no_grad)
+        if not wanted_here or op.opdef.grad is None:
             continue
         silent = {n for slot in op.opdef.outputs if slot.no_grad for n in op.outputs.get(slot.name, ())}
         for n in op.output_arg_names:
@@ -152,18 +205,13 @@ def append_backward(loss, parameter_list: Iterable | None = None, no_grad_set: I
                                 role="backward", infer=False)
                 grads.parts[n] = [grad_name(n)]
                 grads.done.add(n)
-        view = GradOpView(op.type, op.inputs, op.outputs, op.attrs, wanted, grads.name_for)
+        view = GradOpView(op.type, op.inputs, op.outputs, op.attrs, wanted_here, grads.name_for)
         for spec in op.opdef.grad(view):
             new = block.append_op(spec.type, spec.inputs, spec.outputs, spec.attrs,
                                   role="backward", infer=False)
             grads.wrote(new)
             _type_sparse_outputs(block, new)
-
-    result = []
-    for p in block.all_parameters():
-        if p.name in params and p.name in need and grads.finish(p.name):
-            result.append((p, block.var(grad_name(p.name))))
-    return result
+    return grads, need
 
 
 def gradients_of(block, names: Iterable[str]) -> dict:
@@ -171,4 +219,4 @@ def gradients_of(block, names: Iterable[str]) -> dict:
     return {n: block.var(grad_name(n)) for n in names if block.has_var(grad_name(n))}
 
 
-__all__ = ["append_backward", "EMPTY_VAR"]
+__all__ = ["append_backward", "gradients", "EMPTY_VAR"]

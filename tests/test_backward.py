@@ -95,3 +95,19 @@ def test_unused_output_gets_zero_gradient(fresh_programs):
     exe.run(startup)
     g, = exe.run(main, feed={"x": np.ones((2, 4), np.float32)}, fetch_list=["fc_0.tmp_1@GRAD"])
     np.testing.assert_allclose(g, [[0.25, 0.25, 0, 0]] * 2)
+
+
+def test_fluid_gradients_of_targets_with_respect_to_inputs(fresh_programs):
+    x = fluid.layers.data(name="x", shape=[2], stop_gradient=False)
+    h = fluid.layers.square(x)
+    y = fluid.layers.reduce_sum(h)
+    other = fluid.layers.data(name="o", shape=[2], stop_gradient=False)
+    dx, none = fluid.gradients([y], [x, other])
+    assert none is None
+    seed = fluid.layers.fill_constant([1], "float32", 3.0)
+    dh, = fluid.gradients(y, h, target_gradients=[seed])
+    got = fluid.Executor().run(feed={"x": np.array([[1.0, 2.0]], "float32")}, fetch_list=[dx, dh])
+    np.testing.assert_array_equal(got[0], [[2.0, 4.0]])
+    np.testing.assert_array_equal(got[1], [[3.0, 3.0]])
+    with pytest.raises(ValueError, match="2 target_gradients for 1 targets"):
+        fluid.gradients([y], [x], target_gradients=[seed, seed])
