@@ -1,5 +1,5 @@
-"""Comparisons and logical ops of Fluid 1.8 (compare_op.cc, logical_op.cc): bool outputs, no
-gradient.
+"""Comparisons, logical ops and bool tests of Fluid 1.8 (compare_op.cc, logical_op.cc,
+reduce_all/reduce_any, isfinite_op.cc, allclose_op.cc): bool outputs, no gradient.
 
 Comparisons broadcast Y against X with Fluid's ``axis`` rule (NOTE(broadcast) in
 ops/elementwise.py) and carry ``force_cpu``, which changes nothing here. The binary logical
@@ -9,6 +9,7 @@ shapes, a special case of it).
 from __future__ import annotations
 
 from placegroup.ops.elementwise import _align, _infer
+from placegroup.ops.math import _REDUCE_ATTRS, _reduce_axes, _reduce_infer
 from placegroup.ops.registry import Meta, Slot, check, register
 
 _CMP_ATTRS = {"axis": -1, "force_cpu": False}
@@ -59,3 +60,62 @@ _logical("logical_and", lambda xp, x, y: xp.logical_and(x, y), "Out = X and Y (b
 _logical("logical_or", lambda xp, x, y: xp.logical_or(x, y), "Out = X or Y (bool).")
 _logical("logical_xor", lambda xp, x, y: xp.logical_xor(x, y), "Out = X xor Y (bool).")
 _logical("logical_not", lambda xp, x: xp.logical_not(x), "Out = not X (bool).", binary=False)
+
+
+# -- reductions and tests with a bool result ------------------------------------------------
+
+
+def _bool_reduce(name: str, fn) -> None:
+    def infer(ins, a):
+        check(ins["X"].dtype == "bool", f"{name}: X must be bool, got {ins['X'].dtype}{list(ins['X'].shape)}")
+        return _reduce_infer(ins, a)
+
+    def kernel(xp, ins, a, ctx):
+        x = ins["X"]
+        out = fn(x, axis=_reduce_axes(x.ndim, a), keepdims=a["keep_dim"])
+        return {"Out": xp.asarray(out).reshape(out.shape or (1,))}
+
+    kernel.__doc__ = (f"Out = {'all' if name == 'reduce_all' else 'any'} of the bool X over ``dim`` (every dim with "
+                      f"``reduce_all``; [1] when no dim is left). No gradient.")
+    register(name, ins=(Slot("X", no_grad=True),), outs=("Out",), attrs=_REDUCE_ATTRS, infer=infer)(kernel)
+
+
+_bool_reduce("reduce_all", lambda x, **kw: x.all(**kw))
+_bool_reduce("reduce_any", lambda x, **kw: x.any(**kw))
+
+
+def _test(name: str, fn, doc: str) -> None:
+    def kernel(xp, ins, a, ctx):
+        return {"Out": xp.asarray(fn(xp, ins["X"])).reshape(1)}
+
+    kernel.__doc__ = doc
+    register(name, ins=(Slot("X", no_grad=True),), outs=("Out",),
+             infer=lambda ins, a: {"Out": Meta((1,), "bool")})(kernel)
+
+
+# Fluid 1.8's isfinite/isinf/isnan (isfinite_op.cc) answer for the whole tensor: one bool.
+_test("isfinite", lambda xp, x: xp.isfinite(x).all(), "Out = [True] when every entry of X is finite.")
+_test("isinf", lambda xp, x: xp.isinf(x).any(), "Out = [True] when some entry of X is ±inf (fluid.layers.has_inf).")
+_test("isnan", lambda xp, x: xp.isnan(x).any(), "Out = [True] when some entry of X is NaN (fluid.layers.has_nan).")
+
+
+def _allclose_infer(ins, a):
+    x, y = ins["Input"], ins["Other"]
+    check(_broadcastable(x.shape, y.shape), f"allclose: Input{list(x.shape)} and Other{list(y.shape)} do not broadcast")
+    return {"Out": Meta((1,), "bool")}
+
+
+def _broadcastable(p, q) -> bool:
+    return all(a == b or 1 in (a, b) or -1 in (a, b) for a, b in zip(p[::-1], q[::-1]))
+
+
+@register("allclose", ins=(Slot("Input", no_grad=True), Slot("Other", no_grad=True)), outs=("Out",),
+          attrs={"rtol": 1e-5, "atol": 1e-8, "equal_nan": False}, infer=_allclose_infer)
+def allclose(xp, ins, a, ctx):
+    """Out = [True] when |Input - Other| <= atol + rtol·|Other| everywhere (numpy's rule); two
+    NaNs count as equal only with ``equal_nan``."""
+    x, y = ins["Input"], ins["Other"]
+    ok = xp.abs(x - y) <= a["atol"] + a["rtol"] * xp.abs(y)
+    if a["equal_nan"]:
+        ok = ok | (xp.isnan(x) & xp.isnan(y))
+    return {"Out": xp.asarray(ok.all()).reshape(1)}

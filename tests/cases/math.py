@@ -1,6 +1,192 @@
-"""OpCases (being written); tests/op_cases.py gathers them."""
+"""OpCases for the math, activation, elementwise and reduction ops of Fluid 1.8 added with
+tests/test_math_layers.py (elementwise_max .. mod, sin .. soft_relu, prelu, label_smooth, ...);
+tests/op_cases.py gathers them.
+
+References are plain numpy (and ``math.erf``), written apart from the kernels in ops/unary.py,
+ops/elementwise.py, ops/math.py, ops/compare.py, ops/shape.py and ops/index.py. Samplers keep
+inputs away from kinks (thresholds, x == y for max/min) so the float64 gradient check sees a
+smooth function; the rules at the kinks are Paddle's and are tested against Paddle 2.6 in
+tests/test_math_layers.py.
+"""
 from __future__ import annotations
 
-from tests.op_case import OpCase  # noqa: F401
+import math
 
-CASES: list[OpCase] = []
+import numpy as np
+
+from placegroup.errors import ProgramError
+from tests.op_case import OpCase, N, away, pos, spec
+
+
+def _apart(lo, hi, *kinks):
+    """Uniform reals in [lo, hi], at least 0.1 from each kink."""
+
+    def draw(r, *shape):
+        x = r.uniform(lo, hi, size=shape)
+        for k in kinks:
+            x = np.where(np.abs(x - k) < 0.1, x + 0.25, x)
+        return x
+
+    return draw
+
+
+def _binary_cases(op: str, f, x_dom=N, y_dom=N, grad=("X", "Y")) -> list:
+    """Same shapes, Y [3] at axis 1 and Y [4] at the end (Fluid's broadcasting), for one op."""
+    out = []
+    for name, ys, axis, view in [("same", (2, 3, 4), -1, (2, 3, 4)), ("axis1", (3,), 1, (1, 3, 1)),
+                                 ("last", (4,), -1, (4,))]:
+        out.append(OpCase(op, lambda r, ys=ys: {"X": x_dom(r, 2, 3, 4), "Y": y_dom(r, *ys)},
+                          lambda i, a, view=view: {"Out": f(i["X"], i["Y"].reshape(view))}, attrs={"axis": axis},
+                          grad=grad, name=name,
+                          errors=(({"X": spec(2, 3, 4), "Y": spec(5)}, {"axis": 1}, ProgramError, "do not broadcast"),)
+                          if name == "same" else ()))
+    return out
+
+
+def _ints(lo, hi, nonzero=False):
+    def draw(r, *shape):
+        v = r.integers(lo, hi, size=shape)
+        return np.where(v == 0, 3, v) if nonzero else v
+
+    return draw
+
+
+_X = np.array([-7, 7, -7, 7, 6, 0, -1])
+_Y = np.array([2, 2, -2, -2, 3, 5, 4])
+_erf = np.vectorize(math.erf)
+
+
+def _bool_reduce_ref(f):
+    def ref(i, a):
+        out = f(i["X"], axis=None if a["reduce_all"] else tuple(a["dim"]), keepdims=a["keep_dim"])
+        return {"Out": np.reshape(out, np.shape(out) or (1,))}
+
+    return ref
+
+
+_BOOLS = lambda r, *s: r.random(s) < 0.6  # noqa: E731
+_SPECIALS = np.array([[1.0, np.inf, 2.0], [np.nan, -1.0, 0.0]])
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _softplus(x):
+    return np.logaddexp(0, x)
+
+
+# op, sampler, reference(x, attrs), attrs, variant name
+_UNARY = [
+    ("sin", N, lambda x, a: np.sin(x), {}, ""),
+    ("cos", N, lambda x, a: np.cos(x), {}, ""),
+    ("asin", _apart(-0.9, 0.9), lambda x, a: np.arcsin(x), {}, ""),
+    ("acos", _apart(-0.9, 0.9), lambda x, a: np.arccos(x), {}, ""),
+    ("atan", lambda r, *s: 3 * N(r, *s), lambda x, a: np.arctan(x), {}, ""),
+    ("log1p", _apart(-0.8, 3), lambda x, a: np.log1p(x), {}, ""),
+    ("erf", lambda r, *s: 2 * N(r, *s), lambda x, a: _erf(x), {}, ""),
+    ("gelu", lambda r, *s: 2 * N(r, *s), lambda x, a: 0.5 * x * (1 + _erf(x / np.sqrt(2))), {}, ""),
+    ("gelu", lambda r, *s: 2 * N(r, *s),
+     lambda x, a: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))), {"approximate": True},
+     "approximate"),
+    ("selu", away, lambda x, a: 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * (np.exp(x) - 1)), {},
+     ""),
+    ("selu", away, lambda x, a: 2.0 * np.where(x > 0, x, 0.5 * (np.exp(x) - 1)), {"scale": 2.0, "alpha": 0.5},
+     "attrs"),
+    ("logsigmoid", lambda r, *s: 5 * N(r, *s), lambda x, a: np.log(_sigmoid(x)), {}, ""),
+    ("hard_swish", _apart(-5, 5, -3, 3), lambda x, a: x * np.clip(x + 3, 0, 6) / 6, {}, ""),
+    ("mish", lambda r, *s: 3 * N(r, *s), lambda x, a: x * np.tanh(_softplus(x)), {}, ""),
+    ("mish", lambda r, *s: 3 * N(r, *s),
+     lambda x, a: x * np.tanh(np.where(x > 1, x, np.where(x < -1, np.exp(x), _softplus(x)))), {"threshold": 1.0},
+     "threshold"),
+    ("thresholded_relu", _apart(-2, 2, 1.0), lambda x, a: np.where(x > 1.0, x, 0), {}, ""),
+    ("thresholded_relu", _apart(-2, 2, -0.5), lambda x, a: np.where(x > -0.5, x, 0), {"threshold": -0.5},
+     "threshold"),
+    ("softshrink", _apart(-2, 2, -0.5, 0.5), lambda x, a: np.where(x > 0.5, x - 0.5, np.where(x < -0.5, x + 0.5, 0)),
+     {}, ""),
+    ("softshrink", _apart(-2, 2, -1.2, 1.2), lambda x, a: np.sign(x) * np.maximum(np.abs(x) - 1.2, 0),
+     {"lambda": 1.2}, "lambda"),
+    ("hard_shrink", _apart(-2, 2, -0.5, 0.5), lambda x, a: np.where(np.abs(x) > 0.5, x, 0), {}, ""),
+    ("hard_shrink", _apart(-2, 2, -1.5, 1.5), lambda x, a: np.where(np.abs(x) > 1.5, x, 0), {"threshold": 1.5},
+     "threshold"),
+    ("tanh_shrink", N, lambda x, a: x - np.tanh(x), {}, ""),
+    ("stanh", N, lambda x, a: 1.7159 * np.tanh(0.67 * x), {}, ""),
+    ("stanh", N, lambda x, a: 2.0 * np.tanh(0.5 * x), {"scale_a": 0.5, "scale_b": 2.0}, "scales"),
+    ("soft_relu", lambda r, *s: 3 * N(r, *s), lambda x, a: np.log1p(np.exp(x)), {}, ""),
+    ("soft_relu", _apart(-4, 4, -2, 2), lambda x, a: np.log1p(np.exp(np.clip(x, -2, 2))), {"threshold": 2.0},
+     "threshold"),
+]
+
+CASES: list[OpCase] = [
+    # elementwise max, min, pow (with gradients), floordiv, mod (without: Fluid 1.8 has none)
+    *_binary_cases("elementwise_max", np.maximum), *_binary_cases("elementwise_min", np.minimum),
+    *_binary_cases("elementwise_pow", np.power, x_dom=pos),
+    OpCase("elementwise_floordiv", lambda r: {"X": _X, "Y": _Y}, lambda i, a: {"Out": np.array([-3, 3, 3, -3, 2, 0, 0])},
+           name="trunc", batch=(),
+           errors=(({"X": spec(2, 3), "Y": spec(2, 3)}, {}, ProgramError,
+                    r"elementwise_floordiv: X must be int32 or int64 .*got float32\[2, 3\]"),
+                   ({"X": np.array([3]), "Y": np.array([0])}, {}, ZeroDivisionError, "elementwise_floordiv: Y holds 0"))),
+    OpCase("elementwise_floordiv", lambda r: {"X": _ints(-9, 9)(r, 2, 3, 4), "Y": _ints(-4, 4, True)(r, 3)},
+           lambda i, a: {"Out": np.trunc(i["X"] / i["Y"].reshape(1, 3, 1)).astype(i["X"].dtype)}, attrs={"axis": 1},
+           name="axis1"),
+    OpCase("elementwise_mod", lambda r: {"X": _X, "Y": _Y}, lambda i, a: {"Out": np.array([-1, 1, -1, 1, 0, 0, -1])},
+           name="int_sign_of_x", batch=(),
+           errors=(({"X": spec(2, 3), "Y": spec(2, 3, dtype="int64")}, {}, ProgramError, "differ in dtype"),
+                   ({"X": np.array([3.0]), "Y": np.array([0.0])}, {}, ZeroDivisionError, "elementwise_mod: Y holds 0"))),
+    OpCase("elementwise_mod", lambda r: {"X": _X.astype(float), "Y": _Y + 0.5},
+           lambda i, a: {"Out": np.mod(i["X"], i["Y"])}, name="float_sign_of_y", batch=()),
+    # unary activations and functions
+    # Past ±threshold, mish's and soft_relu's gradients are Paddle's formulas, not derivatives
+    # (NOTE(unary-grad-rules)): only their outputs are checked there; Paddle checks the rest.
+    *[OpCase(op, lambda r, d=d: {"X": d(r, 3, 4)}, lambda i, a, f=f: {"Out": f(i["X"], a)}, attrs=attrs,
+             grad=() if name == "threshold" and op in ("mish", "soft_relu") else ("X",), name=name)
+      for op, d, f, attrs, name in _UNARY],
+    OpCase("erf", lambda r: {"X": np.array([0.0, 1e-9, -0.3, 0.5, -1.5, 3.0, 5.9, -7.0, 30.0])},
+           lambda i, a: {"Out": _erf(i["X"])}, name="range", batch=()),
+    OpCase("soft_relu", lambda r: {"X": np.array([-50.0, -1.0, 0.0, 2.0, 45.0])},
+           lambda i, a: {"Out": np.log1p(np.exp(np.clip(i["X"], -40, 40)))}, name="clipped", batch=()),
+    # prelu (mode all / channel / element), label_smooth
+    OpCase("prelu", lambda r: {"X": away(r, 2, 3, 4), "Alpha": np.array([0.25])},
+           lambda i, a: {"Out": np.where(i["X"] > 0, i["X"], 0.25 * i["X"])}, grad=("X", "Alpha"), name="all",
+           errors=(({"X": spec(2, 3), "Alpha": spec(2)}, {}, ProgramError, r"Alpha\[2\] has 2 values; mode 'all' needs 1"),
+                   ({"X": spec(2, 3), "Alpha": spec(1)}, {"mode": "row"}, ProgramError, "mode 'row' must be all"))),
+    OpCase("prelu", lambda r: {"X": away(r, 2, 3, 2, 2), "Alpha": pos(r, 1, 3, 1, 1)},
+           lambda i, a: {"Out": np.where(i["X"] > 0, i["X"], i["Alpha"] * i["X"])}, attrs={"mode": "channel"},
+           grad=("X", "Alpha"), name="channel",
+           errors=(({"X": spec(2, 3, 4), "Alpha": spec(1, 4, 1, 1)}, {"mode": "channel"}, ProgramError,
+                    r"mode 'channel' needs 3 for X\[2, 3, 4\]"),
+                   ({"X": spec(3), "Alpha": spec(1)}, {"mode": "channel"}, ProgramError, "needs X of rank >= 2"))),
+    OpCase("prelu", lambda r: {"X": away(r, 2, 3, 4), "Alpha": pos(r, 1, 3, 4)},
+           lambda i, a: {"Out": np.where(i["X"] > 0, i["X"], i["Alpha"] * i["X"])}, attrs={"mode": "element"},
+           grad=("X", "Alpha"), name="element"),
+    OpCase("label_smooth", lambda r: {"X": np.eye(4)[[1, 0, 3]]}, lambda i, a: {"Out": 0.9 * i["X"] + 0.1 / 4},
+           attrs={"epsilon": 0.1}, grad=("X",),
+           errors=(({"X": spec(3, 4)}, {"epsilon": 1.5}, ProgramError, r"epsilon 1.5 must be in \[0, 1\]"),
+                   ({"X": spec(3, 4), "PriorDist": spec(1, 3)}, {"epsilon": 0.1}, ProgramError,
+                    r"PriorDist\[1, 3\] must hold one value per class"))),
+    OpCase("label_smooth", lambda r: {"X": np.eye(4)[[1, 0, 3]], "PriorDist": np.array([[0.1, 0.2, 0.3, 0.4]])},
+           lambda i, a: {"Out": 0.8 * i["X"] + 0.2 * i["PriorDist"]}, attrs={"epsilon": 0.2}, grad=("X",),
+           name="prior"),
+]
+
+CASES += [
+    # bool reductions and whole-tensor tests (no gradients)
+    *[OpCase(op, lambda r: {"X": _BOOLS(r, 2, 3, 4)}, _bool_reduce_ref(f), attrs=attrs, name=name,
+             errors=(({"X": spec(2, 3)}, {"dim": [1]}, ProgramError, f"{op}: X must be bool, got float32"),
+                     ({"X": spec(2, 3, dtype="bool")}, {"dim": [2]}, ProgramError, "dim 2 is out of range")))
+      for op, f in (("reduce_all", np.all), ("reduce_any", np.any))
+      for name, attrs in (("dim1", {"dim": [1]}), ("keep_last", {"dim": [-1, 0], "keep_dim": True}),
+                          ("all", {"reduce_all": True}))],
+    *[OpCase(op, lambda r, x=x: {"X": x}, lambda i, a, want=want: {"Out": np.array([want])}, name=name, batch=())
+      for op, want_specials, want_normal in (("isfinite", False, True), ("isinf", True, False), ("isnan", True, False))
+      for name, x, want in (("specials", _SPECIALS, want_specials), ("normal", np.ones((2, 3)), want_normal))],
+    OpCase("isinf", lambda r: {"X": np.array([[np.nan, 1.0]])}, lambda i, a: {"Out": np.array([False])}, name="nan_only",
+           batch=()),
+    OpCase("allclose", lambda r: {"Input": np.array([1.0, 2.0, np.nan]), "Other": np.array([1.0 + 1e-6, 2.0, np.nan])},
+           lambda i, a: {"Out": np.array([a["equal_nan"]])}, attrs={"equal_nan": True}, name="equal_nan", batch=()),
+    OpCase("allclose", lambda r: {"Input": np.array([1.0, 2.0, np.nan]), "Other": np.array([1.0 + 1e-6, 2.0, np.nan])},
+           lambda i, a: {"Out": np.array([False])}, name="nan", batch=(),
+           errors=(({"Input": spec(2, 3), "Other": spec(4)}, {}, ProgramError, r"Input\[2, 3\] and Other\[4\] do not"),)),
+    OpCase("allclose", lambda r: {"Input": np.array([[1.0, 2.0]]), "Other": np.array([[1.1, 2.0]])},
+           lambda i, a: {"Out": np.array([True])}, attrs={"rtol": 0.0, "atol": 0.2}, name="atol"),
+]

@@ -1,0 +1,33 @@
+"""The math layers of placegroup/layers/ops.py and placegroup/layers/manip.py added for Fluid 1.8
+(elementwise_max .. mod, the activations, prelu, resize, lrn, label_smooth, clip_by_norm,
+reduce_all/any, where/nonzero, index_select, ...) build programs that the Executor runs to
+numpy's answers, with Fluid 1.8's op types, attrs and parameter names; gradients flow through
+them. Where PLACEGROUP_PADDLE_PYTHON names a python with paddle, every OpCase of
+tests/cases/math.py whose op Paddle 2.6 still has with 1.8's meaning runs there too and must
+give the same outputs and gradients."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import placegroup as fluid
+from tests.cases.math import CASES
+from tests.test_layers import check_program_gradients, fresh
+from tests.test_manip_layers import PADDLE_PYTHON, run_in_paddle
+
+L = fluid.layers
+
+# Ops whose Paddle 2.6 kernel is not Fluid 1.8's (NOTE(int-division): 2.6 floors and takes the
+# divisor's sign on integers) or that Paddle 2.6 no longer registers.
+NOT_AS_IN_PADDLE_2 = {"elementwise_floordiv", "elementwise_mod", "isfinite", "diag", "space_to_depth",
+                      "pad_constant_like",
+                      # 1.8's mish_op takes softplus(x) = e^x below -threshold; 2.6's does not
+                      "mish-threshold",
+                      # Paddle 2.6's max/min/pow grad kernels reject a Y aligned at axis 1
+                      "elementwise_max-axis1", "elementwise_min-axis1", "elementwise_pow-axis1"}
+
+
+@pytest.mark.paddle
+@pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
+def test_math_ops_match_paddle(tmp_path):
+    run_in_paddle(CASES, tmp_path, NOT_AS_IN_PADDLE_2)
