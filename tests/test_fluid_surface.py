@@ -148,3 +148,17 @@ def test_a_lod_tensor_holds_dense_data_and_feeds_it():
     with pytest.raises(NotImplementedInPlacegroup, match="LoD"):
         t.set_recursive_sequence_lengths([[1, 1]])
     assert fluid.LoDTensor is fluid.core.LoDTensor is fluid.Tensor
+
+
+def test_weighted_average_and_install_check(capsys):
+    with pytest.warns(DeprecationWarning):
+        avg = fluid.average.WeightedAverage()
+    with pytest.raises(ValueError, match="no data"):
+        avg.eval()
+    avg.add(value=0.5, weight=32)
+    avg.add(value=np.array([0.75]), weight=32)
+    np.testing.assert_allclose(avg.eval(), [0.625])
+    with pytest.raises(ValueError, match="weight must be a number"):
+        avg.add(1.0, "2")
+    fluid.install_check.run_check()
+    assert "installed successfully" in capsys.readouterr().out
