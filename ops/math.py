@@ -1,9 +1,15 @@
-"""Matrix products, scaling and reductions: mul, matmul, scale, mean, sum, reduce_sum, reduce_mean,
-reduce_max, reduce_min, reduce_prod."""
+"""Matrix products, scaling, reductions and channel ops: mul, matmul, scale, mean, sum, reduce_sum,
+reduce_mean, reduce_max, reduce_min, reduce_prod; lrn, maxout, affine_channel, clip_by_norm;
+bmm, dot, addmm, bilinear_tensor_product, kron, trace, cross, dist (Fluid 1.8's op types,
+slots and attrs).
+
+The bool reductions (reduce_all, reduce_any) are in ops/compare.py.
+"""
 from __future__ import annotations
 
 import math
 
+from placegroup.ops.elementwise import _infer as broadcast_infer, _unbroadcast
 from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, grad_of, register
 from placegroup.values import is_selected_rows, scatter_add
 from placegroup.ops.sparse import concat_rows
@@ -346,3 +352,469 @@ def _extreme(name: str, kind: str) -> None:
 _extreme("reduce_max", "max")
 _extreme("reduce_min", "min")
 _extreme("reduce_prod", "prod")
+
+
+# -- lrn, maxout, affine_channel, clip_by_norm ----------------------------------------------
+# NOTE(lrn): Fluid's lrn (lrn_op.cc) is MidOut = k + alpha·Σ x² over the n channels
+# c - (n-1)/2 .. c + (n-1)/2 (alpha is not divided by n; n must be odd, as Paddle checks),
+# Out = X·MidOut^-beta; zero channels pad the ends.
+
+_LRN_ATTRS = {"n": 5, "k": 2.0, "alpha": 1e-4, "beta": 0.75, "data_format": "AnyLayout"}
+
+
+def _channels_first(xp, x, fmt: str, back: bool = False):
+    if fmt != "NHWC":
+        return x
+    return xp.moveaxis(x, 1, 3) if back else xp.moveaxis(x, 3, 1)
+
+
+def _lrn_infer(ins, a):
+    x = ins["X"]
+    check(len(x.shape) == 4, f"lrn: X must be 4-D, got X{list(x.shape)}")
+    check(a["n"] >= 1 and a["n"] % 2 == 1, f"lrn: n must be a positive odd number, got {a['n']}")
+    check(a["data_format"] in ("AnyLayout", "NCHW", "NHWC"), f"lrn: data_format {a['data_format']!r} must be NCHW "
+                                                              f"or NHWC")
+    return {"Out": x, "MidOut": x}
+
+
+def _channel_window_sum(xp, v, n: int):
+    """Σ v[:, c - (n-1)/2 .. c + (n-1)/2] along dim 1 for odd n, zero outside [0, C)."""
+    c = v.shape[1]
+    pad = xp.zeros((v.shape[0], c + n - 1) + v.shape[2:], dtype=v.dtype)
+    pad[:, (n - 1) // 2:(n - 1) // 2 + c] = v
+    out = pad[:, 0:c].copy()
+    for j in range(1, n):
+        out += pad[:, j:j + c]
+    return out
+
+
+@register("lrn", ins=("X",), outs=("Out", Slot("MidOut", no_grad=True)), attrs=_LRN_ATTRS, infer=_lrn_infer,
+          grad=grad_of(("X",), outs=("Out", "MidOut")))
+def lrn(xp, ins, a, ctx):
+    """Local response normalization across channels (NOTE(lrn)); NCHW or NHWC."""
+    x = _channels_first(xp, ins["X"], a["data_format"])
+    n = a["n"]
+    mid = a["k"] + a["alpha"] * _channel_window_sum(xp, x * x, n)
+    mid = mid.astype(x.dtype, copy=False)
+    out = x * mid ** -a["beta"]
+    f = a["data_format"]
+    return {"Out": _channels_first(xp, out, f, True), "MidOut": _channels_first(xp, mid, f, True)}
+
+
+@register("lrn_grad", ins=("X", "Out", "MidOut", "Out@GRAD"), outs=("X@GRAD",), attrs=_LRN_ATTRS, role="backward")
+def lrn_grad(xp, ins, a, ctx):
+    f, n = a["data_format"], a["n"]
+    x, out, mid, g = (_channels_first(xp, ins[s], f) for s in ("X", "Out", "MidOut", "Out@GRAD"))
+    acc = _channel_window_sum(xp, g * out / mid, n)  # dMidOut[c'] / dX[c] = 2·alpha·X[c] in c's window
+    dx = mid ** -a["beta"] * g - 2 * a["alpha"] * a["beta"] * x * acc
+    return {"X@GRAD": _channels_first(xp, dx.astype(x.dtype, copy=False), f, True)}
+
+
+def _maxout_infer(ins, a):
+    x, g, ax = ins["X"], a["groups"], a["axis"]
+    check(len(x.shape) == 4 and ax in (1, 3, -1), f"maxout: X must be 4-D and axis 1 (NCHW) or 3 (NHWC), got "
+                                                  f"X{list(x.shape)}, axis {ax}")
+    c = x.shape[ax]
+    check(g >= 1 and (c == -1 or c % g == 0), f"maxout: groups {g} must divide the {c} channels of X{list(x.shape)}")
+    out = list(x.shape)
+    out[ax] = -1 if c == -1 else c // g
+    return {"Out": Meta(tuple(out), x.dtype)}
+
+
+def _maxout_groups(xp, x, a):
+    """X as [N, C/groups, groups, H, W], channels first."""
+    x = xp.moveaxis(x, a["axis"], 1) if a["axis"] != 1 else x
+    return x.reshape((x.shape[0], x.shape[1] // a["groups"], a["groups"]) + x.shape[2:])
+
+
+@register("maxout", ins=("X",), outs=("Out",), attrs={"groups": 1, "axis": 1}, infer=_maxout_infer,
+          grad=grad_of(("X",), outs=("Out",)))
+def maxout(xp, ins, a, ctx):
+    """Out[:, c] = max over k < groups of X[:, c·groups + k] (channels at ``axis``); the gradient
+    goes to the first of tied maxima, as Paddle's MaxOutGradFunctor."""
+    out = _maxout_groups(xp, ins["X"], a).max(axis=2)
+    return {"Out": xp.moveaxis(out, 1, a["axis"]) if a["axis"] != 1 else out}
+
+
+@register("maxout_grad", ins=("X", "Out", "Out@GRAD"), outs=("X@GRAD",), attrs={"groups": 1, "axis": 1},
+          role="backward")
+def maxout_grad(xp, ins, a, ctx):
+    x = ins["X"]
+    grouped = _maxout_groups(xp, x, a)
+    first = xp.argmax(grouped, axis=2)[:, :, None]
+    g = ins["Out@GRAD"]
+    g = xp.moveaxis(g, a["axis"], 1) if a["axis"] != 1 else g
+    dx = (xp.arange(a["groups"]).reshape(1, 1, -1, *([1] * (x.ndim - 2))) == first) * g[:, :, None]
+    dx = dx.reshape((dx.shape[0], -1) + dx.shape[3:]).astype(x.dtype, copy=False)
+    return {"X@GRAD": xp.moveaxis(dx, 1, a["axis"]) if a["axis"] != 1 else dx}
+
+
+def _affine_channel_infer(ins, a):
+    x, fmt = ins["X"], a["data_layout"]
+    check(fmt in ("NCHW", "NHWC", "AnyLayout") and len(x.shape) >= 2,
+          f"affine_channel: data_layout {fmt!r} must be NCHW or NHWC and X of rank >= 2, got X{list(x.shape)}")
+    c = x.shape[1 if fmt == "NCHW" else -1]
+    for slot in ("Scale", "Bias"):
+        m = ins[slot]
+        check(c == -1 or math.prod(m.shape) == c, f"affine_channel: {slot}{list(m.shape)} must hold one value per "
+                                                  f"channel of X{list(x.shape)} ({c}, {fmt})")
+    return {"Out": x}
+
+
+def _per_channel(x, fmt: str) -> tuple:
+    # Paddle reads channels from dim 1 only for "NCHW": "AnyLayout" (the op's default) is last
+    return (1, -1) + (1,) * (x.ndim - 2) if fmt == "NCHW" else (1,) * (x.ndim - 1) + (-1,)
+
+
+@register("affine_channel", ins=("X", "Scale", "Bias"), outs=("Out",), attrs={"data_layout": "AnyLayout"},
+          infer=_affine_channel_infer, grad=grad_of(("X", "Scale", "Bias"), uses=("X", "Scale")))
+def affine_channel(xp, ins, a, ctx):
+    """Out = X·Scale + Bias with one Scale and Bias per channel: dim 1 for ``data_layout`` NCHW
+    (the layer's default), the last dim otherwise (NHWC, and the op's default AnyLayout, as
+    Paddle reads it)."""
+    x, shape = ins["X"], _per_channel(ins["X"], a["data_layout"])
+    return {"Out": (x * ins["Scale"].reshape(shape) + ins["Bias"].reshape(shape)).astype(x.dtype, copy=False)}
+
+
+@register("affine_channel_grad", ins=("X", "Scale", "Out@GRAD"),
+          outs=tuple(Slot(s + "@GRAD", dispensable=True) for s in ("X", "Scale", "Bias")),
+          attrs={"data_layout": "AnyLayout"}, role="backward")
+def affine_channel_grad(xp, ins, a, ctx):
+    x, scale, g = ins["X"], ins["Scale"], ins["Out@GRAD"]
+    shape = _per_channel(x, a["data_layout"])
+    axes = tuple(i for i, d in enumerate(shape) if d == 1)
+    res = {}
+    if "X@GRAD" in ctx.outputs:
+        res["X@GRAD"] = (g * scale.reshape(shape)).astype(x.dtype, copy=False)
+    if "Scale@GRAD" in ctx.outputs:
+        res["Scale@GRAD"] = (g * x).sum(axis=axes).reshape(scale.shape)
+    if "Bias@GRAD" in ctx.outputs:
+        res["Bias@GRAD"] = g.sum(axis=axes).reshape(scale.shape)
+    return res
+
+
+def _clip_by_norm_infer(ins, a):
+    check(a["max_norm"] > 0, f"clip_by_norm: max_norm must be > 0, got {a['max_norm']}")
+    return {"Out": ins["X"]}
+
+
+@register("clip_by_norm", ins=(Slot("X", no_grad=True),), outs=("Out",), attrs={"max_norm": 1.0},
+          infer=_clip_by_norm_infer)
+def clip_by_norm(xp, ins, a, ctx):
+    """Out = X·max_norm / ‖X‖₂ when ‖X‖₂ > max_norm, else X (the norm over all entries; a
+    SelectedRows X is merged first and stays one). No gradient, as in Fluid 1.8."""
+    x = ins["X"]
+    rows = is_selected_rows(x)
+    if rows:
+        x = x.merged(xp)
+    v = x.values if rows else x
+    norm = xp.sqrt((v * v).sum())
+    scale = xp.where(norm > a["max_norm"], a["max_norm"] / xp.maximum(norm, a["max_norm"]), 1).astype(v.dtype)
+    out = (v * scale).astype(v.dtype, copy=False)
+    return {"Out": x.with_values(out) if rows else out}
+
+
+# -- bmm, dot, addmm, bilinear_tensor_product, kron, trace, cross, dist ---------------------
+
+
+def _bmm_infer(ins, a):
+    x, y = ins["X"].shape, ins["Y"].shape
+    check(len(x) == 3 and len(y) == 3, f"bmm: X{list(x)} and Y{list(y)} must both be 3-D")
+    check(-1 in (x[0], y[0]) or x[0] == y[0], f"bmm: X{list(x)} and Y{list(y)} differ in batch size")
+    check(-1 in (x[2], y[1]) or x[2] == y[1], f"bmm: X{list(x)} has {x[2]} columns but Y{list(y)} has {y[1]} rows")
+    return {"Out": Meta((x[0] if x[0] != -1 else y[0], x[1], y[2]), ins["X"].dtype)}
+
+
+@register("bmm", ins=("X", "Y"), outs=("Out",), infer=_bmm_infer, grad=grad_of(("X", "Y")))
+def bmm(xp, ins, a, ctx):
+    """Out[b] = X[b] @ Y[b] for X [B, M, K] and Y [B, K, N]."""
+    return {"Out": xp.matmul(ins["X"], ins["Y"])}
+
+
+@register("bmm_grad", ins=("X", "Y", "Out@GRAD"),
+          outs=(Slot("X@GRAD", dispensable=True), Slot("Y@GRAD", dispensable=True)), role="backward")
+def bmm_grad(xp, ins, a, ctx):
+    x, y, g = ins["X"], ins["Y"], ins["Out@GRAD"]
+    res = {}
+    if "X@GRAD" in ctx.outputs:
+        res["X@GRAD"] = xp.matmul(g, xp.swapaxes(y, 1, 2))
+    if "Y@GRAD" in ctx.outputs:
+        res["Y@GRAD"] = xp.matmul(xp.swapaxes(x, 1, 2), g)
+    return res
+
+
+def _dot_infer(ins, a):
+    x, y = ins["X"], ins["Y"]
+    same = len(x.shape) == len(y.shape) and all(-1 in (p, q) or p == q for p, q in zip(x.shape, y.shape))
+    check(same and len(x.shape) in (1, 2), f"dot: X{list(x.shape)} and Y{list(y.shape)} must be 1-D or 2-D of one "
+                                           f"shape")
+    return {"Out": Meta(tuple(x.shape[:-1]) + (1,), x.dtype)}
+
+
+@register("dot", ins=("X", "Y"), outs=("Out",), infer=_dot_infer, grad=grad_of(("X", "Y")))
+def dot(xp, ins, a, ctx):
+    """Out = Σ X·Y over the last dim: [1] for vectors, [N, 1] for rows of matrices."""
+    x, y = ins["X"], ins["Y"]
+    return {"Out": (x * y).sum(axis=-1, keepdims=True)}
+
+
+@register("dot_grad", ins=("X", "Y", "Out@GRAD"),
+          outs=(Slot("X@GRAD", dispensable=True), Slot("Y@GRAD", dispensable=True)), role="backward")
+def dot_grad(xp, ins, a, ctx):
+    x, y, g = ins["X"], ins["Y"], ins["Out@GRAD"]
+    res = {}
+    if "X@GRAD" in ctx.outputs:
+        res["X@GRAD"] = g * y
+    if "Y@GRAD" in ctx.outputs:
+        res["Y@GRAD"] = g * x
+    return res
+
+
+def _addmm_infer(ins, a):
+    inp, x, y = (ins[s].shape for s in ("Input", "X", "Y"))
+    check(len(x) == 2 and len(y) == 2 and (-1 in (x[1], y[0]) or x[1] == y[0]),
+          f"addmm: X{list(x)} and Y{list(y)} must be matrices that multiply")
+    ok = len(inp) == 2 and all(p in (1, q, -1) or q == -1 for p, q in zip(inp, (x[0], y[1])))
+    check(ok, f"addmm: Input{list(inp)} must be 2-D and broadcast to X @ Y's [{x[0]}, {y[1]}]")
+    return {"Out": Meta((x[0], y[1]), ins["X"].dtype)}
+
+
+@register("addmm", ins=("Input", "X", "Y"), outs=("Out",), attrs={"Alpha": 1.0, "Beta": 1.0}, infer=_addmm_infer,
+          grad=grad_of(("Input", "X", "Y")))
+def addmm(xp, ins, a, ctx):
+    """Out = Beta·Input + Alpha·(X @ Y), Input broadcast over the rows or columns it lacks."""
+    x = ins["X"]
+    return {"Out": (a["Beta"] * ins["Input"] + a["Alpha"] * (x @ ins["Y"])).astype(x.dtype, copy=False)}
+
+
+@register("addmm_grad", ins=("Input", "X", "Y", "Out@GRAD"),
+          outs=tuple(Slot(s + "@GRAD", dispensable=True) for s in ("Input", "X", "Y")),
+          attrs={"Alpha": 1.0, "Beta": 1.0}, role="backward")
+def addmm_grad(xp, ins, a, ctx):
+    inp, x, y, g = ins["Input"], ins["X"], ins["Y"], ins["Out@GRAD"]
+    res = {}
+    if "Input@GRAD" in ctx.outputs:
+        axes = tuple(i for i in range(2) if inp.shape[i] == 1 and g.shape[i] != 1)
+        res["Input@GRAD"] = (a["Beta"] * g.sum(axis=axes, keepdims=True)).astype(inp.dtype, copy=False)
+    if "X@GRAD" in ctx.outputs:
+        res["X@GRAD"] = (a["Alpha"] * (g @ y.T)).astype(x.dtype, copy=False)
+    if "Y@GRAD" in ctx.outputs:
+        res["Y@GRAD"] = (a["Alpha"] * (x.T @ g)).astype(y.dtype, copy=False)
+    return res
+
+
+def _btp_infer(ins, a):
+    x, y, w, b = ins["X"].shape, ins["Y"].shape, ins["Weight"].shape, ins.get("Bias")
+    check(len(x) == 2 and len(y) == 2 and len(w) == 3 and w[1:] == (x[1], y[1]) and x[1] != -1 and y[1] != -1,
+          f"bilinear_tensor_product: Weight{list(w)} must be [size, {x[1]}, {y[1]}] for X{list(x)} and Y{list(y)}")
+    check(b is None or tuple(b.shape) == (1, w[0]), f"bilinear_tensor_product: Bias{list(b.shape) if b else []} must "
+                                                    f"be [1, {w[0]}]")
+    return {"Out": Meta((x[0] if x[0] != -1 else y[0], w[0]), ins["X"].dtype)}
+
+
+@register("bilinear_tensor_product", ins=("X", "Y", "Weight", Slot("Bias", dispensable=True)), outs=("Out",),
+          infer=_btp_infer, grad=grad_of(("X", "Y", "Weight", "Bias"), uses=("X", "Y", "Weight")))
+def bilinear_tensor_product(xp, ins, a, ctx):
+    """Out[b, s] = X[b] · Weight[s] · Y[b]ᵀ (+ Bias[0, s])."""
+    x, y, w = ins["X"], ins["Y"], ins["Weight"]
+    out = xp.einsum("bm,smn,bn->bs", x, w, y)
+    if ins.get("Bias") is not None:
+        out = out + ins["Bias"]
+    return {"Out": out.astype(x.dtype, copy=False)}
+
+
+@register("bilinear_tensor_product_grad", ins=("X", "Y", "Weight", "Out@GRAD"),
+          outs=tuple(Slot(s + "@GRAD", dispensable=True) for s in ("X", "Y", "Weight", "Bias")), role="backward")
+def bilinear_tensor_product_grad(xp, ins, a, ctx):
+    x, y, w, g = ins["X"], ins["Y"], ins["Weight"], ins["Out@GRAD"]
+    res = {}
+    if "X@GRAD" in ctx.outputs:
+        res["X@GRAD"] = xp.einsum("bs,smn,bn->bm", g, w, y)
+    if "Y@GRAD" in ctx.outputs:
+        res["Y@GRAD"] = xp.einsum("bs,smn,bm->bn", g, w, x)
+    if "Weight@GRAD" in ctx.outputs:
+        res["Weight@GRAD"] = xp.einsum("bs,bm,bn->smn", g, x, y)
+    if "Bias@GRAD" in ctx.outputs:
+        res["Bias@GRAD"] = g.sum(axis=0, keepdims=True)
+    return res
+
+
+def _kron_shapes(x, y) -> tuple:
+    n = max(len(x), len(y))
+    return (1,) * (n - len(x)) + tuple(x), (1,) * (n - len(y)) + tuple(y)
+
+
+def _kron_infer(ins, a):
+    x, y = _kron_shapes(ins["X"].shape, ins["Y"].shape)
+    return {"Out": Meta(tuple(-1 if -1 in (p, q) else p * q for p, q in zip(x, y)), ins["X"].dtype)}
+
+
+def _kron_parts(x, y):
+    """X and Y reshaped so that their product broadcasts to Out as [x0, y0, x1, y1, ...]."""
+    xs, ys = _kron_shapes(x.shape, y.shape)
+    n = len(xs)
+    return (x.reshape(tuple(d for p in xs for d in (p, 1))), y.reshape(tuple(d for q in ys for d in (1, q))),
+            tuple(d for p, q in zip(xs, ys) for d in (p, q)), n)
+
+
+@register("kron", ins=("X", "Y"), outs=("Out",), infer=_kron_infer, grad=grad_of(("X", "Y")))
+def kron(xp, ins, a, ctx):
+    """Out = the Kronecker product of X and Y (the lower rank padded with leading 1s):
+    Out[i·Yd + j] = X[i]·Y[j] in every dim."""
+    xr, yr, inter, n = _kron_parts(ins["X"], ins["Y"])
+    out = xr * yr
+    return {"Out": out.reshape(tuple(inter[2 * i] * inter[2 * i + 1] for i in range(n)))}
+
+
+@register("kron_grad", ins=("X", "Y", "Out@GRAD"),
+          outs=(Slot("X@GRAD", dispensable=True), Slot("Y@GRAD", dispensable=True)), role="backward")
+def kron_grad(xp, ins, a, ctx):
+    x, y = ins["X"], ins["Y"]
+    xr, yr, inter, n = _kron_parts(x, y)
+    g = ins["Out@GRAD"].reshape(inter)
+    res = {}
+    if "X@GRAD" in ctx.outputs:
+        res["X@GRAD"] = (g * yr).sum(axis=tuple(range(1, 2 * n, 2))).reshape(x.shape)
+    if "Y@GRAD" in ctx.outputs:
+        res["Y@GRAD"] = (g * xr).sum(axis=tuple(range(0, 2 * n, 2))).reshape(y.shape)
+    return res
+
+
+_TRACE_ATTRS = {"offset": 0, "dim1": 0, "dim2": 1}
+
+
+def _trace_dims(op: str, shape, a, extra: int = 0) -> tuple:
+    r = len(shape) + extra
+    d1, d2 = a["dim1"], a["dim2"]
+    check(-r <= d1 < r and -r <= d2 < r and d1 % r != d2 % r,
+          f"{op}: dim1 {d1} and dim2 {d2} must be two different dims of a rank-{r} tensor (Input{list(shape)})")
+    return min(d1 % r, d2 % r), max(d1 % r, d2 % r)
+
+
+def _trace_infer(ins, a):
+    x = ins["Input"].shape
+    check(len(x) >= 2, f"trace: Input must have rank >= 2, got Input{list(x)}")
+    d1, d2 = _trace_dims("trace", x, a)
+    return {"Out": Meta(tuple(d for i, d in enumerate(x) if i not in (d1, d2)) or (1,), ins["Input"].dtype)}
+
+
+def _diag_mask(xp, n1: int, n2: int, offset: int, dtype):
+    return (xp.arange(n2)[None, :] - xp.arange(n1)[:, None] == offset).astype(dtype)
+
+
+@register("trace", ins=("Input",), outs=("Out",), attrs=_TRACE_ATTRS, infer=_trace_infer, grad=grad_of(("Input",)))
+def trace(xp, ins, a, ctx):
+    """Out = the sum of Input's diagonal ``offset`` (above the main one if > 0) in the plane of
+    dims ``dim1`` and ``dim2``; those dims are removed ([1] if none is left). As Paddle's
+    Diagonal, the plane's rows are always the lower of the two dims (numpy's trace would
+    transpose it when dim1 > dim2)."""
+    x = ins["Input"]
+    d1, d2 = _trace_dims("trace", x.shape, a)
+    m = xp.moveaxis(x, (d1, d2), (-2, -1))
+    out = (m * _diag_mask(xp, m.shape[-2], m.shape[-1], a["offset"], x.dtype)).sum(axis=(-2, -1))
+    return {"Out": out.reshape(out.shape or (1,))}
+
+
+@register("trace_grad", ins=("Input", "Out@GRAD"), outs=("Input@GRAD",), attrs=_TRACE_ATTRS, role="backward")
+def trace_grad(xp, ins, a, ctx):
+    x, g = ins["Input"], ins["Out@GRAD"]
+    d1, d2 = _trace_dims("trace", x.shape, a)
+    shape = [d for i, d in enumerate(x.shape) if i not in (d1, d2)]
+    mask = _diag_mask(xp, x.shape[d1], x.shape[d2], a["offset"], g.dtype)
+    dm = g.reshape(shape + [1, 1]) * mask
+    return {"Input@GRAD": xp.moveaxis(dm, (-2, -1), (d1, d2))}
+
+
+_CROSS_DEFAULT = 9  # Fluid 1.8's kDefaultDim (DDim::kMaxRank): the first dim of size 3
+
+
+def _cross_dim(shape, dim: int) -> int:
+    if dim == _CROSS_DEFAULT:
+        threes = [i for i, d in enumerate(shape) if d == 3]
+        check(bool(threes), f"cross: no dim of X{list(shape)} has size 3 (give dim)")
+        return threes[0]
+    r = len(shape)
+    check(-r <= dim < r and shape[dim] in (3, -1), f"cross: dim {dim} of X{list(shape)} must have size 3")
+    return dim % r
+
+
+def _cross_infer(ins, a):
+    x, y = ins["X"], ins["Y"]
+    same = len(x.shape) == len(y.shape) and all(-1 in (p, q) or p == q for p, q in zip(x.shape, y.shape))
+    check(same, f"cross: X{list(x.shape)} and Y{list(y.shape)} must have one shape")
+    _cross_dim(x.shape, a["dim"])
+    return {"Out": x}
+
+
+def _cross(xp, u, v, ax):
+    u0, u1, u2 = (xp.take(u, i, axis=ax) for i in range(3))
+    v0, v1, v2 = (xp.take(v, i, axis=ax) for i in range(3))
+    return xp.stack([u1 * v2 - u2 * v1, u2 * v0 - u0 * v2, u0 * v1 - u1 * v0], axis=ax)
+
+
+@register("cross", ins=("X", "Y"), outs=("Out",), attrs={"dim": _CROSS_DEFAULT}, infer=_cross_infer,
+          grad=grad_of(("X", "Y")))
+def cross(xp, ins, a, ctx):
+    """Out = X × Y, the vector product along ``dim`` (size 3; default the first such dim)."""
+    x = ins["X"]
+    return {"Out": _cross(xp, x, ins["Y"], _cross_dim(x.shape, a["dim"]))}
+
+
+@register("cross_grad", ins=("X", "Y", "Out@GRAD"),
+          outs=(Slot("X@GRAD", dispensable=True), Slot("Y@GRAD", dispensable=True)), attrs={"dim": _CROSS_DEFAULT},
+          role="backward")
+def cross_grad(xp, ins, a, ctx):
+    # <G, X × Y> = <X, Y × G> = <Y, G × X>
+    x, y, g = ins["X"], ins["Y"], ins["Out@GRAD"]
+    ax = _cross_dim(x.shape, a["dim"])
+    res = {}
+    if "X@GRAD" in ctx.outputs:
+        res["X@GRAD"] = _cross(xp, y, g, ax)
+    if "Y@GRAD" in ctx.outputs:
+        res["Y@GRAD"] = _cross(xp, g, x, ax)
+    return res
+
+
+def _dist_infer(ins, a):
+    broadcast_infer({"X": ins["X"], "Y": ins["Y"]}, {"axis": -1})
+    return {"Out": Meta((1,), ins["X"].dtype)}
+
+
+@register("dist", ins=("X", "Y"), outs=("Out",), attrs={"p": 2.0}, infer=_dist_infer,
+          grad=grad_of(("X", "Y"), outs=("Out",)))
+def dist(xp, ins, a, ctx):
+    """Out = ‖X - Y‖_p over all entries (X and Y broadcast as numpy does), shape [1]: p = 0
+    counts the nonzero differences, ±inf takes the largest / smallest |X - Y|."""
+    x = ins["X"]
+    d = xp.abs(x - ins["Y"])
+    p = a["p"]
+    if p == 0:
+        out = (d != 0).sum()
+    elif math.isinf(p):
+        out = d.max() if p > 0 else d.min()
+    else:
+        out = (d ** p).sum() ** (1 / p)
+    return {"Out": xp.asarray(out, dtype=x.dtype).reshape(1)}
+
+
+@register("dist_grad", ins=("X", "Y", "Out", "Out@GRAD"),
+          outs=(Slot("X@GRAD", dispensable=True), Slot("Y@GRAD", dispensable=True)), attrs={"p": 2.0},
+          role="backward")
+def dist_grad(xp, ins, a, ctx):
+    # Paddle's DistGradFunction: |d|^(p-1) / (Out + 1e-10)^(p-1)·sign(d); for ±inf the
+    # gradient goes to every entry with |d| == Out; for p = 0 it is zero.
+    x, y, out, g = ins["X"], ins["Y"], ins["Out"], ins["Out@GRAD"]
+    d = x - y
+    p, sign = a["p"], xp.sign(d)
+    if p == 0:
+        grad = xp.zeros_like(d)
+    elif math.isinf(p):
+        grad = (xp.abs(d) == out) * sign * g
+    else:
+        grad = (xp.abs(d) / (out + 1e-10)) ** (p - 1) * sign * g
+    res = {}
+    if "X@GRAD" in ctx.outputs:
+        res["X@GRAD"] = _unbroadcast(xp, grad, x.shape, x.shape).astype(x.dtype, copy=False)
+    if "Y@GRAD" in ctx.outputs:
+        res["Y@GRAD"] = _unbroadcast(xp, -grad, y.shape, y.shape).astype(y.dtype, copy=False)
+    return res

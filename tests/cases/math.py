@@ -190,3 +190,121 @@ CASES += [
     OpCase("allclose", lambda r: {"Input": np.array([[1.0, 2.0]]), "Other": np.array([[1.1, 2.0]])},
            lambda i, a: {"Out": np.array([True])}, attrs={"rtol": 0.0, "atol": 0.2}, name="atol"),
 ]
+
+
+def _lrn_ref(i, a):
+    x = i["X"] if a["data_format"] != "NHWC" else i["X"].transpose(0, 3, 1, 2)
+    n, c = a["n"], x.shape[1]
+    mid = np.full(x.shape, a["k"])
+    for ch in range(c):
+        for j in range(ch - (n - 1) // 2, ch - (n - 1) // 2 + n):
+            if 0 <= j < c:
+                mid[:, ch] += a["alpha"] * x[:, j] ** 2
+    out = x * mid ** -a["beta"]
+    if a["data_format"] == "NHWC":
+        out, mid = out.transpose(0, 2, 3, 1), mid.transpose(0, 2, 3, 1)
+    return {"Out": out, "MidOut": mid}
+
+
+def _maxout_ref(i, a):
+    x = i["X"] if a["axis"] == 1 else i["X"].transpose(0, 3, 1, 2)
+    n, c, h, w = x.shape
+    out = x.reshape(n, c // a["groups"], a["groups"], h, w).max(2)
+    return {"Out": out if a["axis"] == 1 else out.transpose(0, 2, 3, 1)}
+
+
+def _dist_ref(i, a):
+    d = np.abs(i["X"] - i["Y"]).ravel()
+    p = a["p"]
+    v = (d != 0).sum() if p == 0 else d.max() if p == np.inf else d.min() if p == -np.inf else (d ** p).sum() ** (1 / p)
+    return {"Out": np.array([v])}
+
+
+def _trace_ref(i, a):
+    x = i["Input"]
+    d1, d2 = sorted((a["dim1"] % x.ndim, a["dim2"] % x.ndim))  # Paddle's plane: the lower dim gives the rows
+    return {"Out": np.trace(x, a["offset"], d1, d2).reshape(-1) if x.ndim == 2 else np.trace(x, a["offset"], d1, d2)}
+
+
+_F = {"X": spec(2, 3, 4)}
+
+CASES += [
+    # lrn (NOTE(lrn)), maxout, affine_channel, clip_by_norm
+    OpCase("lrn", lambda r: {"X": N(r, 2, 6, 3, 3)}, _lrn_ref, attrs={"n": 5, "k": 1.0, "alpha": 0.1, "beta": 0.75},
+           grad=("X",), grad_outs=("Out",),
+           errors=(({"X": spec(2, 6, 3)}, {}, ProgramError, r"lrn: X must be 4-D, got X\[2, 6, 3\]"),
+                   ({"X": spec(2, 6, 3, 3)}, {"n": 4}, ProgramError, "lrn: n must be a positive odd number, got 4"))),
+    OpCase("lrn", lambda r: {"X": N(r, 2, 3, 3, 5)}, _lrn_ref, grad=("X",), grad_outs=("Out",), name="nhwc_n3",
+           attrs={"n": 3, "k": 2.0, "alpha": 0.2, "beta": 0.5, "data_format": "NHWC"}),
+    OpCase("maxout", lambda r: {"X": N(r, 2, 6, 3, 2)}, _maxout_ref, attrs={"groups": 3}, grad=("X",),
+           errors=(({"X": spec(2, 6, 3, 2)}, {"groups": 4}, ProgramError, r"groups 4 must divide the 6 channels"),
+                   ({"X": spec(2, 6, 3, 2)}, {"groups": 2, "axis": 2}, ProgramError, "axis 1 .NCHW. or 3"))),
+    OpCase("maxout", lambda r: {"X": N(r, 2, 3, 2, 4)}, _maxout_ref, attrs={"groups": 2, "axis": 3}, grad=("X",),
+           name="nhwc"),
+    OpCase("affine_channel", lambda r: {"X": N(r, 2, 3, 2, 2), "Scale": N(r, 3), "Bias": N(r, 3)},
+           lambda i, a: {"Out": i["X"] * i["Scale"].reshape(1, 3, 1, 1) + i["Bias"].reshape(1, 3, 1, 1)},
+           attrs={"data_layout": "NCHW"}, grad=("X", "Scale", "Bias"),
+           errors=(({"X": spec(2, 3, 4), "Scale": spec(4), "Bias": spec(4)}, {"data_layout": "NCHW"}, ProgramError,
+                    r"Scale\[4\] must hold one value per channel of X\[2, 3, 4\] \(3, NCHW\)"),)),
+    OpCase("affine_channel", lambda r: {"X": N(r, 2, 3, 4), "Scale": N(r, 4), "Bias": N(r, 4)},
+           lambda i, a: {"Out": i["X"] * i["Scale"] + i["Bias"]}, grad=("X", "Scale", "Bias"), name="anylayout_last"),
+    OpCase("affine_channel", lambda r: {"X": N(r, 2, 2, 2, 3), "Scale": N(r, 3), "Bias": N(r, 3)},
+           lambda i, a: {"Out": i["X"] * i["Scale"] + i["Bias"]}, attrs={"data_layout": "NHWC"},
+           grad=("X", "Scale", "Bias"), name="nhwc"),
+    OpCase("clip_by_norm", lambda r: {"X": N(r, 3, 4)}, lambda i, a: {"Out": i["X"] / np.linalg.norm(i["X"])},
+           attrs={"max_norm": 1.0}, errors=(({"X": spec(3)}, {"max_norm": 0.0}, ProgramError, "max_norm must be > 0"),)),
+    OpCase("clip_by_norm", lambda r: {"X": N(r, 3, 4)}, lambda i, a: {"Out": i["X"]}, attrs={"max_norm": 100.0},
+           name="under"),
+    # products
+    OpCase("bmm", lambda r: {"X": N(r, 2, 3, 4), "Y": N(r, 2, 4, 5)}, lambda i, a: {"Out": i["X"] @ i["Y"]},
+           grad=("X", "Y"), batch=("X", "Y"),
+           errors=(({"X": spec(2, 3, 4), "Y": spec(2, 3, 5)}, {}, ProgramError, "has 4 columns but Y.* has 3 rows"),
+                   ({"X": spec(3, 4), "Y": spec(4, 5)}, {}, ProgramError, "must both be 3-D"),
+                   ({"X": spec(2, 3, 4), "Y": spec(3, 4, 5)}, {}, ProgramError, "differ in batch size"))),
+    OpCase("dot", lambda r: {"X": N(r, 3, 4), "Y": N(r, 3, 4)}, lambda i, a: {"Out": (i["X"] * i["Y"]).sum(1, keepdims=True)},
+           grad=("X", "Y"), batch=("X", "Y"),
+           errors=(({"X": spec(3, 4), "Y": spec(3, 5)}, {}, ProgramError, "must be 1-D or 2-D of one shape"),)),
+    OpCase("dot", lambda r: {"X": N(r, 5), "Y": N(r, 5)}, lambda i, a: {"Out": np.array([i["X"] @ i["Y"]])},
+           grad=("X", "Y"), name="vectors"),
+    OpCase("addmm", lambda r: {"Input": N(r, 2, 4), "X": N(r, 2, 3), "Y": N(r, 3, 4)},
+           lambda i, a: {"Out": 0.5 * i["Input"] + 2.0 * i["X"] @ i["Y"]}, attrs={"Alpha": 2.0, "Beta": 0.5},
+           grad=("Input", "X", "Y"), batch=("X",),
+           errors=(({"Input": spec(2, 4), "X": spec(2, 3), "Y": spec(4, 4)}, {}, ProgramError, "matrices that multiply"),
+                   ({"Input": spec(3, 4), "X": spec(2, 3), "Y": spec(3, 4)}, {}, ProgramError,
+                    r"Input\[3, 4\] must be 2-D and broadcast"))),
+    OpCase("addmm", lambda r: {"Input": N(r, 1, 4), "X": N(r, 2, 3), "Y": N(r, 3, 4)},
+           lambda i, a: {"Out": i["Input"] + i["X"] @ i["Y"]}, grad=("Input", "X", "Y"), name="row", batch=("X",)),
+    OpCase("bilinear_tensor_product", lambda r: {"X": N(r, 4, 2), "Y": N(r, 4, 3), "Weight": N(r, 5, 2, 3),
+                                                 "Bias": N(r, 1, 5)},
+           lambda i, a: {"Out": np.einsum("bm,smn,bn->bs", i["X"], i["Weight"], i["Y"]) + i["Bias"]},
+           grad=("X", "Y", "Weight", "Bias"), batch=("X", "Y"),
+           errors=(({"X": spec(4, 2), "Y": spec(4, 3), "Weight": spec(5, 3, 2)}, {}, ProgramError,
+                    r"Weight\[5, 3, 2\] must be \[size, 2, 3\]"),
+                   ({"X": spec(4, 2), "Y": spec(4, 3), "Weight": spec(5, 2, 3), "Bias": spec(5)}, {}, ProgramError,
+                    r"Bias\[5\] must be \[1, 5\]"))),
+    OpCase("bilinear_tensor_product", lambda r: {"X": N(r, 4, 2), "Y": N(r, 4, 3), "Weight": N(r, 2, 2, 3)},
+           lambda i, a: {"Out": np.einsum("bm,smn,bn->bs", i["X"], i["Weight"], i["Y"])}, grad=("X", "Y", "Weight"),
+           name="no_bias", batch=("X", "Y")),
+    OpCase("kron", lambda r: {"X": N(r, 2, 3), "Y": N(r, 3, 2)}, lambda i, a: {"Out": np.kron(i["X"], i["Y"])},
+           grad=("X", "Y"), batch=()),
+    OpCase("kron", lambda r: {"X": N(r, 2, 1, 3), "Y": N(r, 2, 2)}, lambda i, a: {"Out": np.kron(i["X"], i["Y"])},
+           grad=("X", "Y"), name="ranks", batch=()),
+    OpCase("trace", lambda r: {"Input": N(r, 3, 4)}, _trace_ref, attrs={"offset": 1}, grad=("Input",), batch=(),
+           errors=(({"Input": spec(3)}, {}, ProgramError, r"rank >= 2, got Input\[3\]"),
+                   ({"Input": spec(3, 4)}, {"dim1": 1, "dim2": -1}, ProgramError, "two different dims"))),
+    OpCase("trace", lambda r: {"Input": N(r, 2, 3, 4)}, _trace_ref, attrs={"offset": -1, "dim1": 2, "dim2": 1},
+           grad=("Input",), name="batched"),
+    OpCase("cross", lambda r: {"X": N(r, 4, 3), "Y": N(r, 4, 3)}, lambda i, a: {"Out": np.cross(i["X"], i["Y"])},
+           grad=("X", "Y"), batch=("X", "Y"),
+           errors=(({"X": spec(4, 2), "Y": spec(4, 2)}, {}, ProgramError, "no dim of X.* has size 3"),
+                   ({"X": spec(3, 4), "Y": spec(3, 4)}, {"dim": 1}, ProgramError, r"dim 1 of X\[3, 4\] must have size 3"),
+                   ({"X": spec(3, 4), "Y": spec(3, 3)}, {}, ProgramError, "must have one shape"))),
+    OpCase("cross", lambda r: {"X": N(r, 3, 3, 2), "Y": N(r, 3, 3, 2)},
+           lambda i, a: {"Out": np.cross(i["X"], i["Y"], axis=1)}, attrs={"dim": 1}, grad=("X", "Y"), name="dim1", batch=("X", "Y")),
+    *[OpCase("dist", lambda r: {"X": N(r, 2, 3), "Y": N(r, 3)}, _dist_ref, attrs={"p": p}, grad=("X", "Y"),
+             name=f"p{p}", batch=(),
+             errors=(({"X": spec(2, 3), "Y": spec(4)}, {}, ProgramError, "do not broadcast"),) if p == 2.0 else ())
+      for p in (2.0, 1.0, 3.0, np.inf, -np.inf)],
+    OpCase("dist", lambda r: {"X": np.array([[1.0, 2.0, 3.0]]), "Y": np.array([[1.0, 0.0, 3.0]])}, _dist_ref,
+           attrs={"p": 0.0}, name="p0", batch=()),
+]
