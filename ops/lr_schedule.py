@@ -1,8 +1,9 @@
 """Learning-rate schedules, one fused op each: ``Out = lr(Step)``, role ``lr_sched``.
 
 Each op reads the program's decay step counter (``Step``, one element of any numeric dtype,
-0 on the first step; see ``placegroup.layers.learning_rate_scheduler``) and writes the
-learning rate, a float32 ``[1]``, that optimizer ops take as ``LearningRate``.
+0 on the first step, 1 for noam_decay's own; see ``placegroup.layers.learning_rate_scheduler``)
+and writes the learning rate, a float32 ``[1]``, that optimizer ops take as ``LearningRate``.
+``linear_lr_warmup`` may also read the rate it hands over to (another schedule's output).
 
 NOTE(lr-precision): the formula is evaluated in float64 and rounded once to float32. That is
 what Paddle 3 does (its ``paddle.optimizer.lr`` schedulers compute in Python floats and the
@@ -17,6 +18,8 @@ Example (what ``fluid.layers.piecewise_decay([3, 6], [0.1, 0.01, 0.001])`` appen
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from placegroup.ops.registry import Meta, Slot, check, register
 
@@ -118,3 +121,47 @@ def cosine_decay(xp, ins, a, ctx):
     """Out = learning_rate * (cos(epoch * pi / epochs) + 1) / 2, epoch = floor(step / step_each_epoch)."""
     epoch = xp.floor(_step(xp, ins) / float(a["step_each_epoch"]))
     return {"Out": _out(xp, a["learning_rate"] * 0.5 * (xp.cos(epoch * math.pi / float(a["epochs"])) + 1.0))}
+
+
+def _check_noam(op, a):
+    check(a["d_model"] > 0 and a["warmup_steps"] > 0,
+          f"{op}: d_model ({a['d_model']}) and warmup_steps ({a['warmup_steps']}) must be > 0")
+
+
+@register("noam_decay", ins=(_STEP,), outs=(_OUT,), attrs={"d_model": 1.0, "warmup_steps": 1.0, "learning_rate": 1.0},
+          infer=_infer_for("noam_decay", _check_noam), role="lr_sched")
+def noam_decay(xp, ins, a, ctx):
+    """Out = learning_rate * d_model^-0.5 * min(step^-0.5, warmup_steps^-1.5 * step), the
+    Transformer's schedule; Fluid counts its steps from 1 (step 0 gives inf, as there)."""
+    step = _step(xp, ins)
+    with np.errstate(divide="ignore"):
+        a_ = xp.power(step, -0.5)
+    b_ = float(a["warmup_steps"]) ** -1.5 * step
+    return {"Out": _out(xp, a["learning_rate"] * float(a["d_model"]) ** -0.5 * xp.minimum(a_, b_))}
+
+
+def _warmup_infer(ins, a):
+    out = _infer_for("linear_lr_warmup", lambda op, at: check(
+        at["warmup_steps"] > 0, f"{op}: warmup_steps must be > 0, got {at['warmup_steps']}"))(ins, a)
+    lr = ins.get("LearningRate")
+    if lr is not None:
+        check(tuple(lr.shape) in ((1,), ()), f"linear_lr_warmup: LearningRate must have one element, got shape "
+                                             f"{list(lr.shape)}")
+        return {"Out": Meta((1,), lr.dtype)}
+    return out
+
+
+@register("linear_lr_warmup", ins=(_STEP, Slot("LearningRate", dispensable=True, no_grad=True)), outs=(_OUT,),
+          attrs={"warmup_steps": 1, "start_lr": 0.0, "end_lr": 0.0, "learning_rate": 0.0},
+          infer=_warmup_infer, role="lr_sched")
+def linear_lr_warmup(xp, ins, a, ctx):
+    """Out = start_lr + (end_lr - start_lr) * step / warmup_steps while step < warmup_steps,
+    then the schedule it wraps: LearningRate if given (another schedule's output), else the
+    constant ``learning_rate``."""
+    step = _step(xp, ins)
+    lr = ins.get("LearningRate")
+    after = lr.reshape(()).astype("float64") if lr is not None else xp.asarray(float(a["learning_rate"]))
+    start, end = float(a["start_lr"]), float(a["end_lr"])
+    warm = start + (end - start) * (step / float(a["warmup_steps"]))
+    out = xp.where(step < float(a["warmup_steps"]), warm, after)
+    return {"Out": _out(xp, out).astype(lr.dtype if lr is not None else "float32")}

@@ -1,5 +1,5 @@
 """Tensor creation and shape ops: fill_constant, increment, fill_zeros_like, assign,
-assign_value, concat, split, reshape, cast."""
+assign_value, eye, linspace, concat, split, reshape, cast."""
 from __future__ import annotations
 
 import math
@@ -44,6 +44,50 @@ def assign(xp, ins, a, ctx):
 def assign_value(xp, ins, a, ctx):
     """Out = the constant ``values`` (flat list) reshaped to ``shape``."""
     return {"Out": xp.asarray(a["values"], dtype=a["dtype"]).reshape(tuple(a["shape"]))}
+
+
+# -- eye, linspace --------------------------------------------------------------------------
+
+
+def _eye_infer(ins, a):
+    rows, cols = int(a["num_rows"]), int(a["num_columns"])
+    check(rows >= 0 and cols >= -1, f"eye: num_rows ({rows}) must be >= 0 and num_columns ({cols}) >= 0 "
+                                    f"(-1: num_rows)")
+    return {"Out": Meta((rows, rows if cols == -1 else cols), np.dtype(a["dtype"]).name)}
+
+
+@register("eye", ins=(), outs=("Out",), attrs={"num_rows": 1, "num_columns": -1, "dtype": "float32"},
+          infer=_eye_infer)
+def eye(xp, ins, a, ctx):
+    """Out = the [num_rows, num_columns] identity (num_columns -1: square)."""
+    rows, cols = int(a["num_rows"]), int(a["num_columns"])
+    return {"Out": xp.eye(rows, rows if cols == -1 else cols, dtype=a["dtype"])}
+
+
+def _linspace_infer(ins, a):
+    s, e, n = ins["Start"], ins["Stop"], ins["Num"]
+    check(s.dtype == e.dtype and s.dtype in ("float32", "float64"),
+          f"linspace: Start and Stop must share float32 or float64, got {s.dtype} and {e.dtype}")
+    check(n.dtype == "int32", f"linspace: Num must be int32, got {n.dtype}")
+    for slot, m in (("Start", s), ("Stop", e), ("Num", n)):
+        check(math.prod(m.shape) in (1, -1), f"linspace: {slot} must hold one value, got shape {list(m.shape)}")
+    return {"Out": Meta((-1,), s.dtype)}
+
+
+@register("linspace", ins=tuple(Slot(s, no_grad=True) for s in ("Start", "Stop", "Num")), outs=("Out",),
+          infer=_linspace_infer)
+def linspace(xp, ins, a, ctx):
+    """Out = Num values from Start to Stop: Start, then repeated additions of (Stop - Start) /
+    (Num - 1) in the output dtype, as Fluid 1.8's CPU kernel accumulates them (so the last may
+    miss Stop by rounding). Num < 1 is a ValueError."""
+    dt = ins["Start"].dtype
+    start, stop = dt.type(ins["Start"].reshape(-1)[0]), dt.type(ins["Stop"].reshape(-1)[0])
+    num = int(ins["Num"].reshape(-1)[0])
+    if num < 1:
+        raise ValueError(f"linspace: Num must be > 0, got {num}")
+    steps = xp.full((num,), (stop - start) / dt.type(max(num - 1, 1)), dtype=dt)
+    steps[0] = start
+    return {"Out": xp.cumsum(steps, dtype=dt)}
 
 
 # -- concat, split --------------------------------------------------------------------------

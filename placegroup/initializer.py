@@ -2,7 +2,10 @@
 
 Random initializers get a seed that depends only on the program's ``random_seed`` and the
 var's name, so every process, and every slice of a var, agrees on its values.
-Fan-based ones (Xavier, MSRA) take their fans from the whole shape.
+Fan-based ones (Xavier, MSRA) take their fans from the whole shape. TruncatedNormal draws
+N(loc, scale²) restricted to 2 standard deviations (Fluid 1.8's ``truncated_gaussian_random``,
+NOTE(truncated-normal) in ops/random.py); Bilinear stores the upsampling kernel of a
+``conv2d_transpose`` as constants (an ``assign_value``), which a pserver slice cuts by rows.
 
 Example::
 
@@ -124,8 +127,65 @@ class NumpyArrayInitializer(Initializer):
                             values=self.value.astype(var.dtype).ravel().tolist())
 
 
+class TruncatedNormalInitializer(Initializer):
+    """Fluid's TruncatedNormal: N(loc, scale²) cut at 2 standard deviations, counter-based
+    like Normal, so a row block or shard of the var is generated alone and equals that slice
+    of the whole (NOTE(counter-rng) in ops/random.py). Fluid 1.8's kernel returns
+    ``(z + loc) * scale`` for z in [-2, 2]: ``loc`` 0 (the default) is the usual truncated
+    normal (NOTE(truncated-normal)).
+
+    Example::
+
+        fluid.ParamAttr(initializer=fluid.initializer.TruncatedNormal(loc=0.0, scale=0.02))
+    """
+
+    def __init__(self, loc: float = 0.0, scale: float = 1.0, seed: int = 0) -> None:
+        self.loc, self.scale, self.seed = float(loc), float(scale), seed
+
+    def init(self, var, block):
+        return self._append(block, var, "truncated_gaussian_random", mean=self.loc, std=self.scale,
+                            seed=var_seed(block.program, var.name, self.seed))
+
+
+class BilinearInitializer(Initializer):
+    """The bilinear upsampling kernel for a ``conv2d_transpose`` weight of shape
+    ``[C_out, C_in, K, K]``, as Fluid builds it: with ``f = ceil(K / 2)`` and
+    ``c = (2f - 1 - f % 2) / (2f)``, flat element i gets
+    ``(1 - |x/f - c|) * (1 - |y/f - c|)``, ``x = i % K`` and ``y = (i / K) % K``.
+
+    NOTE(bilinear-true-division): Fluid's Python computes ``y`` with ``/``, which under Python 3
+    is true division, so ``y`` is fractional except every K-th element; Paddle's numbers (1.8 on
+    Python 3 through 2.6) have that, and so do these. The values go into the startup program as
+    an ``assign_value``.
+
+    Raises:
+        ValueError: unless the var is 4-D with equal last two dims.
+
+    Example::
+
+        w = fluid.ParamAttr(initializer=fluid.initializer.Bilinear(), learning_rate=0.0)
+        up = fluid.layers.conv2d_transpose(x, num_filters=3, filter_size=4, stride=2, padding=1,
+                                           param_attr=w, bias_attr=False)
+    """
+
+    def init(self, var, block):
+        shape = list(var.shape)
+        if len(shape) != 4 or shape[2] != shape[3]:
+            raise ValueError(f"Bilinear initializer for {var.name!r}: the var must be [C_out, C_in, K, K], got "
+                             f"shape {shape}")
+        size = shape[3]
+        f = np.ceil(size / 2.0)
+        c = (2 * f - 1 - f % 2) / (2.0 * f)
+        i = np.arange(math.prod(shape), dtype=np.float64)
+        x, y = i % size, (i / size) % size  # NOTE(bilinear-true-division)
+        weight = ((1 - np.abs(x / f - c)) * (1 - np.abs(y / f - c))).astype(np.float32)
+        return self._append(block, var, "assign_value", values=weight.astype(var.dtype).tolist())
+
+
 Constant = ConstantInitializer
 Uniform = UniformInitializer
 Normal = NormalInitializer
 Xavier = XavierInitializer
 MSRA = MSRAInitializer
+TruncatedNormal = TruncatedNormalInitializer
+Bilinear = BilinearInitializer

@@ -28,22 +28,50 @@ from placegroup.initializer import ConstantInitializer
 from placegroup.layer_helper import LayerHelper
 
 __all__ = ["piecewise_decay", "exponential_decay", "natural_exp_decay", "inverse_time_decay",
-           "polynomial_decay", "cosine_decay"]
+           "polynomial_decay", "cosine_decay", "noam_decay", "linear_lr_warmup", "autoincreased_step_counter"]
 
 LR_DECAY_COUNTER = "@LR_DECAY_COUNTER@"
 
 
-def _decay_step_counter() -> Variable:
-    """The default main program's decay step counter, made on first use (NOTE(lr-counter))."""
-    helper = LayerHelper("lr_decay_counter")
+def autoincreased_step_counter(counter_name=None, begin: int = 1, step: int = 1) -> Variable:
+    """A persistable int64 [1] counter that grows by ``step`` every run of the main program
+    (Fluid's; default name ``@STEP_COUNTER@``).
+
+    As in Fluid, the startup program sets it to ``begin - 1`` and an ``increment`` op placed
+    first in the main program adds ``step`` before anything reads it (NOTE(lr-counter)), so the
+    first run reads ``begin - 1 + step``: ``begin`` for the default step of 1. Asking again
+    for a name that exists returns that counter unchanged (its ``begin`` and ``step`` stay the
+    first caller's). The learning-rate schedules use the one named ``@LR_DECAY_COUNTER@``, whose
+    increment is an ``lr_sched`` op (it runs where the schedules run); any other counter's
+    increment runs with the forward ops, on every trainer.
+
+    Args:
+        counter_name: the counter's var name (default ``@STEP_COUNTER@``).
+        begin: the first value (for ``step`` 1).
+        step: what each run adds.
+
+    Returns:
+        The counter Variable (int64, shape [1], persistable, no gradient).
+
+    Example::
+
+        global_step = fluid.layers.autoincreased_step_counter(counter_name="@LR_DECAY_COUNTER@", begin=0)
+    """
+    name = counter_name or "@STEP_COUNTER@"
+    helper = LayerHelper("global_step_counter")
     block = helper.main_program.global_block()
-    if block.has_var(LR_DECAY_COUNTER):
-        return block.var(LR_DECAY_COUNTER)
-    counter = block.create_var(LR_DECAY_COUNTER, shape=[1], dtype="int64", persistable=True,
-                               stop_gradient=True)
-    helper.set_variable_initializer(counter, ConstantInitializer(-1.0))
-    block.prepend_op("increment", {"X": [counter]}, {"Out": [counter]}, {"step": 1.0}, role="lr_sched")
+    if block.has_var(name):
+        return block.var(name)
+    counter = block.create_var(name, shape=[1], dtype="int64", persistable=True, stop_gradient=True)
+    helper.set_variable_initializer(counter, ConstantInitializer(float(begin - 1)))
+    block.prepend_op("increment", {"X": [counter]}, {"Out": [counter]}, {"step": float(step)},
+                     role="lr_sched" if name == LR_DECAY_COUNTER else "forward")
     return counter
+
+
+def _decay_step_counter(begin: int = 0) -> Variable:
+    """The default main program's decay step counter, made on first use (NOTE(lr-counter))."""
+    return autoincreased_step_counter(LR_DECAY_COUNTER, begin=begin, step=1)
 
 
 def _rate(value, what: str, fn: str) -> float:
@@ -53,13 +81,12 @@ def _rate(value, what: str, fn: str) -> float:
     return float(value)
 
 
-def _schedule(op_type: str, attrs: dict) -> Variable:
-    """Append ``op_type(Step=counter) -> lr`` and return the lr var (float32 [1])."""
-    counter = _decay_step_counter()
+def _schedule(op_type: str, attrs: dict, begin: int = 0, inputs=None, dtype: str = "float32") -> Variable:
+    """Append ``op_type(Step=counter, **inputs) -> lr`` and return the lr var ([1])."""
+    counter = _decay_step_counter(begin)
     block = LayerHelper(op_type).main_program.global_block()
-    lr = block.create_var(unique_name.generate("learning_rate"), shape=[1], dtype="float32",
-                          stop_gradient=True)
-    block.append_op(op_type, {"Step": [counter]}, {"Out": [lr]}, attrs, role="lr_sched")
+    lr = block.create_var(unique_name.generate("learning_rate"), shape=[1], dtype=dtype, stop_gradient=True)
+    block.append_op(op_type, {"Step": [counter], **(inputs or {})}, {"Out": [lr]}, attrs, role="lr_sched")
     return lr
 
 
@@ -166,3 +193,56 @@ def cosine_decay(learning_rate, step_each_epoch: int, epochs: int) -> Variable:
     return _schedule(fn, {"learning_rate": _rate(learning_rate, "learning_rate", fn),
                           "step_each_epoch": _steps(step_each_epoch, fn, "step_each_epoch"),
                           "epochs": _steps(epochs, fn, "epochs")})
+
+
+def noam_decay(d_model, warmup_steps, learning_rate=1.0) -> Variable:
+    """The Transformer's schedule:
+    ``learning_rate * d_model^-0.5 * min(step^-0.5, warmup_steps^-1.5 * step)``.
+
+    Fluid counts this schedule's steps from 1 (its counter begins at 1 when noam_decay makes
+    it); a counter another schedule made first begins at 0, and step 0 gives inf, as in Fluid.
+
+    Args:
+        d_model: the model width (a number here; Fluid also takes a Variable).
+        warmup_steps: steps of rising rate.
+        learning_rate: a scale on the whole schedule.
+
+    Returns:
+        The learning-rate Variable (float32, shape [1]).
+
+    Example::
+
+        lr = fluid.layers.noam_decay(d_model=512, warmup_steps=4000)
+    """
+    fn = "noam_decay"
+    attrs = {"d_model": _rate(d_model, "d_model", fn), "warmup_steps": _rate(warmup_steps, "warmup_steps", fn),
+             "learning_rate": _rate(learning_rate, "learning_rate", fn)}
+    return _schedule(fn, attrs, begin=1)
+
+
+def linear_lr_warmup(learning_rate, warmup_steps, start_lr, end_lr) -> Variable:
+    """Linear warmup before another schedule: ``start_lr + (end_lr - start_lr) * step /
+    warmup_steps`` while ``step < warmup_steps``, then ``learning_rate``.
+
+    Args:
+        learning_rate: a number, or a [1] Variable (another schedule's output).
+        warmup_steps: how many steps the warmup lasts (> 0).
+        start_lr, end_lr: the warmup's first rate and the rate it heads to.
+
+    Returns:
+        The learning-rate Variable ([1], ``learning_rate``'s dtype, float32 for a number).
+
+    Raises:
+        ValueError: for warmup_steps <= 0.
+
+    Example::
+
+        base = fluid.layers.piecewise_decay([100, 200], [0.1, 0.01, 0.001])
+        lr = fluid.layers.linear_lr_warmup(base, warmup_steps=50, start_lr=1. / 3., end_lr=0.1)
+    """
+    fn = "linear_lr_warmup"
+    attrs = {"warmup_steps": _steps(warmup_steps, fn, "warmup_steps"), "start_lr": _rate(start_lr, "start_lr", fn),
+             "end_lr": _rate(end_lr, "end_lr", fn)}
+    if isinstance(learning_rate, Variable):
+        return _schedule(fn, attrs, inputs={"LearningRate": [learning_rate]}, dtype=learning_rate.dtype)
+    return _schedule(fn, {**attrs, "learning_rate": _rate(learning_rate, "learning_rate", fn)})
