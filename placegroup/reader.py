@@ -33,7 +33,7 @@ import threading
 from typing import Any, Callable, Iterator
 
 __all__ = ["ComposeNotAligned", "batch", "buffered", "cache", "chain", "compose", "firstn",
-           "map_readers", "shuffle"]
+           "map_readers", "multiprocess_reader", "shuffle", "xmap_readers"]
 
 Reader = Callable[[], Iterator[Any]]
 
@@ -268,3 +268,274 @@ def cache(reader: Reader) -> Reader:
         return iter(samples)
 
     return cached_reader
+
+
+# -- parallel decorators ---------------------------------------------------------------------
+def xmap_readers(mapper: Callable, reader: Reader, process_num: int, buffer_size: int,
+                 order: bool = False) -> Reader:
+    """``mapper`` applied to the samples of ``reader`` by ``process_num`` threads.
+
+    One thread reads ``reader`` into a queue of ``buffer_size`` samples; the workers map them
+    into a second queue of that size, which the returned reader drains. Worth it when
+    ``mapper`` releases the GIL (decoding, numpy). Threads, as in Paddle (whose name says
+    "process" but whose workers are threads too).
+
+    Args:
+        mapper: called on each sample; its result is the new sample.
+        reader: the source reader.
+        process_num: worker threads, a positive int.
+        buffer_size: each queue's capacity, a positive int.
+        order: keep the source order (a worker waits for its turn to hand a result over);
+            when False, samples come in whatever order the workers finish.
+
+    Returns:
+        The mapped reader.
+
+    Raises:
+        ValueError: a non-positive ``process_num`` or ``buffer_size``.
+        Any exception of ``reader`` or ``mapper``: re-raised by the consumer (Paddle's thread
+            died and the consumer hung).
+
+    Example::
+
+        r = xmap_readers(lambda x: x * 2, lambda: iter(range(5)), 2, 4, order=True)
+        list(r())  # [0, 2, 4, 6, 8]
+
+    Thread-safety: ``mapper`` runs in several threads at once. A consumer that stops early
+    leaves the threads blocked until the process exits (as ``buffered``).
+    """
+    process_num, buffer_size = int(process_num), int(buffer_size)
+    if process_num <= 0 or buffer_size <= 0:
+        raise ValueError(f"xmap_readers: process_num and buffer_size must be positive ints, got "
+                         f"{process_num} and {buffer_size}")
+
+    def read_worker(in_q: queue.Queue, out_q: queue.Queue) -> None:
+        try:
+            for i, sample in enumerate(reader()):
+                in_q.put((i, sample))
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which re-raises
+            out_q.put(_Failed(e))
+        for _ in range(process_num):
+            in_q.put(_End)
+
+    def map_worker(in_q: queue.Queue, out_q: queue.Queue, turn: list, cond: threading.Condition):
+        while True:
+            item = in_q.get()
+            if item is _End:
+                out_q.put(_End)
+                return
+            i, sample = item
+            try:
+                result = mapper(sample)
+            except BaseException as e:  # noqa: BLE001
+                result = _Failed(e)
+            if order:
+                with cond:  # hand results over in the source's order
+                    cond.wait_for(lambda: turn[0] == i or turn[1])
+                    out_q.put(result)
+                    turn[0] += 1
+                    cond.notify_all()
+            else:
+                out_q.put(result)
+
+    def xreader():
+        in_q: queue.Queue = queue.Queue(buffer_size)
+        out_q: queue.Queue = queue.Queue(buffer_size)
+        turn, cond = [0, False], threading.Condition()  # next index to hand over; aborted
+        threads = [threading.Thread(target=read_worker, args=(in_q, out_q), daemon=True,
+                                    name="placegroup-xmap-read")]
+        threads += [threading.Thread(target=map_worker, args=(in_q, out_q, turn, cond),
+                                     daemon=True, name=f"placegroup-xmap-{k}")
+                    for k in range(process_num)]
+        for t in threads:
+            t.start()
+        finished = 0
+        while finished < process_num:
+            item = out_q.get()
+            if item is _End:
+                finished += 1
+            elif isinstance(item, _Failed):
+                with cond:  # release workers waiting for a turn that will never come
+                    turn[1] = True
+                    cond.notify_all()
+                raise item.error
+            else:
+                yield item
+
+    return xreader
+
+
+# NOTE(reader-codec): samples cross from multiprocess_reader's child processes as msgpack, never
+# pickle: ints, floats, str, bytes, bool, None, lists, dicts, and two extension types, a tuple
+# (so a (image, label) sample stays a tuple) and a numpy array of a plain numeric dtype (its
+# dtype, shape and raw bytes). Anything else is refused by name in the child.
+_EXT_TUPLE, _EXT_ARRAY = 1, 2
+_PLAIN = frozenset("bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 "
+                   "float64 complex64 complex128".split())
+
+
+def _encode(obj: Any):
+    import msgpack
+    import numpy as np
+
+    if isinstance(obj, tuple):
+        return msgpack.ExtType(_EXT_TUPLE, _pack(list(obj)))
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.name not in _PLAIN:
+            raise TypeError(f"multiprocess_reader: cannot send an array of dtype {obj.dtype}")
+        arr = np.ascontiguousarray(obj, dtype=obj.dtype.newbyteorder("<"))
+        return msgpack.ExtType(_EXT_ARRAY, msgpack.packb([arr.dtype.str, list(arr.shape),
+                                                          arr.tobytes()]))
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"multiprocess_reader: cannot send a {type(obj).__name__} between processes "
+                    f"(samples cross as msgpack: numbers, str, bytes, lists, tuples, dicts and "
+                    f"numeric numpy arrays; NOTE(reader-codec))")
+
+
+def _decode(code: int, data: bytes):
+    import msgpack
+    import numpy as np
+
+    if code == _EXT_TUPLE:
+        return tuple(_unpack(data))
+    if code == _EXT_ARRAY:
+        dtype, shape, raw = msgpack.unpackb(data, raw=False)
+        if np.dtype(dtype).name not in _PLAIN:
+            raise ValueError(f"multiprocess_reader: refused an array of dtype {dtype}")
+        return np.frombuffer(raw, dtype=dtype).reshape(shape).astype(np.dtype(dtype).newbyteorder("="))
+    return msgpack.ExtType(code, data)
+
+
+def _pack(sample: Any) -> bytes:
+    import msgpack
+
+    return msgpack.packb(sample, default=_encode, use_bin_type=True, strict_types=True)
+
+
+def _unpack(data: bytes) -> Any:
+    import msgpack
+
+    return msgpack.unpackb(data, raw=False, ext_hook=_decode, strict_map_key=False)
+
+
+def _child(reader: Reader, conn) -> None:
+    """In a child process: send each sample (b"S"), then the end (b"E") or the error (b"X")."""
+    import traceback
+
+    try:
+        for sample in reader():
+            if sample is None:
+                raise ValueError("multiprocess_reader: a reader yielded None, which Paddle "
+                                 "refuses too (it marks the end)")
+            conn.send_bytes(b"S" + _pack(sample))
+        conn.send_bytes(b"E")
+    except BaseException:  # noqa: BLE001 - carried to the parent as text
+        conn.send_bytes(b"X" + traceback.format_exc().encode())
+    finally:
+        conn.close()
+
+
+def multiprocess_reader(readers, use_pipe: bool = True, queue_size: int = 1000) -> Reader:
+    """Run each reader in a child process of its own and merge their samples.
+
+    Samples cross in a safe format (NOTE(reader-codec)), not Paddle's: Paddle sends JSON through
+    pipes (``use_pipe=True``, tuples become lists and arrays fail) or pickles through a queue.
+    With ``use_pipe=True`` the samples are merged round robin, one from each live reader in
+    turn (Paddle's order); with ``False`` in the order they arrive. ``queue_size`` is accepted
+    and unused (the pipes buffer what the OS gives them).
+
+    Args:
+        readers: a non-empty list or tuple of readers; each must work in a forked process.
+        use_pipe: the merge order, as above.
+        queue_size: unused.
+
+    Returns:
+        The merged reader. A child's error is re-raised by the consumer with the child's
+        traceback; a consumer that stops early ends the children.
+
+    Raises:
+        ValueError: ``readers`` is not a non-empty list or tuple.
+        NotImplementedError: on a platform without ``fork`` (Windows, as in Paddle).
+
+    Example::
+
+        r = multiprocess_reader([lambda: iter([1, 2]), lambda: iter([3])])
+        sorted(r())  # [1, 2, 3]
+
+    Thread-safety: forks the calling process, so call it where forking is safe (before
+    starting threads that hold locks the readers need).
+    """
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    if not isinstance(readers, (list, tuple)) or not readers:
+        raise ValueError(f"multiprocess_reader: readers must be a non-empty list or tuple, got "
+                         f"{readers!r}")
+    if "fork" not in multiprocessing.get_all_start_methods():
+        raise NotImplementedError("multiprocess_reader needs the fork start method, which this "
+                                  "platform lacks (Paddle does not support it there either)")
+    ctx = multiprocessing.get_context("fork")
+
+    def merged():
+        conns, procs = [], []
+        try:
+            for k, r in enumerate(readers):
+                recv, send = ctx.Pipe(duplex=False)
+                p = ctx.Process(target=_child, args=(r, send), daemon=True,
+                                name=f"placegroup-multiprocess-reader-{k}")
+                p.start()
+                send.close()  # only the child writes: its exit then reads as EOF here
+                conns.append((k, recv))
+                procs.append(p)
+            live = list(conns)
+            while live:
+                ready = [c for _, c in live] if use_pipe else wait([c for _, c in live])
+                for k, conn in [kc for kc in live if kc[1] in ready]:
+                    try:
+                        msg = conn.recv_bytes()
+                    except EOFError:
+                        raise RuntimeError(f"multiprocess_reader: reader {k}'s process ended "
+                                           f"(exit code {procs[k].exitcode}) before its last "
+                                           f"sample") from None
+                    if msg[:1] == b"S":
+                        yield _unpack(msg[1:])
+                        continue
+                    live.remove((k, conn))
+                    if msg[:1] == b"X":
+                        raise RuntimeError(f"multiprocess_reader: reader {k} failed in its "
+                                           f"process:\n{msg[1:].decode(errors='replace')}")
+        finally:
+            for _, conn in conns:
+                conn.close()
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
+                p.join()
+
+    return merged
+
+
+def default_collate_fn(batch: list) -> list:
+    """Fluid 1.8's ``fluid.io.default_collate_fn``: stack each field of a batch of samples.
+
+    ``[[f1, f2], [f1, f2], ...]`` becomes ``[stack of f1, stack of f2]``; a batch of bare arrays
+    becomes ``[stack]``.
+
+    Example::
+
+        default_collate_fn([(np.zeros(2), 1), (np.ones(2), 2)])
+        # [array([[0., 0.], [1., 1.]]), array([1, 2])]
+    """
+    import numpy as np
+
+    if isinstance(batch[0], np.ndarray):
+        return [np.stack(batch, axis=0)]
+    slots: list[list] = []
+    for items in batch:
+        for i, item in enumerate(items):
+            if len(slots) < len(items):
+                slots.append([item])
+            else:
+                slots[i].append(item)
+    return [np.stack(slot, axis=0) for slot in slots]

@@ -9,6 +9,10 @@ Three kinds of file, none of them pickled, all written atomically:
   ``load_inference_model``): inference.py;
 * readers that feed a program from a background thread (``DataLoader``, ``PyReader``; the
   machinery of ``fluid.layers.py_reader`` too): data_loader.py;
+* a program's state as Fluid 1.8's ``model.pdparams`` / ``.pdopt`` / ``.pdmodel`` (``save``,
+  ``load``, ``load_program_state``, ``set_program_state``): program_state.py;
+* the reader decorators of ``paddle.reader`` and ``paddle.batch``, re-exported as Fluid 1.8's
+  ``fluid.io`` does, and its ``default_collate_fn``: placegroup/reader.py;
 * checkpoints: every N steps, each process its own part, resumed onto any number of pservers
   (``CheckpointConfig``, ``save_checkpoint``, ``load_checkpoint``, ``latest_checkpoint``):
   checkpoint.py, with its on-disk layout in checkpoint_store.py and the re-slicing of saved
@@ -30,3 +34,14 @@ __all__ = ["is_parameter", "is_persistable", "latest_checkpoint", "load_checkpoi
            "load_persistables", "load_program", "load_vars", "index_vars", "save_checkpoint",
            "save_inference_model", "save_params", "save_persistables", "save_program", "save_vars", "CheckpointConfig"]
 __all__ += ["DataLoader", "PyReader"]
+from placegroup.io.program_state import (ProgramStateError, get_program_parameter,  # noqa: E402
+                                         get_program_persistable_vars, load, load_program_state, save,
+                                         set_program_state)
+from placegroup.reader import (ComposeNotAligned, batch, buffered, cache, chain, compose,  # noqa: E402
+                               default_collate_fn, firstn, map_readers, multiprocess_reader, shuffle,
+                               xmap_readers)
+
+__all__ += ["ProgramStateError", "get_program_parameter", "get_program_persistable_vars", "load",
+            "load_program_state", "save", "set_program_state"]
+__all__ += ["ComposeNotAligned", "batch", "buffered", "cache", "chain", "compose", "default_collate_fn",
+            "firstn", "map_readers", "multiprocess_reader", "shuffle", "xmap_readers"]
