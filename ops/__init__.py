@@ -7,6 +7,7 @@ from placegroup.ops import (activation, clip, collective, compare, conv, ctr, di
                             elementwise, index, lookup, loss, lr_schedule, math, metric, norm, optimizer,
                             parallel_loss, pool, random, rank_loss, sampled_loss, shape, sparse, tensor,
                             unary)  # importing them registers their ops
+from placegroup.ops import averaging, lars_dpsgd  # noqa: F401  (LARS, DP-SGD, parameter averages)
 from placegroup.ops.registry import (EMPTY_VAR, GRAD_SUFFIX, Meta, OpDef, OpSpec, Slot, get_op_def,
                                      grad_name, register, registered_ops)
 

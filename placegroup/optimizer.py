@@ -4,10 +4,17 @@ Optimizer state (velocities, moments, beta powers) lives in persistable vars ini
 the startup program; the learning rate is a var too (a constant, or a schedule's output), so
 the transpiler can move all of it next to the parameter it updates.
 
-The update each one appends is the op of the same name in ``ops/optimizer.py`` (Paddle's
-maths: the losses match PaddlePaddle's own executor); ``regularization``
+The update each one appends is the op of the same name in ``ops/optimizer.py`` or
+``ops/lars_dpsgd.py`` (Paddle's maths: the losses match PaddlePaddle's own executor);
+``regularization``
 (``fluid.regularizer.L2Decay``, ``L1Decay``) or a parameter's own
 ``ParamAttr(regularizer=...)`` adds its decay term to the gradient first.
+
+The base class lives in placegroup/optimizer_base.py; the averages (``ModelAverage``,
+``ExponentialMovingAverage``) in placegroup/averaging.py and the wrappers
+(``LookaheadOptimizer``, ``RecomputeOptimizer``) in placegroup/optimizer_wrappers.py, all
+re-exported here. Fluid 1.8's ``PipelineOptimizer`` and ``DGCMomentumOptimizer`` are
+multi-device strategies placegroup does not have: they raise ``NotImplementedInPlacegroup``.
 
 Example::
 
@@ -18,116 +25,18 @@ Thread-safety: ``minimize`` edits the programs it is given; build programs from 
 """
 from __future__ import annotations
 
+from numbers import Real
 from typing import Any
 
-from placegroup.ir import unique_name
-from placegroup.backward import append_backward
-from placegroup.ir.framework import Variable, default_main_program, default_startup_program
-from placegroup.clip import clip_gradients
-from placegroup.initializer import ConstantInitializer
-from placegroup.regularizer import append_regularization_ops
+from placegroup.averaging import ExponentialMovingAverage, ModelAverage
+from placegroup.optimizer_base import Optimizer
+from placegroup.optimizer_wrappers import LookaheadOptimizer, RecomputeOptimizer
 
-__all__ = ["Adadelta", "AdadeltaOptimizer", "Adagrad", "AdagradOptimizer", "Adam", "AdamOptimizer",
-           "Adamax", "AdamaxOptimizer", "DecayedAdagrad", "DecayedAdagradOptimizer", "Ftrl", "FtrlOptimizer",
-           "Lamb", "LambOptimizer", "Momentum", "MomentumOptimizer", "Optimizer", "RMSProp",
-           "RMSPropOptimizer", "SGD", "SGDOptimizer"]
-
-
-class Optimizer:
-    """Base class. Subclasses set ``type`` and implement ``_append_optimize_op``."""
-
-    type = ""
-
-    def __init__(self, learning_rate: float | Variable, regularization: Any = None,
-                 name: str | None = None, grad_clip: Any = None, parameter_list=None) -> None:
-        if not isinstance(learning_rate, (float, int, Variable)):
-            raise TypeError(f"learning_rate must be a float or a Variable, got {type(learning_rate)}")
-        self._learning_rate = learning_rate
-        self.regularization = regularization
-        self._grad_clip = grad_clip
-        self._parameter_list = list(parameter_list) if parameter_list is not None else None
-        self._name = name
-        self._lr_var: Variable | None = None
-        self._accumulators: dict[tuple[str, str], Variable] = {}
-        self._startup = None  # set by minimize; the default startup program otherwise
-
-    # -- learning rate -----------------------------------------------------------------------
-    def _global_learning_rate(self, program=None) -> Variable:
-        """The lr var every parameter's update reads (a schedule's output, or a constant var
-        made on first use in ``program``, default the default main program)."""
-        if isinstance(self._learning_rate, Variable):
-            return self._learning_rate
-        if self._lr_var is None:
-            block = (program or default_main_program()).global_block()
-            self._lr_var = block.create_var(unique_name.generate("learning_rate"), shape=[1],
-                                            dtype="float32", persistable=True, stop_gradient=True)
-            self._init_var(self._lr_var, ConstantInitializer(float(self._learning_rate)))
-        return self._lr_var
-
-    def _param_lr(self, block, param) -> Variable:
-        """The lr for ``param``: the global one times ``param.optimize_attr['learning_rate']``."""
-        lr = self._global_learning_rate(block.program)
-        mult = param.optimize_attr.get("learning_rate", 1.0)
-        if mult == 1.0:
-            return lr
-        out = block.create_var(unique_name.generate(f"{param.name}.lr"), shape=[1], dtype="float32")
-        block.append_op("scale", {"X": [lr]}, {"Out": [out]}, {"scale": float(mult)}, role="optimize")
-        return out
-
-    # -- state -------------------------------------------------------------------------------
-    def _init_var(self, var, initializer) -> None:
-        sblock = (self._startup or default_startup_program()).global_block()
-        if not sblock.has_var(var.name):
-            svar = sblock.create_var(var.name, shape=var.shape, dtype=var.dtype, persistable=True)
-            initializer(svar, sblock)
-
-    def _add_accumulator(self, name: str, param, fill_value: float = 0.0, shape=None,
-                         dtype: str | None = None) -> Variable:
-        key = (name, param.name)
-        if key in self._accumulators:
-            return self._accumulators[key]
-        block = param.block.program.global_block()
-        var = block.create_var(unique_name.generate(f"{param.name}_{name}"),
-                               shape=list(shape if shape is not None else param.shape),
-                               dtype=dtype or param.dtype, persistable=True, stop_gradient=True,
-                               attrs={"accumulator_of": param.name})
-        self._init_var(var, ConstantInitializer(fill_value))
-        self._accumulators[key] = var
-        return var
-
-    def _append_optimize_op(self, block, param, grad):  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    # -- the public entry points -------------------------------------------------------------
-    def backward(self, loss, startup_program=None, parameter_list=None, no_grad_set=None, callbacks=None):
-        return append_backward(loss, parameter_list, no_grad_set)
-
-    def apply_gradients(self, params_grads) -> list:
-        ops = []
-        for p, g in params_grads:
-            if p.trainable:
-                block = p.block.program.global_block()
-                first = len(block.ops)
-                ops.append(self._append_optimize_op(block, p, g))
-                for op in block.ops[first:]:  # the update op and its helpers (a scaled lr)
-                    op.param = p.name
-        return ops
-
-    def minimize(self, loss, startup_program=None, parameter_list=None, no_grad_set=None):
-        """Append backward and optimizer ops for ``loss``.
-
-        Returns:
-            ``(optimize_ops, params_grads)`` as in Fluid.
-        """
-        self._startup = startup_program or default_startup_program()
-        params_grads = self.backward(loss, self._startup, parameter_list or self._parameter_list, no_grad_set)
-        block = loss.block.program.global_block()
-        first = len(block.ops)
-        params_grads = clip_gradients(params_grads, self._grad_clip)
-        clipped = len(block.ops) > first
-        if self.regularization is not None or any(p.regularizer for p, _ in params_grads):
-            params_grads = append_regularization_ops(params_grads, self.regularization, on_update=clipped)
-        return self.apply_gradients(params_grads), params_grads
+__all__ = ["Adadelta", "AdadeltaOptimizer", "Adagrad", "AdagradOptimizer", "Adam", "AdamOptimizer", "Adamax",
+           "AdamaxOptimizer", "DecayedAdagrad", "DecayedAdagradOptimizer", "Dpsgd", "DpsgdOptimizer",
+           "ExponentialMovingAverage", "Ftrl", "FtrlOptimizer", "Lamb", "LambOptimizer", "LarsMomentum",
+           "LarsMomentumOptimizer", "LookaheadOptimizer", "ModelAverage", "Momentum", "MomentumOptimizer",
+           "Optimizer", "RMSProp", "RMSPropOptimizer", "RecomputeOptimizer", "SGD", "SGDOptimizer"]
 
 
 class SGDOptimizer(Optimizer):
@@ -503,3 +412,104 @@ Adadelta = AdadeltaOptimizer
 DecayedAdagrad = DecayedAdagradOptimizer
 Ftrl = FtrlOptimizer
 Lamb = LambOptimizer
+
+
+class LarsMomentumOptimizer(Optimizer):
+    """Momentum with layer-wise adaptive rate scaling (LARS, You et al., 2017): per parameter
+    ``local_lr = lr * lars_coeff * ||p|| / (||g|| + lars_weight_decay * ||p||)``, then
+    ``v = momentum * v + local_lr * (g + lars_weight_decay * p)`` and ``p -= v`` (the
+    ``lars_momentum`` op; dense gradients only). The velocity starts at zero.
+
+    Args:
+        learning_rate: a float or a schedule's Variable.
+        momentum: the decay ``mu`` of the velocity.
+        lars_coeff: the trust coefficient.
+        lars_weight_decay: the weight decay inside the ratio and the step.
+        regularization, grad_clip, parameter_list, name: as for every optimizer.
+
+    A parameter the transpiler cuts into row blocks takes one ratio per block, as under Fluid
+    1.8's transpiler (NOTE(norm-per-block) in ops/lars_dpsgd.py).
+
+    Example::
+
+        fluid.optimizer.LarsMomentum(learning_rate=0.001, momentum=0.9).minimize(avg_cost)
+    """
+
+    type = "lars_momentum"
+
+    def __init__(self, learning_rate, momentum, lars_coeff: float = 0.001, lars_weight_decay: float = 0.0005,
+                 parameter_list=None, regularization: Any = None, grad_clip: Any = None,
+                 name: str | None = None) -> None:
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
+        self._momentum = _number("LarsMomentumOptimizer", "momentum", momentum)
+        self._lars_coeff = _number("LarsMomentumOptimizer", "lars_coeff", lars_coeff)
+        self._lars_weight_decay = _number("LarsMomentumOptimizer", "lars_weight_decay", lars_weight_decay)
+
+    def _append_optimize_op(self, block, param, grad):
+        v = self._add_accumulator("velocity", param)
+        return block.append_op(
+            "lars_momentum", {"Param": [param], "Grad": [grad], "Velocity": [v],
+                              "LearningRate": [self._param_lr(block, param)]},
+            {"ParamOut": [param], "VelocityOut": [v]},
+            {"mu": self._momentum, "lars_coeff": self._lars_coeff, "lars_weight_decay": self._lars_weight_decay},
+            role="optimize")
+
+
+class DpsgdOptimizer(Optimizer):
+    """Differentially private SGD (Abadi et al., "Deep Learning with Differential Privacy",
+    CCS 2016) as Fluid 1.8 has it: the gradient scaled down to L2 norm ``clip`` when it is
+    longer, plus one Gaussian number ``N(0, sigma²) / batch_size`` per parameter and step::
+
+        p -= lr * (g / max(1, ||g|| / clip) + noise / batch_size)
+
+    The noise is counter-based (NOTE(dpsgd-noise) in ops/lars_dpsgd.py): a function of the
+    op's seed (``self._seed``, 0 as Fluid sets it) and the step, so runs repeat and a
+    distributed run draws one process's numbers; Fluid's came from ``time(NULL)``. Dense
+    gradients only. The defaults are Fluid 1.8's.
+
+    Args:
+        learning_rate: a float or a schedule's Variable.
+        clip: the L2 norm the gradient is clipped to (> 0).
+        batch_size: what the noise is divided by (> 0).
+        sigma: the noise's standard deviation (>= 0; 0 is plain clipped SGD).
+        parameter_list: the parameters to update (default: all).
+
+    Raises:
+        ValueError: ``clip`` or ``batch_size`` not positive, ``sigma`` negative.
+
+    Example::
+
+        fluid.optimizer.Dpsgd(learning_rate=0.01, clip=10.0, batch_size=16.0, sigma=1.0).minimize(loss)
+    """
+
+    type = "dpsgd"
+
+    def __init__(self, learning_rate=0.001, clip: float = 0.9, batch_size: float = 0.999, sigma: float = 1e-8,
+                 parameter_list=None) -> None:
+        super().__init__(learning_rate, parameter_list=parameter_list)
+        self._clip = _number("DpsgdOptimizer", "clip", clip, positive=True)
+        self._batch_size = _number("DpsgdOptimizer", "batch_size", batch_size, positive=True)
+        self._sigma = _number("DpsgdOptimizer", "sigma", sigma)
+        if self._sigma < 0:
+            raise ValueError(f"DpsgdOptimizer: sigma must be >= 0, got {sigma}")
+        self._seed = 0  # Fluid 1.8's debugging knob, the op's seed attr
+
+    def _append_optimize_op(self, block, param, grad):
+        return block.append_op(
+            "dpsgd", {"Param": [param], "Grad": [grad], "LearningRate": [self._param_lr(block, param)]},
+            {"ParamOut": [param]},
+            {"clip": self._clip, "batch_size": self._batch_size, "sigma": self._sigma, "seed": int(self._seed)},
+            role="optimize")
+
+
+def _number(cls: str, arg: str, value, positive: bool = False) -> float:
+    """``value`` as a float; TypeError unless it is a number, ValueError if ``positive`` and not > 0."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{cls}: {arg} must be a number, got {value!r}")
+    if positive and not value > 0:
+        raise ValueError(f"{cls}: {arg} must be > 0, got {value}")
+    return float(value)
+
+
+LarsMomentum = LarsMomentumOptimizer
+Dpsgd = DpsgdOptimizer

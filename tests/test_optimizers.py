@@ -1,13 +1,14 @@
 """Optimizer ops, lr schedules, regularizers and optimizer classes against plain numpy.
 
-* every optimizer op (``ops/optimizer.py``) against a numpy reference of DESIGN.md §9's maths
+* every optimizer op (``ops/optimizer.py``, ``ops/lars_dpsgd.py``) against a numpy reference of DESIGN.md §9's maths
   over several float32 steps, with its state fed back; output shapes and dtypes (float32 and
   float64); inputs never mutated or aliased; slot roles and ``inplace`` pairs; ``infer`` errors;
 * every schedule's value over steps 0..12 against its formula, the one decay counter that
   runs first, and argument errors;
 * one training run per optimizer (with a schedule, regularizers and a per-parameter lr) on a
   tiny linear model, whose per-step losses and final state must equal a numpy re-implementation
-  of the same model and optimizer (rtol 1e-5).
+  of the same model and optimizer (rtol 1e-5);
+* dpsgd's counter-based noise (one number per step and seed) and LARS's zero-norm rule.
 """
 from __future__ import annotations
 
@@ -97,6 +98,18 @@ def ref_lamb(p, g, lr, s, a):  # Fluid 1.8: no bias correction, the beta powers 
     return p - lr * (pn / rn if pn > 0 and rn > 0 else 1.0) * r, {"Moment1": m1, "Moment2": m2}
 
 
+def ref_lars_momentum(p, g, lr, s, a):
+    wd, pn, gn = a["lars_weight_decay"], np.linalg.norm(p), np.linalg.norm(g)
+    local = lr * a["lars_coeff"] * pn / (gn + wd * pn) if pn > 0 and gn > 0 else lr
+    v = a["mu"] * s["Velocity"] + local * (g + wd * p)
+    return p - v, {"Velocity": v}
+
+
+def ref_dpsgd(p, g, lr, s, a):  # the noise-free update (sigma=0); the noise is tested on its own
+    norm = np.linalg.norm(g)
+    return p - lr * g / (norm / a["clip"] if norm > a["clip"] else 1.0), {}
+
+
 @dataclasses.dataclass(frozen=True)
 class OptCase:
     """An optimizer op: its attrs, its state slots (slot -> fill value, None = like the
@@ -148,8 +161,19 @@ OPT_CASES = [
     OptCase("lamb", {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-6, "weight_decay": 0.01},
             {"Moment1": None, "Moment2": 0.5, "Beta1Pow": 0.9, "Beta2Pow": 0.999}, ref_lamb,
             lambda lr, **kw: fluid.optimizer.Lamb(lr, **kw)),
+    OptCase("lars_momentum", {"mu": 0.9, "lars_coeff": 0.001, "lars_weight_decay": 0.0005}, {"Velocity": None},
+            ref_lars_momentum, lambda lr, **kw: fluid.optimizer.LarsMomentum(lr, momentum=0.9, **kw)),
+    OptCase("lars_momentum", {"mu": 0.5, "lars_coeff": 0.5, "lars_weight_decay": 0.01}, {"Velocity": None},
+            ref_lars_momentum, lambda lr, **kw: fluid.optimizer.LarsMomentum(
+                lr, momentum=0.5, lars_coeff=0.5, lars_weight_decay=0.01, **kw), "lars_coeff_half"),
+    OptCase("dpsgd", {"clip": 1.0, "batch_size": 8.0, "sigma": 0.0, "seed": 0}, {}, ref_dpsgd,
+            lambda lr, regularization=None: fluid.optimizer.Dpsgd(lr, clip=1.0, batch_size=8.0, sigma=0.0)),
+    OptCase("dpsgd", {"clip": 100.0, "batch_size": 8.0, "sigma": 0.0, "seed": 0}, {}, ref_dpsgd,
+            lambda lr, regularization=None: fluid.optimizer.Dpsgd(lr, clip=100.0, batch_size=8.0, sigma=0.0),
+            "dpsgd_unclipped"),
 ]
 NEW_OPS = ["rmsprop", "adamax", "adadelta", "decayed_adagrad", "ftrl", "lamb"]  # issue 14, item 6
+LATER_OPS = ["lars_momentum", "dpsgd"]  # issue 14, the remaining optimizers
 OPT_IDS = [c.id for c in OPT_CASES]
 
 
@@ -202,7 +226,7 @@ def test_op_outputs_are_new_arrays_of_the_state_shapes(case, dtype):
         np.testing.assert_array_equal(ins[k], before[k], err_msg=f"input {k} was mutated")
 
 
-@pytest.mark.parametrize("op", ["sgd", "momentum", "adam", "adagrad"] + NEW_OPS)
+@pytest.mark.parametrize("op", ["sgd", "momentum", "adam", "adagrad"] + NEW_OPS + LATER_OPS)
 def test_op_slot_roles_and_inplace_pairs(op):
     d = get_op_def(op)
     assert d.role == "optimize"
@@ -347,6 +371,11 @@ RUNS = [
     Run("ftrl", "ftrl", 0.1),
     Run("ftrl_l1_l2_pow_w_l1", "ftrl_l1_l2_pow", 0.1, w_reg=("l1", 0.01)),
     Run("lamb", "lamb", 0.05),
+    Run("lars_momentum_piecewise", "lars_coeff_half", (lambda L: L.piecewise_decay([4], [0.5, 0.2]),
+                                                       lambda s: [0.5, 0.2][s >= 4])),
+    Run("lars_momentum_l2", "lars_momentum", 1.0, reg=("l2", 0.01)),
+    Run("dpsgd", "dpsgd", 0.05),
+    Run("dpsgd_unclipped_w_lr_half", "dpsgd_unclipped", 0.05, w_lr=0.5),
 ]
 _REG = {"l1": L1Decay, "l2": L2Decay}
 
@@ -406,7 +435,7 @@ def test_training_matches_numpy(run, fresh_programs):
                 np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7, err_msg=f"{name} {slot}")
 
 
-@pytest.mark.parametrize("opt", NEW_OPS)
+@pytest.mark.parametrize("opt", NEW_OPS + ["lars_coeff_half", "dpsgd"])
 def test_each_new_optimizer_trains_a_small_model(opt, fresh_programs):
     """Issue 14, item 6: a two-layer regression, one batch 40 times, with Fluid's defaults
     (but the learning rate): the loss falls."""
@@ -459,7 +488,7 @@ def test_sparse_gradient_is_the_dense_update_on_the_scattered_gradient(case):
         np.testing.assert_allclose(sparse[k], dense[k], rtol=1e-6, err_msg=k)
 
 
-@pytest.mark.parametrize("op", ["adamax", "adadelta", "decayed_adagrad", "ftrl"])
+@pytest.mark.parametrize("op", ["adamax", "adadelta", "decayed_adagrad", "ftrl"] + LATER_OPS)
 def test_dense_only_optimizers_refuse_a_sparse_gradient_naming_themselves(op):
     from placegroup.values import SelectedRows
 
@@ -532,3 +561,80 @@ def test_a_sparse_gradient_takes_the_decay_of_the_whole_table(reg):
 def test_a_regularized_distributed_table_is_refused_naming_it():
     with pytest.raises(ValueError, match="'emb' is a distributed table"):
         _embedding_model(True, fluid.regularizer.L2Decay(0.1), distributed=True)
+
+
+# -- lars_momentum and dpsgd (issue 14: the remaining Fluid 1.8 optimizers) -----------------------
+
+
+def test_lars_momentum_takes_the_plain_rate_when_a_norm_is_zero():
+    """Fluid 1.8: local_lr = lr unless both ||Param|| and ||Grad|| are > 0."""
+    case = CASE["lars_coeff_half"]
+    for zero in ("Param", "Grad"):
+        ins = _inputs(case, np.random.default_rng(3), np.float32)
+        ins[zero] = np.zeros_like(ins[zero])
+        out = _run("lars_momentum", ins, case.attrs)
+        wd = case.attrs["lars_weight_decay"]
+        v = case.attrs["mu"] * ins["Velocity"] + 0.05 * (ins["Grad"] + wd * ins["Param"])
+        np.testing.assert_allclose(out["VelocityOut"], v, rtol=1e-6, err_msg=zero)
+
+
+def _dpsgd_step(seed: int, step: int, sigma: float, ins=None):
+    from placegroup.ops.lars_dpsgd import dpsgd  # the kernel, with the step the executor would set
+
+    rng = np.random.default_rng(9)
+    ins = ins or {"Param": rng.normal(size=(5, 3)).astype(np.float32),
+                  "Grad": rng.normal(size=(5, 3)).astype(np.float32), "LearningRate": np.array([0.1], np.float32)}
+    attrs = {"clip": 1.0, "batch_size": 4.0, "sigma": sigma, "seed": seed}
+    ctx = KernelContext(outputs=("ParamOut",), step=step)
+    return ins, dpsgd(np, ins, attrs, ctx)["ParamOut"]
+
+
+def test_dpsgd_adds_one_counter_based_gaussian_number_per_step():
+    """NOTE(dpsgd-noise): one N(0, sigma²) number per op call, the same for every element, a
+    function of (seed, step) only: the same step repeats it, another step or seed changes it."""
+    from placegroup.ops.lars_dpsgd import dpsgd_noise
+
+    ins, clean = _dpsgd_step(7, 0, 0.0)
+    assert get_op_def("dpsgd").uses_step
+    seen = {}
+    for seed, step in [(7, 0), (7, 1), (7, 2), (8, 0)]:
+        _, out = _dpsgd_step(seed, step, 2.0, ins)
+        shift = (clean - out) / 0.1 * 4.0  # lr * noise / batch_size, as noise
+        np.testing.assert_allclose(shift, np.full_like(shift, shift.flat[0]), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(shift.flat[0], dpsgd_noise(seed, step, 2.0), rtol=1e-4, atol=1e-5)
+        seen[(seed, step)] = float(shift.flat[0])
+        np.testing.assert_array_equal(_dpsgd_step(seed, step, 2.0, ins)[1], out)  # repeatable
+    assert len({round(v, 6) for v in seen.values()}) == 4, seen
+    draws = np.array([dpsgd_noise(3, s, 1.5) for s in range(4000)])
+    assert abs(draws.mean()) < 0.1 and abs(draws.std() - 1.5) < 0.1
+
+
+@pytest.mark.parametrize("make, exc, msg", [
+    (lambda: fluid.optimizer.LarsMomentum(0.1, momentum=None), TypeError, "LarsMomentumOptimizer: momentum must be"),
+    (lambda: fluid.optimizer.LarsMomentum(0.1, 0.9, lars_coeff="big"), TypeError, "lars_coeff must be a number"),
+    (lambda: fluid.optimizer.Dpsgd(0.1, clip=0.0), ValueError, r"DpsgdOptimizer: clip must be > 0, got 0.0"),
+    (lambda: fluid.optimizer.Dpsgd(0.1, batch_size=-2), ValueError, r"batch_size must be > 0, got -2"),
+    (lambda: fluid.optimizer.Dpsgd(0.1, sigma=-1.0), ValueError, r"sigma must be >= 0, got -1.0"),
+    (lambda: fluid.optimizer.Dpsgd("0.1"), TypeError, "learning_rate must be a float or a Variable"),
+])
+def test_lars_and_dpsgd_argument_errors(make, exc, msg):
+    with pytest.raises(exc, match=msg):
+        make()
+
+
+def test_lars_and_dpsgd_ops_as_fluid_names_them(fresh_programs):
+    main, startup = fresh_programs
+    x = fluid.layers.data(name="x", shape=[3])
+    loss = fluid.layers.mean(fluid.layers.fc(x, 2))
+    fluid.optimizer.LarsMomentum(0.1, 0.9, lars_coeff=0.002, lars_weight_decay=0.001).minimize(loss)
+    lars = [op for op in main.global_block().ops if op.type == "lars_momentum"]
+    assert [op.input("Velocity")[0] for op in lars] == ["fc_0.w_0_velocity_0", "fc_0.b_0_velocity_0"]
+    assert lars[0].attrs == {"mu": 0.9, "lars_coeff": 0.002, "lars_weight_decay": 0.001}
+    assert all(op.param == op.input("Param")[0] and op.role == "optimize" for op in lars)
+    main2 = fluid.Program()
+    with fluid.program_guard(main2, fluid.Program()):
+        x = fluid.layers.data(name="x", shape=[3])
+        loss = fluid.layers.mean(fluid.layers.fc(x, 2))
+        fluid.optimizer.Dpsgd(0.1, clip=2.0, batch_size=16.0, sigma=0.5).minimize(loss)
+    op = next(op for op in main2.global_block().ops if op.type == "dpsgd")
+    assert op.attrs == {"clip": 2.0, "batch_size": 16.0, "sigma": 0.5, "seed": 0}

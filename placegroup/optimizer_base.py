@@ -1,0 +1,158 @@
+"""The optimizer base class: learning rate, accumulators, and the ``minimize`` pipeline
+(backward -> clip -> regularization -> one update op per parameter).
+
+Subclasses (placegroup/optimizer.py) set ``type`` and implement ``_append_optimize_op``;
+``ModelAverage`` (placegroup/averaging.py) uses the accumulators only. Everything here is
+re-exported from ``placegroup.optimizer`` (``fluid.optimizer.Optimizer``).
+
+Thread-safety: ``minimize`` edits the programs it is given; build programs from one thread.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from placegroup.backward import append_backward
+from placegroup.clip import clip_gradients
+from placegroup.initializer import ConstantInitializer
+from placegroup.ir import unique_name
+from placegroup.ir.framework import Variable, default_main_program, default_startup_program
+from placegroup.regularizer import append_regularization_ops
+
+__all__ = ["Optimizer", "global_state_var"]
+
+
+class Optimizer:
+    """Base class of the optimizers (Fluid 1.8's ``fluid.optimizer.Optimizer``).
+
+    Subclasses set ``type`` and implement ``_append_optimize_op(block, param, grad)``, which
+    appends the update of one parameter; ``apply_gradients`` marks every op it appends with
+    ``op.param`` so the transpiler moves the update with its parameter.
+
+    Args:
+        learning_rate: a float (made a persistable ``learning_rate_<n>`` var) or a Variable
+            (a schedule's output).
+        regularization: a regularizer for every parameter without its own.
+        name: accepted as Fluid's.
+        grad_clip: a ``fluid.clip`` gradient clip (placegroup/clip.py).
+        parameter_list: the parameters to update (default: all trainable ones).
+
+    Raises:
+        TypeError: a learning rate that is neither a number nor a Variable.
+    """
+
+    type = ""
+
+    def __init__(self, learning_rate: float | Variable, regularization: Any = None,
+                 name: str | None = None, grad_clip: Any = None, parameter_list=None) -> None:
+        if not isinstance(learning_rate, (float, int, Variable)):
+            raise TypeError(f"learning_rate must be a float or a Variable, got {type(learning_rate)}")
+        self._learning_rate = learning_rate
+        self.regularization = regularization
+        self._grad_clip = grad_clip
+        self._parameter_list = list(parameter_list) if parameter_list is not None else None
+        self._name = name
+        self._lr_var: Variable | None = None
+        self._accumulators: dict[tuple[str, str], Variable] = {}
+        self._startup = None  # set by minimize; the default startup program otherwise
+
+    # -- learning rate -----------------------------------------------------------------------
+    def _global_learning_rate(self, program=None) -> Variable:
+        """The lr var every parameter's update reads (a schedule's output, or a constant var
+        made on first use in ``program``, default the default main program)."""
+        if isinstance(self._learning_rate, Variable):
+            return self._learning_rate
+        if self._lr_var is None:
+            block = (program or default_main_program()).global_block()
+            self._lr_var = block.create_var(unique_name.generate("learning_rate"), shape=[1],
+                                            dtype="float32", persistable=True, stop_gradient=True)
+            self._init_var(self._lr_var, ConstantInitializer(float(self._learning_rate)))
+        return self._lr_var
+
+    def _param_lr(self, block, param) -> Variable:
+        """The lr for ``param``: the global one times ``param.optimize_attr['learning_rate']``."""
+        lr = self._global_learning_rate(block.program)
+        mult = param.optimize_attr.get("learning_rate", 1.0)
+        if mult == 1.0:
+            return lr
+        out = block.create_var(unique_name.generate(f"{param.name}.lr"), shape=[1], dtype="float32")
+        block.append_op("scale", {"X": [lr]}, {"Out": [out]}, {"scale": float(mult)}, role="optimize")
+        return out
+
+    # -- state -------------------------------------------------------------------------------
+    def _init_var(self, var, initializer) -> None:
+        sblock = (self._startup or default_startup_program()).global_block()
+        if not sblock.has_var(var.name):
+            svar = sblock.create_var(var.name, shape=var.shape, dtype=var.dtype, persistable=True)
+            initializer(svar, sblock)
+
+    def _add_accumulator(self, name: str, param, fill_value: float = 0.0, shape=None,
+                         dtype: str | None = None) -> Variable:
+        key = (name, param.name)
+        if key in self._accumulators:
+            return self._accumulators[key]
+        block = param.block.program.global_block()
+        var = block.create_var(unique_name.generate(f"{param.name}_{name}"),
+                               shape=list(shape if shape is not None else param.shape),
+                               dtype=dtype or param.dtype, persistable=True, stop_gradient=True,
+                               attrs={"accumulator_of": param.name})
+        self._init_var(var, ConstantInitializer(fill_value))
+        self._accumulators[key] = var
+        return var
+
+    def _append_optimize_op(self, block, param, grad):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # -- the public entry points -------------------------------------------------------------
+    def backward(self, loss, startup_program=None, parameter_list=None, no_grad_set=None, callbacks=None):
+        return append_backward(loss, parameter_list, no_grad_set)
+
+    def apply_gradients(self, params_grads) -> list:
+        ops = []
+        for p, g in params_grads:
+            if p.trainable:
+                block = p.block.program.global_block()
+                first = len(block.ops)
+                ops.append(self._append_optimize_op(block, p, g))
+                for op in block.ops[first:]:  # the update op and its helpers (a scaled lr)
+                    op.param = p.name
+        return ops
+
+    def apply_optimize(self, loss, startup_program, params_grads) -> list:
+        """Clip, regularize and apply ``params_grads`` (Fluid 1.8's order: clip ->
+        regularization -> update); returns the update ops. ``minimize`` is ``backward`` then
+        this; a wrapper (``RecomputeOptimizer``) may call the two halves itself."""
+        return self._apply_optimize(loss, startup_program, params_grads)[0]
+
+    def _apply_optimize(self, loss, startup_program, params_grads) -> tuple[list, list]:
+        self._startup = startup_program or self._startup or default_startup_program()
+        block = loss.block.program.global_block()
+        first = len(block.ops)
+        params_grads = clip_gradients(params_grads, self._grad_clip)
+        clipped = len(block.ops) > first
+        if self.regularization is not None or any(p.regularizer for p, _ in params_grads):
+            params_grads = append_regularization_ops(params_grads, self.regularization, on_update=clipped)
+        return self.apply_gradients(params_grads), params_grads
+
+    def minimize(self, loss, startup_program=None, parameter_list=None, no_grad_set=None):
+        """Append backward and optimizer ops for ``loss``.
+
+        Returns:
+            ``(optimize_ops, params_grads)`` as in Fluid (the gradients the updates read).
+        """
+        self._startup = startup_program or default_startup_program()
+        params_grads = self.backward(loss, self._startup, parameter_list or self._parameter_list, no_grad_set)
+        return self._apply_optimize(loss, self._startup, params_grads)
+
+
+def global_state_var(name: str, shape, dtype: str, value: float, main=None, startup=None, **attrs) -> Variable:
+    """A persistable var ``name`` of ``main`` (default: the default main program), set to
+    ``value`` by a ``fill_constant`` in ``startup`` (default: the default startup program);
+    the existing var when ``main`` has one. ``attrs`` are the var's typed facts
+    (``accumulator_of``)."""
+    block = (main or default_main_program()).global_block()
+    var = block.create_var(name, shape=list(shape), dtype=dtype, persistable=True, stop_gradient=True,
+                           attrs=attrs)
+    sblock = (startup or default_startup_program()).global_block()
+    if not sblock.has_var(name):
+        ConstantInitializer(value)(sblock.create_var(name, shape=list(shape), dtype=dtype, persistable=True), sblock)
+    return var
