@@ -1,19 +1,29 @@
 """Datasets as readers (Paddle 1.x's ``paddle.dataset``), read from local files only.
 
-Each module gives ``train()`` and ``test()``, zero-argument reader creators whose samples are
-``(features float32[n], [target] float32[1])`` tuples, ready for ``placegroup.batch`` and a
-``DataFeeder``. Nothing is ever downloaded:
+Each module gives Paddle 1.8's reader creators (``train()``, ``test()``, ...) with Paddle's
+signatures and samples (types, dtypes, shapes), read from Paddle's own cache layout,
+``<root>/<module>/<file>``, under ``$PLACEGROUP_DATA_HOME`` and then ``~/.cache/paddle/dataset``
+(common.py). Nothing is ever downloaded: a missing file raises ``DatasetFileNotFound`` naming
+the paths tried and the URL and md5 Paddle would have fetched. Nothing is ever unpickled
+(NOTE(no-pickle) in common.py): cifar reads a ``.npz`` you convert its pickled archive to.
 
-* ``uci_housing``: the UCI Boston housing file, looked up in ``$PLACEGROUP_DATA_HOME`` and then
-  in Paddle's own cache; when missing, the error says where to put it and where it comes from.
-* ``diabetes``: scikit-learn's bundled diabetes set (442 samples, 10 features), which ships
-  inside the ``scikit-learn`` package (the ``examples`` and ``test`` extras).
+* ``mnist``, ``cifar``, ``flowers``, ``voc2012``: images (flowers' default mapper needs
+  opencv-python and voc2012 needs Pillow, as in Paddle; ``image`` has Paddle's image helpers);
+* ``imdb``, ``imikolov``, ``sentiment``, ``wmt14``, ``wmt16``, ``conll05``: text;
+* ``movielens``, ``mq2007``, ``uci_housing``: ratings, ranking, regression;
+* ``diabetes``: scikit-learn's bundled diabetes set with ``uci_housing``'s interface (not in
+  Paddle; it needs no file).
 
 Example::
 
     import placegroup as paddle
-    reader = paddle.batch(paddle.dataset.diabetes.train(), batch_size=20)
+    reader = paddle.batch(paddle.dataset.mnist.train(), batch_size=64)
 """
-from placegroup.dataset import diabetes, uci_housing
+from placegroup.dataset import (cifar, common, conll05, diabetes, flowers, image, imdb, imikolov,
+                                mnist, movielens, mq2007, sentiment, uci_housing, voc2012, wmt14,
+                                wmt16)
+from placegroup.dataset.common import DatasetFileNotFound
 
-__all__ = ["diabetes", "uci_housing"]
+__all__ = ["cifar", "common", "conll05", "diabetes", "flowers", "image", "imdb", "imikolov",
+           "mnist", "movielens", "mq2007", "sentiment", "uci_housing", "voc2012", "wmt14",
+           "wmt16", "DatasetFileNotFound"]

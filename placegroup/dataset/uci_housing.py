@@ -34,13 +34,16 @@ import numpy as np
 from placegroup import config
 from placegroup.dataset.rows import row_reader
 
-__all__ = ["feature_names", "data_file", "train", "test", "SOURCE_URL"]
+__all__ = ["feature_names", "data_file", "train", "test", "predict_reader", "SOURCE_URL"]
 
 # Paddle 1.x's list, including its odd last name for the target column (the price).
 feature_names = ["CRIM", "ZN", "INDUS", "CHAS", "NOX", "RM", "AGE", "DIS", "RAD", "TAX",
                  "PTRATIO", "B", "LSTAT", "convert"]
 
 SOURCE_URL = "https://archive.ics.uci.edu/ml/machine-learning-databases/housing/housing.data"
+# What Paddle 1.8 downloads (the same file, from Paddle's mirror).
+URL = "http://paddlemodels.bj.bcebos.com/uci_housing/housing.data"
+MD5 = "d4accdce7a25600298819f8e28e8d593"
 _FEATURE_NUM = 14
 _RATIO = 0.8
 _FILE = os.path.join("uci_housing", "housing.data")
@@ -76,7 +79,8 @@ def data_file() -> str:
     raise FileNotFoundError(
         f"uci_housing: the UCI housing data file was not found. Looked in:\n{looked}\n"
         f"placegroup never downloads data. Get housing.data (506 rows of 14 whitespace-separated "
-        f"numbers) from {SOURCE_URL} and put it at one of the paths above, e.g.\n"
+        f"numbers) from {SOURCE_URL} (Paddle 1.8 downloads it from {URL}, "
+        f"md5 {MD5}) and put it at one of the paths above, e.g.\n"
         f"  mkdir -p $PLACEGROUP_DATA_HOME/uci_housing && "
         f"cp housing.data $PLACEGROUP_DATA_HOME/uci_housing/")
 
@@ -142,3 +146,12 @@ def test():
         FileNotFoundError: when the file is in none of the places listed in the module doc.
     """
     return _reader(1)
+
+
+def predict_reader():
+    """Paddle's one-sample tuple for inference: ``(features of the first test row,)``.
+
+    Raises:
+        FileNotFoundError: when the file is in none of the places listed in the module doc.
+    """
+    return (next(_reader(1)())[0],)
