@@ -140,7 +140,12 @@ class ExponentialMovingAverage(_ApplyRestore):
 
     Args:
         decay: the decay rate, in [0, 1] (usually close to 1).
-        thres_steps: None, or a Variable with one element to schedule the decay.
+        thres_steps: None, or a Variable with one element to schedule the decay. The
+            schedule (``ema_decay``) is an ``lr_sched`` op, run where the averages are
+            updated; with pservers, it must read a var the pservers hold too, such as
+            ``autoincreased_step_counter("@LR_DECAY_COUNTER@", begin=0)`` or a learning-rate
+            schedule's output (a forward-role counter lives on the trainers only: the
+            transpiler refuses the program with a PassError naming ``ema_decay``).
         name: a prefix for the average vars' names.
 
     Raises:

@@ -30,7 +30,6 @@ from placegroup.comm.loopback import LoopbackNetwork
 from placegroup.errors import NotImplementedInPlacegroup, ProgramError
 from placegroup.initializer import NumpyArrayInitializer
 from placegroup.ir.framework import Program
-from placegroup.layers.learning_rate_scheduler import _decay_step_counter
 from placegroup.ops.registry import KernelContext, get_op_def
 from tests.dist.train_model import data
 from tests.inproc import build_programs, run_cluster, run_local
@@ -43,6 +42,11 @@ _r = np.random.default_rng(11)
 X = _r.normal(size=(STEPS * BATCH, 4)).astype(np.float32)
 Y = (X @ _r.normal(size=(4, 1)) + 0.3).astype(np.float32)
 W0, B0 = _r.uniform(-0.5, 0.5, size=(4, 1)).astype(np.float32), np.array([0.2], np.float32)
+
+
+def _lr_counter():
+    """The schedules' step counter (0 on the first run), an lr_sched var the pservers hold too."""
+    return L.autoincreased_step_counter("@LR_DECAY_COUNTER@", begin=0)
 
 
 def _run_op(op, ins, attrs=None, step=0):
@@ -228,7 +232,7 @@ def test_ema_with_thres_steps_schedules_the_decay(fresh_programs):
     main, startup = fresh_programs
     _, loss = _linear()
     fluid.optimizer.SGD(LR).minimize(loss)
-    ema = fluid.optimizer.ExponentialMovingAverage(0.95, thres_steps=_decay_step_counter())
+    ema = fluid.optimizer.ExponentialMovingAverage(0.95, thres_steps=_lr_counter())
     ema.update()
     (op,) = [op for op in main.global_block().ops if op.type == "ema_decay"]
     assert op.role == "lr_sched" and op.output("Out") == ["scheduled_ema_decay_rate"]
@@ -396,7 +400,7 @@ class _WithAverage:
     def minimize(self, loss):
         fluid.optimizer.SGD(0.05).minimize(loss)
         if self.kind == "ema":
-            self.holder["avg"] = fluid.optimizer.ExponentialMovingAverage(0.9, thres_steps=_decay_step_counter())
+            self.holder["avg"] = fluid.optimizer.ExponentialMovingAverage(0.9, thres_steps=_lr_counter())
             self.holder["avg"].update()
         else:
             self.holder["avg"] = fluid.optimizer.ModelAverage(0.5, min_average_window=2, max_average_window=3)
@@ -462,6 +466,21 @@ def test_averages_live_beside_their_parameters_on_the_pservers():
             assert prog.var(op.input("EMA")[0]).place == prog.var(op.param).place
     averaged = {op.input("Param")[0] for op in prog.ops if op.type == "ema_update"}
     assert averaged >= {"fc_0.w_0.block0", "fc_0.w_0.block1"}  # one update per row block
+
+
+def test_ema_scheduled_by_a_trainer_counter_is_refused_at_transpile_with_pservers():
+    """thres_steps from a forward-role counter lives on the trainers; the schedule runs on the
+    pservers beside the averages, so the placement pass refuses it, naming ema_decay."""
+
+    class EmaOnStepCounter:
+        def minimize(self, loss):
+            fluid.optimizer.SGD(0.05).minimize(loss)
+            fluid.optimizer.ExponentialMovingAverage(0.9, thres_steps=L.autoincreased_step_counter()).update()
+
+    main, startup, _, _ = build_programs(model_with(EmaOnStepCounter, 16))
+    with pytest.raises(fluid.PassError, match=r"`ema_decay` @pserver reads '@STEP_COUNTER@' @trainer"):
+        fluid.DistributeTranspiler().transpile(0, program=main, startup_program=startup,
+                                               pservers="127.0.0.1:7100,127.0.0.1:7101", trainers=2)
 
 
 def _cluster_apply(kind: str, trainers: int, pservers: int, batches) -> dict:
