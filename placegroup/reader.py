@@ -16,10 +16,15 @@ pass::
 The semantics follow Paddle 1.x's ``python/paddle/reader/decorator.py`` and
 ``python/paddle/batch.py``: ``shuffle`` shuffles within consecutive windows of ``buf_size``
 samples (not globally), ``batch`` keeps the last short batch unless ``drop_last``, ``compose``
-raises ``ComposeNotAligned`` on readers of different lengths, and so on. Two small departures,
-both additions: ``shuffle`` takes an optional ``seed``, and ``buffered`` re-raises in the
-consumer an exception raised by the wrapped reader (Paddle's thread died silently and the
-consumer hung).
+raises ``ComposeNotAligned`` on readers of different lengths, and so on. Small departures,
+all additions: ``shuffle`` takes an optional ``seed``, and ``buffered`` and ``xmap_readers``
+re-raise in the consumer an exception raised by the wrapped reader or mapper (Paddle's thread
+died silently and the consumer hung).
+
+Two decorators work in parallel: ``xmap_readers`` maps samples in threads, and
+``multiprocess_reader`` runs readers in forked processes whose samples cross as msgpack, never
+as pickles (NOTE(reader-codec)). ``default_collate_fn`` is Fluid 1.8's ``fluid.io`` batch
+collation; ``fluid.io`` re-exports all of these as 1.8 does.
 
 Thread-safety: a decorated reader holds no state between calls except ``shuffle``'s seeded
 generator, so call a seeded ``shuffle`` reader from one thread at a time.
