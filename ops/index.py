@@ -1,5 +1,6 @@
-"""Indexing ops of Fluid 1.8: gather, gather_nd, scatter, one_hot, arg_max, arg_min, argsort,
-cumsum, and the ops that read a var's shape (shape, fill_constant_batch_size_like,
+"""Indexing ops of Fluid 1.8: gather, gather_nd, scatter, scatter_nd_add, index_select,
+index_sample, multiplex, where_index, unique, unique_with_counts, one_hot, arg_max, arg_min,
+argsort, cumsum, and the ops that read a var's shape (shape, size, fill_constant_batch_size_like,
 fill_any_like, range). Shape ops are in ops/shape.py.
 
 Op types, slots, attrs and defaults are Fluid 1.8's; every kernel is vectorised over ``xp``
@@ -29,7 +30,7 @@ import math
 import numpy as np
 
 from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, grad_of, register
-from placegroup.ops.shape import _axis, _prod
+from placegroup.ops.shape import _axis, _merge, _prod
 from placegroup.values import scatter_add
 
 _INTS = ("int32", "int64")
@@ -122,12 +123,20 @@ def _gather_nd_infer(ins, a):
     return {"Out": Meta(tuple(idx.shape[:-1]) + tuple(x.shape[k:]), x.dtype)}
 
 
-def _nd_index(xp, x, idx) -> tuple:
+def _nd_index(xp, x, idx, op: str = "gather_nd") -> tuple:
     """Index's last dim split into one index array per leading dim of X, range-checked."""
     cols = tuple(idx[..., i] for i in range(idx.shape[-1]))
     for i, c in enumerate(cols):
-        _check_range(xp, "gather_nd", f"Index[..., {i}]", c, x.shape[i])
+        _check_range(xp, op, f"Index[..., {i}]", c, x.shape[i])
     return cols
+
+
+def _nd_flat(xp, shape, cols):
+    """The row-major number of each index tuple among the leading dims of ``shape``."""
+    flat = xp.zeros(cols[0].shape, dtype=np.int64)
+    for c, d in zip(cols, shape):
+        flat = flat * d + c
+    return flat
 
 
 @register("gather_nd", ins=("X", Slot("Index", no_grad=True)), outs=("Out",), infer=_gather_nd_infer,
@@ -144,9 +153,7 @@ def gather_nd_grad(xp, ins, a, ctx):
     x, g = ins["X"], ins["Out@GRAD"]
     cols = _nd_index(xp, x, ins["Index"])
     lead, rest = x.shape[:len(cols)], x.shape[len(cols):]
-    flat = xp.zeros(cols[0].shape, dtype=np.int64)
-    for c, d in zip(cols, lead):  # row-major number of each index tuple among X's leading dims
-        flat = flat * d + c
+    flat = _nd_flat(xp, lead, cols)
     dx = xp.zeros((math.prod(lead),) + rest, dtype=g.dtype)
     scatter_add(xp, dx, flat.reshape(-1), g.reshape((-1,) + rest))
     return {"X@GRAD": dx.reshape(x.shape)}
@@ -394,3 +401,183 @@ def range_(xp, ins, a, ctx):
     if n:
         steps[0] = start
     return {"Out": xp.cumsum(steps, dtype=dt)}
+
+
+
+# -- scatter_nd_add, index_select, index_sample, multiplex ----------------------------------
+
+
+def _scatter_nd_infer(ins, a):
+    x, idx, upd = ins["X"], ins["Index"], ins["Updates"]
+    _int_index("scatter_nd_add", "Index", idx)
+    k = idx.shape[-1] if idx.shape else -1
+    check(len(idx.shape) >= 1 and 1 <= k <= len(x.shape),
+          f"scatter_nd_add: the last dim of Index{list(idx.shape)} must be in 1..{len(x.shape)} (the rank of "
+          f"X{list(x.shape)})")
+    want = tuple(idx.shape[:-1]) + tuple(x.shape[k:])
+    ok = len(upd.shape) == len(want) and all(-1 in (p, q) or p == q for p, q in zip(upd.shape, want))
+    check(ok and upd.dtype == x.dtype, f"scatter_nd_add: Updates {upd.dtype}{list(upd.shape)} must be {x.dtype}"
+                                       f"{list(want)} (Index's dims but the last, then X's dims after the first {k})")
+    return {"Out": x}
+
+
+@register("scatter_nd_add", ins=("X", Slot("Index", no_grad=True), "Updates"), outs=("Out",),
+          infer=_scatter_nd_infer, grad=grad_of(("X", "Updates"), uses=("X", "Index")))
+def scatter_nd_add(xp, ins, a, ctx):
+    """Out = X with Updates[i..] added at X[Index[i.., 0], ..., Index[i.., k-1]] (an element or
+    a slice per index tuple); repeated tuples add up."""
+    x, upd = ins["X"], ins["Updates"]
+    cols = _nd_index(xp, x, ins["Index"], "scatter_nd_add")
+    lead, rest = x.shape[:len(cols)], x.shape[len(cols):]
+    out = x.reshape((math.prod(lead),) + rest).copy()
+    scatter_add(xp, out, _nd_flat(xp, lead, cols).reshape(-1), upd.reshape((-1,) + rest).astype(x.dtype, copy=False))
+    return {"Out": out.reshape(x.shape)}
+
+
+@register("scatter_nd_add_grad", ins=("X", "Index", "Out@GRAD"),
+          outs=(Slot("X@GRAD", dispensable=True), Slot("Updates@GRAD", dispensable=True)), role="backward")
+def scatter_nd_add_grad(xp, ins, a, ctx):
+    g, res = ins["Out@GRAD"], {}
+    if "X@GRAD" in ctx.outputs:
+        res["X@GRAD"] = g
+    if "Updates@GRAD" in ctx.outputs:
+        res["Updates@GRAD"] = g[_nd_index(xp, g, ins["Index"], "scatter_nd_add")]
+    return res
+
+
+def _index_select_infer(ins, a):
+    x, idx = ins["X"], ins["Index"]
+    _int_index("index_select", "Index", idx)
+    check(len(idx.shape) == 1 or (len(idx.shape) == 2 and idx.shape[1] == 1),
+          f"index_select: Index must be 1-D, got Index{list(idx.shape)}")
+    ax = _axis("index_select", a["dim"], x.shape, "dim")
+    return {"Out": Meta(tuple(x.shape[:ax]) + (idx.shape[0],) + tuple(x.shape[ax + 1:]), x.dtype)}
+
+
+@register("index_select", ins=("X", Slot("Index", no_grad=True)), outs=("Out",), attrs={"dim": 0},
+          infer=_index_select_infer, grad=grad_of(("X",)))
+def index_select(xp, ins, a, ctx):
+    """Out = X's slices ``Index[i]`` along ``dim`` (negative counts from the end), in order."""
+    x = ins["X"]
+    ax = a["dim"] % x.ndim
+    return {"Out": xp.take(x, _rows(xp, "index_select", "Index", ins["Index"], x.shape[ax]), axis=ax)}
+
+
+@register("index_select_grad", ins=("X", "Index", "Out@GRAD"), outs=("X@GRAD",), attrs={"dim": 0},
+          role="backward")
+def index_select_grad(xp, ins, a, ctx):
+    x, g = ins["X"], ins["Out@GRAD"]
+    ax = a["dim"] % x.ndim
+    idx = _rows(xp, "index_select", "Index", ins["Index"], x.shape[ax])
+    dx = xp.zeros((x.shape[ax],) + x.shape[:ax] + x.shape[ax + 1:], dtype=g.dtype)
+    scatter_add(xp, dx, idx, xp.ascontiguousarray(xp.moveaxis(g, ax, 0)))
+    return {"X@GRAD": xp.moveaxis(dx, 0, ax)}
+
+
+def _index_sample_infer(ins, a):
+    x, idx = ins["X"], ins["Index"]
+    _int_index("index_sample", "Index", idx)
+    check(len(x.shape) == 2 and len(idx.shape) == 2 and (x.shape[0] == idx.shape[0] or -1 in (x.shape[0], idx.shape[0])),
+          f"index_sample: X{list(x.shape)} and Index{list(idx.shape)} must be 2-D with one row each per sample")
+    return {"Out": Meta((x.shape[0] if x.shape[0] != -1 else idx.shape[0], idx.shape[1]), x.dtype)}
+
+
+@register("index_sample", ins=("X", Slot("Index", no_grad=True)), outs=("Out",), infer=_index_sample_infer,
+          grad=grad_of(("X",)))
+def index_sample(xp, ins, a, ctx):
+    """Out[b, k] = X[b, Index[b, k]] for X [B, N] and Index [B, K]."""
+    x, idx = ins["X"], ins["Index"]
+    _check_range(xp, "index_sample", "Index", idx, x.shape[1])
+    return {"Out": xp.take_along_axis(x, idx.astype(np.int64, copy=False), axis=1)}
+
+
+@register("index_sample_grad", ins=("X", "Index", "Out@GRAD"), outs=("X@GRAD",), role="backward")
+def index_sample_grad(xp, ins, a, ctx):
+    x, idx, g = ins["X"], ins["Index"], ins["Out@GRAD"]
+    _check_range(xp, "index_sample", "Index", idx, x.shape[1])
+    flat = (idx.astype(np.int64) + (xp.arange(x.shape[0]) * x.shape[1])[:, None]).reshape(-1)
+    dx = xp.zeros(x.size, dtype=g.dtype)
+    scatter_add(xp, dx, flat, g.reshape(-1))
+    return {"X@GRAD": dx.reshape(x.shape)}
+
+
+def _multiplex_infer(ins, a):
+    xs, ids = ins["X"], ins["Ids"]
+    _int_index("multiplex", "Ids", ids)
+    check(len(xs) >= 2, f"multiplex: X must hold at least 2 candidates, got {len(xs)}")
+    shape = _merge("multiplex", xs, "X")
+    check(len(ids.shape) == 2 and ids.shape[1] == 1, f"multiplex: Ids must be [M, 1], got Ids{list(ids.shape)}")
+    return {"Out": Meta(tuple(shape), xs[0].dtype)}
+
+
+@register("multiplex", ins=(Slot("X", duplicable=True), Slot("Ids", no_grad=True)), outs=("Out",),
+          infer=_multiplex_infer, grad=grad_of(("X",), uses=("X", "Ids")))
+def multiplex(xp, ins, a, ctx):
+    """Out[i] = X[Ids[i, 0]][i]: row i from the candidate that Ids names (all X of one shape)."""
+    xs, ids = ins["X"], ins["Ids"].reshape(-1)
+    _check_range(xp, "multiplex", "Ids", ids, len(xs))
+    stacked = xp.stack(xs)
+    return {"Out": stacked[ids, xp.arange(stacked.shape[1])]}
+
+
+@register("multiplex_grad", ins=(Slot("X", duplicable=True), "Ids", "Out@GRAD"),
+          outs=(Slot("X@GRAD", duplicable=True, dispensable=True),), role="backward")
+def multiplex_grad(xp, ins, a, ctx):
+    ids, g = ins["Ids"].reshape(-1), ins["Out@GRAD"]
+    mask = (ids[None, :] == xp.arange(len(ins["X"]))[:, None]).reshape((len(ins["X"]), -1) + (1,) * (g.ndim - 1))
+    return {"X@GRAD": list(mask * g)}
+
+
+# -- where_index, unique, unique_with_counts, size ------------------------------------------
+
+
+@register("where_index", ins=(Slot("Condition", no_grad=True),), outs=("Out",),
+          infer=lambda ins, a: {"Out": Meta((-1, len(ins["Condition"].shape)), "int64")})
+def where_index(xp, ins, a, ctx):
+    """Out = the int64 coordinates [N, rank] of the true (nonzero) entries of Condition, in
+    row-major order (fluid.layers.where and nonzero); N is known only at run time."""
+    c = ins["Condition"]
+    return {"Out": xp.argwhere(c).astype(np.int64).reshape(-1, c.ndim)}
+
+
+def _unique_infer(counts: bool):
+    op = "unique_with_counts" if counts else "unique"
+
+    def infer(ins, a):
+        x = ins["X"]
+        check(len(x.shape) == 1, f"{op}: X must be 1-D, got X{list(x.shape)}")
+        dt = np.dtype(a["dtype"]).name
+        check(dt in _INTS, f"{op}: dtype must be int32 or int64, got {a['dtype']}")
+        out = {"Out": Meta((-1,), x.dtype), "Index": Meta(tuple(x.shape), dt)}
+        return {**out, "Count": Meta((-1,), dt)} if counts else out
+
+    return infer
+
+
+def _unique(counts: bool):
+    def kernel(xp, ins, a, ctx):
+        x = ins["X"]
+        vals, first, inverse, count = xp.unique(x, return_index=True, return_inverse=True, return_counts=True)
+        order = xp.argsort(first)  # Fluid keeps the order of first appearance, not sorted order
+        rank = xp.empty_like(order)
+        rank[order] = xp.arange(order.size)
+        out = {"Out": vals[order], "Index": rank[inverse.reshape(-1)].astype(a["dtype"])}
+        return {**out, "Count": count[order].astype(a["dtype"])} if counts else out
+
+    kernel.__doc__ = (f"Out = the distinct values of the 1-D X in the order they first appear; Index[i] = the "
+                      f"position of X[i] in Out{'; Count = how often each appears' if counts else ''} "
+                      f"(``dtype``, int32 by default). No gradient.")
+    return kernel
+
+
+register("unique", ins=(Slot("X", no_grad=True),), outs=("Out", "Index"), attrs={"dtype": "int32"},
+         infer=_unique_infer(False))(_unique(False))
+register("unique_with_counts", ins=(Slot("X", no_grad=True),), outs=("Out", "Index", "Count"),
+         attrs={"dtype": "int32"}, infer=_unique_infer(True))(_unique(True))
+
+
+@register("size", ins=(Slot("Input", no_grad=True),), outs=("Out",),
+          infer=lambda ins, a: {"Out": Meta((1,), "int64")})
+def size(xp, ins, a, ctx):
+    """Out = the number of entries of Input, int64 [1]."""
+    return {"Out": xp.asarray([ins["Input"].size], dtype=np.int64)}

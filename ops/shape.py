@@ -1,6 +1,8 @@
 """Shape ops of Fluid 1.8: ops that move or reshape data without choosing it by index
 (transpose, reshape2, squeeze, unsqueeze, flatten, expand, expand_as, stack, unstack, slice,
-crop_tensor, pad, pad2d, reverse). Indexing ops are in ops/index.py.
+strided_slice, crop_tensor, pad, pad2d, pad_constant_like, reverse, flip, roll, tril_triu, diag,
+diag_embed, meshgrid, pixel_shuffle, space_to_depth, shuffle_channel, bilinear_interp,
+nearest_interp). Indexing ops are in ops/index.py.
 
 Op types, slots, attrs and defaults are Fluid 1.8's; every kernel is vectorised over ``xp``
 (numpy or cupy), keeps X's dtype (integer and bool X pass through the pure data movers), and
@@ -511,3 +513,429 @@ def _reverse_infer(ins, a):
 def reverse(xp, ins, a, ctx):
     """Out = X with the order along each dim in ``axis`` reversed (its own gradient)."""
     return {"Out": xp.flip(ins["X"], axis=_reverse_axes(ins["X"].shape, a))}
+
+
+# -- flip, roll, tril_triu, diag, diag_embed, meshgrid --------------------------------------
+
+
+def _flip_infer(ins, a):
+    x = ins["X"]
+    dims = [_axis("flip", d, x.shape, "dims entry") for d in a["dims"]]
+    check(bool(dims) and len(set(dims)) == len(dims), f"flip: dims {list(a['dims'])} must name distinct dims of "
+                                                      f"X{list(x.shape)}, at least one")
+    return {"Out": x}
+
+
+@register("flip", ins=("X",), outs=("Out",), attrs={"dims": []}, infer=_flip_infer, grad=_x_grad)
+def flip(xp, ins, a, ctx):
+    """Out = X with the order along each of ``dims`` reversed (its own gradient)."""
+    x = ins["X"]
+    return {"Out": xp.flip(x, axis=tuple(d % x.ndim for d in a["dims"]))}
+
+
+def _roll_infer(ins, a):
+    x = ins["X"]
+    shifts, dims = list(a["shifts"]), list(a["dims"])
+    check(len(shifts) == len(dims) and dims, f"roll: shifts {shifts} and dims {dims} must be non-empty and of one "
+                                             f"length")
+    for d in dims:
+        _axis("roll", d, x.shape, "dims entry")
+    return {"Out": x}
+
+
+def _roll_grad(op):
+    x = op.inputs["X"][0]
+    if x not in op.need:
+        return []
+    return [OpSpec("roll", {"X": [grad_name(op.outputs["Out"][0])]}, {"Out": [op.grad_of(x)]},
+                   {**op.attrs, "shifts": [-int(s) for s in op.attrs["shifts"]]})]
+
+
+@register("roll", ins=("X",), outs=("Out",), attrs={"shifts": [], "dims": []}, infer=_roll_infer, grad=_roll_grad)
+def roll(xp, ins, a, ctx):
+    """Out = X rolled by ``shifts[i]`` along ``dims[i]`` (entries pushed past the end come back
+    at the start); its gradient rolls back. ``fluid.layers.roll`` without dims flattens first."""
+    x = ins["X"]
+    return {"Out": xp.roll(x, tuple(int(s) for s in a["shifts"]), axis=tuple(d % x.ndim for d in a["dims"]))}
+
+
+def _tril_triu_infer(ins, a):
+    x = ins["X"]
+    check(len(x.shape) >= 2, f"tril_triu: X must have rank >= 2, got X{list(x.shape)}")
+    return {"Out": x}
+
+
+def _tril_mask(xp, shape, a):
+    rows, cols = xp.arange(shape[-2])[:, None], xp.arange(shape[-1])[None, :]
+    return cols - rows <= a["diagonal"] if a["lower"] else cols - rows >= a["diagonal"]
+
+
+@register("tril_triu", ins=("X",), outs=("Out",), attrs={"diagonal": 0, "lower": True}, infer=_tril_triu_infer,
+          grad=grad_of(("X",), uses=()))
+def tril_triu(xp, ins, a, ctx):
+    """Out = X on and below (``lower``) or on and above diagonal ``diagonal`` of its last two
+    dims, zeros elsewhere (fluid.layers.tril / triu)."""
+    x = ins["X"]
+    return {"Out": xp.where(_tril_mask(xp, x.shape, a), x, xp.zeros((), dtype=x.dtype))}
+
+
+@register("tril_triu_grad", ins=("Out@GRAD",), outs=("X@GRAD",), attrs={"diagonal": 0, "lower": True},
+          role="backward")
+def tril_triu_grad(xp, ins, a, ctx):
+    g = ins["Out@GRAD"]
+    return {"X@GRAD": xp.where(_tril_mask(xp, g.shape, a), g, xp.zeros((), dtype=g.dtype))}
+
+
+def _diag_infer(ins, a):
+    d = ins["Diagonal"]
+    check(len(d.shape) == 1, f"diag: Diagonal must be 1-D, got Diagonal{list(d.shape)}")
+    return {"Out": Meta((d.shape[0], d.shape[0]), d.dtype)}
+
+
+@register("diag", ins=(Slot("Diagonal", no_grad=True),), outs=("Out",), infer=_diag_infer)
+def diag(xp, ins, a, ctx):
+    """Out = the square matrix with Diagonal on its diagonal, zeros elsewhere. No gradient."""
+    d = ins["Diagonal"]
+    return {"Out": d[:, None] * xp.eye(d.shape[0], dtype=d.dtype)}
+
+
+def _diag_embed_plan(shape, a) -> tuple:
+    """(dim1, dim2, n): the output dims that hold the new plane and its size."""
+    r = len(shape) + 1
+    d1, d2, off = a["dim1"], a["dim2"], a["offset"]
+    check(len(shape) >= 1 and -r <= d1 < r and -r <= d2 < r and d1 % r != d2 % r,
+          f"diag_embed: dim1 {d1} and dim2 {d2} must be two different dims of the rank-{r} output "
+          f"(Input{list(shape)})")
+    n = shape[-1] + abs(off) if shape[-1] != -1 else -1
+    return d1 % r, d2 % r, n
+
+
+def _diag_embed_infer(ins, a):
+    x = ins["Input"]
+    d1, d2, n = _diag_embed_plan(x.shape, a)
+    rest = iter(x.shape[:-1])
+    return {"Out": Meta(tuple(n if i in (d1, d2) else next(rest) for i in range(len(x.shape) + 1)), x.dtype)}
+
+
+@register("diag_embed", ins=(Slot("Input", no_grad=True),), outs=("Out",), attrs={"offset": 0, "dim1": -2, "dim2": -1},
+          infer=_diag_embed_infer)
+def diag_embed(xp, ins, a, ctx):
+    """Out = Input's last dim laid along diagonal ``offset`` of a new plane of output dims
+    ``dim1`` x ``dim2`` (size n + |offset|), the other dims Input's leading ones; zeros off it.
+    No gradient (Fluid 1.8's layer stops it)."""
+    x = ins["Input"]
+    d1, d2, n = _diag_embed_plan(x.shape, a)
+    off = a["offset"]
+    rows, cols = xp.arange(n)[:, None], xp.arange(n)[None, :]  # the plane: rows dim1, columns dim2
+    src = xp.minimum(xp.broadcast_to(rows if off >= 0 else cols, (n, n)), x.shape[-1] - 1)
+    plane = xp.where(cols - rows == off, x[..., src], xp.zeros((), dtype=x.dtype))  # (i, i + off) holds x[..., i]
+    return {"Out": xp.moveaxis(plane, (-2, -1), (d1, d2))}
+
+
+def _meshgrid_infer(ins, a):
+    xs = ins["X"]
+    for i, m in enumerate(xs):
+        check(len(m.shape) == 1, f"meshgrid: X[{i}] must be 1-D, got {list(m.shape)}")
+    shape = tuple(m.shape[0] for m in xs)
+    return {"Out": [Meta(shape, m.dtype) for m in xs]}
+
+
+@register("meshgrid", ins=(Slot("X", duplicable=True),), outs=(Slot("Out", duplicable=True),),
+          infer=_meshgrid_infer, grad=grad_of(("X",), uses=("X",)))
+def meshgrid(xp, ins, a, ctx):
+    """Out[i] = X[i] broadcast along every other axis of the grid [len(X[0]), len(X[1]), ...]
+    (numpy's meshgrid with indexing='ij')."""
+    return {"Out": list(xp.meshgrid(*ins["X"], indexing="ij"))}
+
+
+@register("meshgrid_grad", ins=(Slot("X", duplicable=True), Slot("Out@GRAD", duplicable=True)),
+          outs=(Slot("X@GRAD", duplicable=True, dispensable=True),), role="backward")
+def meshgrid_grad(xp, ins, a, ctx):
+    gs = ins["Out@GRAD"]
+    n = len(gs)
+    return {"X@GRAD": [g.sum(axis=tuple(j for j in range(n) if j != i)) for i, g in enumerate(gs)]}
+
+
+# -- strided_slice ----------------------------------------------------------------------------
+
+
+_STRIDED_ATTRS = {"axes": [], "starts": [], "ends": [], "strides": [], "infer_flags": [], "decrease_axis": []}
+
+
+def _strided_plan(shape, a):
+    """(per-dim slices, Out's shape before decrease_axis, Out's shape): a negative start or
+    end counts from the end once, then Python's slicing clamps (an end before the first
+    entry of a reversed slice runs to it); an empty slice is an error, as in Paddle."""
+    axes, starts, ends, strides = (list(a[k]) for k in ("axes", "starts", "ends", "strides"))
+    check(len(axes) == len(starts) == len(ends) == len(strides),
+          f"strided_slice: axes {axes}, starts {starts}, ends {ends} and strides {strides} differ in length")
+    idx, full = [slice(None)] * len(shape), list(shape)
+    for ax, s0, e0, st in zip(axes, starts, ends, strides):
+        ax = _axis("strided_slice", ax, shape, "axes entry", slot="Input")
+        check(st != 0, f"strided_slice: strides {strides} holds a 0 (axis {ax})")
+        d = shape[ax]
+        if d == -1:
+            full[ax] = -1
+            continue
+        s = s0 + d if s0 < 0 else s0
+        e = e0 + d if e0 < 0 else e0
+        sl = slice(s, None if e < 0 else e, st)
+        n = len(range(d)[sl])
+        check(n > 0, f"strided_slice: starts {s0}, ends {e0} and stride {st} leave nothing of dim {ax} (size {d}) "
+                     f"of Input{list(shape)}")
+        idx[ax], full[ax] = sl, n
+    dec = {_axis("strided_slice", ax, shape, "decrease_axis entry", slot="Input") for ax in a["decrease_axis"]}
+    for ax in dec:
+        check(full[ax] in (1, -1), f"strided_slice: decrease_axis {list(a['decrease_axis'])} names dim {ax}, whose "
+                                   f"slice has size {full[ax]}, not 1 (Input{list(shape)})")
+    return tuple(idx), tuple(full), tuple(d for i, d in enumerate(full) if i not in dec) or (1,)
+
+
+@register("strided_slice", ins=("Input",), outs=("Out",), attrs=_STRIDED_ATTRS,
+          infer=lambda ins, a: {"Out": Meta(_strided_plan(ins["Input"].shape, a)[2], ins["Input"].dtype)},
+          grad=grad_of(("Input",)))
+def strided_slice(xp, ins, a, ctx):
+    """Out = Input[starts:ends:strides] along ``axes`` (a negative stride walks backwards), the
+    size-1 dims in ``decrease_axis`` dropped ([1] if none is left)."""
+    x = ins["Input"]
+    idx, _, out = _strided_plan(x.shape, a)
+    return {"Out": x[idx].reshape(out)}
+
+
+@register("strided_slice_grad", ins=("Input", "Out@GRAD"), outs=("Input@GRAD",), attrs=_STRIDED_ATTRS,
+          role="backward")
+def strided_slice_grad(xp, ins, a, ctx):
+    x, g = ins["Input"], ins["Out@GRAD"]
+    idx, full, _ = _strided_plan(x.shape, a)
+    dx = xp.zeros(x.shape, dtype=g.dtype)
+    dx[idx] = g.reshape(full)
+    return {"Input@GRAD": dx}
+
+
+# -- pixel_shuffle, space_to_depth, shuffle_channel, pad_constant_like ----------------------
+# NOTE(channel-moves): each of these is a reshape, a transpose and a reshape of the NCHW
+# buffer, so its gradient is the inverse transpose. space_to_depth is Paddle's (Darknet's
+# reorg): its kernel walks X's buffer with the *output's* dims [N, C·b², H/b, W/b], so
+# Out = X viewed as [N, b, b, C, H/b, W/b], transposed to [N, C, H/b, b, W/b, b], read as
+# [N, C·b², H/b, W/b]; it is not TensorFlow's space_to_depth.
+
+
+def _four_d(op: str, x) -> None:
+    check(len(x.shape) == 4, f"{op}: X must be 4-D (NCHW), got X{list(x.shape)}")
+
+
+def _divides(op: str, what: str, n: int, d: int, x) -> None:
+    check(n == -1 or n % d == 0, f"{op}: {what} {n} of X{list(x.shape)} is not a multiple of {d}")
+
+
+def _pixel_shuffle_infer(ins, a):
+    x, r = ins["X"], a["upscale_factor"]
+    _four_d("pixel_shuffle", x)
+    check(r >= 1, f"pixel_shuffle: upscale_factor must be >= 1, got {r}")
+    n, c, h, w = x.shape
+    _divides("pixel_shuffle", "channels", c, r * r, x)
+    return {"Out": Meta((n, -1 if c == -1 else c // (r * r), -1 if h == -1 else h * r, -1 if w == -1 else w * r),
+                        x.dtype)}
+
+
+def _moved(x, view, perm, out):
+    return x.reshape(view).transpose(perm).reshape(out)
+
+
+def _inverse_perm(perm):
+    return tuple(int(i) for i in np.argsort(perm))
+
+
+_PS_PERM = (0, 1, 4, 2, 5, 3)
+
+
+@register("pixel_shuffle", ins=("X",), outs=("Out",), attrs={"upscale_factor": 1}, infer=_pixel_shuffle_infer,
+          grad=grad_of(("X",), uses=()))
+def pixel_shuffle(xp, ins, a, ctx):
+    """Out[n, c, h·r + i, w·r + j] = X[n, c·r² + i·r + j, h, w] (r = upscale_factor)."""
+    x, r = ins["X"], a["upscale_factor"]
+    n, c, h, w = x.shape
+    return {"Out": _moved(x, (n, c // (r * r), r, r, h, w), _PS_PERM, (n, c // (r * r), h * r, w * r))}
+
+
+@register("pixel_shuffle_grad", ins=("Out@GRAD",), outs=("X@GRAD",), attrs={"upscale_factor": 1}, role="backward")
+def pixel_shuffle_grad(xp, ins, a, ctx):
+    g, r = ins["Out@GRAD"], a["upscale_factor"]
+    n, c, hr, wr = g.shape
+    return {"X@GRAD": _moved(g, (n, c, hr // r, r, wr // r, r), _inverse_perm(_PS_PERM), (n, c * r * r, hr // r, wr // r))}
+
+
+def _space_to_depth_infer(ins, a):
+    x, b = ins["X"], a["blocksize"]
+    _four_d("space_to_depth", x)
+    check(b >= 1, f"space_to_depth: blocksize must be >= 1, got {b}")
+    n, c, h, w = x.shape
+    _divides("space_to_depth", "channels", c, b * b, x)
+    _divides("space_to_depth", "height", h, b, x)
+    _divides("space_to_depth", "width", w, b, x)
+    return {"Out": Meta((n, -1 if c == -1 else c * b * b, -1 if h == -1 else h // b, -1 if w == -1 else w // b),
+                        x.dtype)}
+
+
+_S2D_PERM = (0, 3, 4, 1, 5, 2)
+
+
+@register("space_to_depth", ins=("X",), outs=("Out",), attrs={"blocksize": 1}, infer=_space_to_depth_infer,
+          grad=grad_of(("X",), uses=("X",)))
+def space_to_depth(xp, ins, a, ctx):
+    """Paddle's space_to_depth (Darknet's reorg), NOTE(channel-moves): Out is [N, C·b², H/b, W/b]."""
+    x, b = ins["X"], a["blocksize"]
+    n, c, h, w = x.shape
+    return {"Out": _moved(x, (n, b, b, c, h // b, w // b), _S2D_PERM, (n, c * b * b, h // b, w // b))}
+
+
+@register("space_to_depth_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs={"blocksize": 1}, role="backward")
+def space_to_depth_grad(xp, ins, a, ctx):
+    x, g, b = ins["X"], ins["Out@GRAD"], a["blocksize"]
+    n, c, h, w = x.shape
+    return {"X@GRAD": _moved(g, (n, c, h // b, b, w // b, b), _inverse_perm(_S2D_PERM), x.shape)}
+
+
+def _shuffle_channel_infer(ins, a):
+    x, g = ins["X"], a["group"]
+    _four_d("shuffle_channel", x)
+    check(g >= 1, f"shuffle_channel: group must be >= 1, got {g}")
+    _divides("shuffle_channel", "channels", x.shape[1], g, x)
+    return {"Out": x}
+
+
+def _shuffle(x, g):
+    n, c, h, w = x.shape
+    return _moved(x, (n, g, c // g, h, w), (0, 2, 1, 3, 4), x.shape)
+
+
+@register("shuffle_channel", ins=("X",), outs=("Out",), attrs={"group": 1}, infer=_shuffle_channel_infer,
+          grad=grad_of(("X",), uses=()))
+def shuffle_channel(xp, ins, a, ctx):
+    """Out channel j·group + i = X channel i·(C/group) + j: the group-major channels transposed.
+
+    NOTE(shuffle-grad): Paddle's shuffle_channel_grad (1.8 and 2.6) applies this *same*
+    permutation to Out@GRAD instead of its inverse, so X@GRAD is the true gradient only when
+    group² = C (or group is 1 or C). We keep Paddle's rule, as for scatter (NOTE(scatter-grad-1.8)
+    in ops/index.py): a ShuffleNet trained here follows the one trained with Fluid."""
+    return {"Out": _shuffle(ins["X"], a["group"])}
+
+
+@register("shuffle_channel_grad", ins=("Out@GRAD",), outs=("X@GRAD",), attrs={"group": 1}, role="backward")
+def shuffle_channel_grad(xp, ins, a, ctx):
+    return {"X@GRAD": _shuffle(ins["Out@GRAD"], a["group"])}  # See NOTE(shuffle-grad).
+
+
+def _pad_like_infer(ins, a):
+    x, y = ins["X"], ins["Y"]
+    ok = len(x.shape) == len(y.shape) and all(-1 in (p, q) or p >= q for p, q in zip(x.shape, y.shape))
+    check(ok, f"pad_constant_like: Y{list(y.shape)} must have X{list(x.shape)}'s rank and no dim larger than X's")
+    return {"Out": Meta(tuple(x.shape), y.dtype)}
+
+
+@register("pad_constant_like", ins=(Slot("X", no_grad=True), "Y"), outs=("Out",), attrs={"pad_value": 0.0},
+          infer=_pad_like_infer, grad=grad_of(("Y",), uses=("Y",)))
+def pad_constant_like(xp, ins, a, ctx):
+    """Out = Y padded with ``pad_value`` after its end in every dim, to X's shape (only Y has a
+    gradient)."""
+    x, y = ins["X"], ins["Y"]
+    return {"Out": xp.pad(y, [(0, p - q) for p, q in zip(x.shape, y.shape)], constant_values=a["pad_value"])}
+
+
+@register("pad_constant_like_grad", ins=("Y", "Out@GRAD"), outs=("Y@GRAD",), attrs={"pad_value": 0.0},
+          role="backward")
+def pad_constant_like_grad(xp, ins, a, ctx):
+    y = ins["Y"]
+    return {"Y@GRAD": ins["Out@GRAD"][tuple(slice(0, d) for d in y.shape)]}
+
+
+# -- bilinear_interp, nearest_interp --------------------------------------------------------
+# NOTE(interp): Fluid 1.8's interpolate_op.h, per output row k (and column alike): with
+# ratio = (in-1)/(out-1) under align_corners, else in/out (0 when out is 1), computed in
+# float32; nearest reads row int(ratio·k + 0.5) (align_corners) or int(ratio·k); bilinear
+# reads rows y0 = int(ratio·k) and min(y0 + 1, in - 1) with weight ratio·k - y0 on the
+# second, or, with align_mode 0 and no align_corners, the half-pixel form y0 = int(ratio·(k +
+# 0.5) - 0.5) clamped at 0 and weight max(ratio·(k + 0.5) - 0.5, 0) - y0. Both are separable,
+# so Out = Ry · X · Rxᵀ with Ry [out_h, in_h] and Rx [out_w, in_w] holding those weights, and
+# X@GRAD = Ryᵀ · Out@GRAD · Rx. ``scale`` > 0 sets out = int(in·scale) instead of out_h/out_w.
+
+_INTERP_ATTRS = {"out_d": 0, "out_h": 0, "out_w": 0, "scale": 0.0, "interp_method": "bilinear",
+                 "align_corners": True, "align_mode": 1, "data_layout": "NCHW"}
+
+
+def _interp_out(op: str, in_h: int, in_w: int, a) -> tuple:
+    if a["scale"] > 0:
+        f = np.float32(a["scale"])
+        return tuple(-1 if d == -1 else int(np.float32(d) * f) for d in (in_h, in_w))
+    check(a["out_h"] > 0 and a["out_w"] > 0, f"{op}: out_h {a['out_h']} and out_w {a['out_w']} must be > 0 "
+                                             f"(or scale > 0)")
+    return a["out_h"], a["out_w"]
+
+
+def _interp_infer(op: str):
+    def infer(ins, a):
+        x, fmt = ins["X"], a["data_layout"]
+        check(len(x.shape) == 4 and fmt in ("NCHW", "NHWC"), f"{op}: X must be 4-D and data_layout NCHW or NHWC, "
+                                                             f"got X{list(x.shape)}, {fmt!r}")
+        check(a["align_mode"] in (0, 1), f"{op}: align_mode must be 0 or 1, got {a['align_mode']}")
+        h_ax, w_ax = (2, 3) if fmt == "NCHW" else (1, 2)
+        oh, ow = _interp_out(op, x.shape[h_ax], x.shape[w_ax], a)
+        out = list(x.shape)
+        out[h_ax], out[w_ax] = oh, ow
+        return {"Out": Meta(tuple(out), x.dtype)}
+
+    return infer
+
+
+def _interp_matrix(xp, n_in: int, n_out: int, nearest: bool, a):
+    """R [n_out, n_in]: row k holds the weights output position k gives the inputs (NOTE(interp))."""
+    f32 = np.float32
+    ratio = f32(0) if n_out <= 1 else (f32(n_in - 1) / f32(n_out - 1) if a["align_corners"] else f32(n_in) / f32(n_out))
+    k = np.arange(n_out, dtype=np.float32)
+    rows = np.zeros((n_out, n_in), dtype=np.float64)
+    # the C++ mixes float (ratio·k) and double (· (k + 0.5), + 0.5) arithmetic; so do we
+    if nearest:
+        src = (ratio * k + 0.5 if a["align_corners"] else ratio * k).astype(np.int64)
+        rows[np.arange(n_out), np.minimum(src, n_in - 1)] = 1
+        return xp.asarray(rows)
+    half = a["align_mode"] == 0 and not a["align_corners"]
+    pos = np.float64(ratio) * (k.astype(np.float64) + 0.5) - 0.5 if half else ratio * k
+    lo = np.maximum(np.trunc(pos).astype(np.int64), 0)
+    hi = np.minimum(lo + 1, n_in - 1)
+    w_hi = (np.maximum(pos, 0).astype(np.float32) if half else pos) - lo.astype(np.float32)
+    np.add.at(rows, (np.arange(n_out), lo), (f32(1) - w_hi).astype(np.float64))
+    np.add.at(rows, (np.arange(n_out), hi), w_hi.astype(np.float64))
+    return xp.asarray(rows)
+
+
+def _interp_kernels(op: str, nearest: bool):
+    def matrices(xp, x, a, dtype):
+        h, w = x.shape[2], x.shape[3]
+        oh, ow = _interp_out(op, h, w, a)
+        return (_interp_matrix(xp, h, oh, nearest, a).astype(dtype), _interp_matrix(xp, w, ow, nearest, a).astype(dtype))
+
+    def forward(xp, ins, a, ctx):
+        x = _pad2d_channels_first(xp, ins["X"], {"data_format": a["data_layout"]})
+        ry, rx = matrices(xp, x, a, x.dtype)
+        out = xp.matmul(xp.matmul(ry, x), rx.T)
+        return {"Out": out if a["data_layout"] == "NCHW" else xp.moveaxis(out, 1, 3)}
+
+    def backward(xp, ins, a, ctx):
+        fmt = {"data_format": a["data_layout"]}
+        x, g = _pad2d_channels_first(xp, ins["X"], fmt), _pad2d_channels_first(xp, ins["Out@GRAD"], fmt)
+        ry, rx = matrices(xp, x, a, g.dtype)
+        dx = xp.matmul(xp.matmul(ry.T, g), rx)
+        return {"X@GRAD": dx if a["data_layout"] == "NCHW" else xp.moveaxis(dx, 1, 3)}
+
+    forward.__doc__ = (f"Out = X resized in H and W by {'nearest-neighbour' if nearest else 'bilinear'} "
+                       f"interpolation, as Fluid 1.8 computes it (NOTE(interp)); the run-time OutSize, SizeTensor "
+                       f"and Scale inputs are not supported.")
+    return forward, backward
+
+
+for _op, _nearest in (("bilinear_interp", False), ("nearest_interp", True)):
+    _fwd, _bwd = _interp_kernels(_op, _nearest)
+    register(_op, ins=("X",), outs=("Out",), attrs={**_INTERP_ATTRS, "interp_method": _op[:-7]},
+             infer=_interp_infer(_op), grad=grad_of(("X",)))(_fwd)
+    register(_op + "_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs={**_INTERP_ATTRS, "interp_method": _op[:-7]},
+             role="backward")(_bwd)

@@ -308,3 +308,241 @@ CASES += [
     OpCase("dist", lambda r: {"X": np.array([[1.0, 2.0, 3.0]]), "Y": np.array([[1.0, 0.0, 3.0]])}, _dist_ref,
            attrs={"p": 0.0}, name="p0", batch=()),
 ]
+
+
+def _ids(*v, dtype=np.int64):
+    return np.array(v, dtype=dtype)
+
+
+def _scatter_nd_ref(i, a):
+    out = i["X"].copy()
+    idx = i["Index"]
+    np.add.at(out, tuple(idx[..., k] for k in range(idx.shape[-1])), i["Updates"])
+    return {"Out": out}
+
+
+def _unique_ref(counts):
+    def ref(i, a):
+        seen = {}
+        for v in i["X"].tolist():
+            seen.setdefault(v, len(seen))
+        vals = np.array(list(seen), dtype=i["X"].dtype)
+        out = {"Out": vals, "Index": np.array([seen[v] for v in i["X"].tolist()], dtype=a["dtype"])}
+        if counts:
+            out["Count"] = np.array([i["X"].tolist().count(v) for v in seen], dtype=a["dtype"])
+        return out
+
+    return ref
+
+
+def _diag_embed_ref(i, a):
+    x, off = i["Input"], a["offset"]
+    m = x.shape[-1]
+    n = m + abs(off)
+    r = x.ndim + 1
+    d1, d2 = a["dim1"] % r, a["dim2"] % r
+    plane = np.zeros(x.shape[:-1] + (n, n))
+    for k in range(m):
+        plane[..., k + max(-off, 0), k + max(off, 0)] = x[..., k]
+    return {"Out": np.moveaxis(plane, (-2, -1), (d1, d2))}
+
+
+def _pixel_shuffle_ref(i, a):
+    x, r = i["X"], a["upscale_factor"]
+    n, c, h, w = x.shape
+    out = np.zeros((n, c // (r * r), h * r, w * r))
+    for ch in range(c // (r * r)):
+        for p in range(r):
+            for q in range(r):
+                out[:, ch, p::r, q::r] = x[:, ch * r * r + p * r + q]
+    return {"Out": out}
+
+
+def _space_to_depth_ref(i, a):
+    # Paddle's functor, index by index: in_index over X's buffer decomposed with Out's dims
+    x, bs = i["X"], a["blocksize"]
+    n, c, h, w = x.shape
+    oc, oh, ow = c * bs * bs, h // bs, w // bs
+    flat, out = x.reshape(-1), np.zeros(x.size)
+    for in_index in range(x.size):
+        b, rest = divmod(in_index, oc * oh * ow)
+        k, rest = divmod(rest, oh * ow)
+        j, ii = divmod(rest, ow)
+        c2, offset = k % c, k // c
+        w2, h2 = ii * bs + offset % bs, j * bs + offset // bs
+        out[w2 + ow * bs * (h2 + oh * bs * (c2 + c * b))] = flat[in_index]
+    return {"Out": out.reshape(n, oc, oh, ow)}
+
+
+def _shuffle_channel_ref(i, a):
+    x, g = i["X"], a["group"]
+    c = x.shape[1]
+    out = np.empty_like(x)
+    for gi in range(g):
+        for j in range(c // g):
+            out[:, j * g + gi] = x[:, gi * (c // g) + j]
+    return {"Out": out}
+
+
+def _interp_ref(nearest):
+    def axis(n_in, n_out, a):
+        f32 = np.float32
+        ratio = f32(0) if n_out <= 1 else (f32(n_in - 1) / f32(n_out - 1) if a["align_corners"] else f32(n_in) / f32(n_out))
+        rows = []
+        for k in range(n_out):
+            if nearest:
+                rows.append([(int(ratio * f32(k) + 0.5) if a["align_corners"] else int(ratio * f32(k)), 1.0)])
+                continue
+            if a["align_mode"] == 0 and not a["align_corners"]:
+                src = float(ratio) * (k + 0.5) - 0.5
+                lo = max(int(src), 0)
+                d = float(f32(max(src, 0))) - lo
+            else:
+                lo = int(ratio * f32(k))
+                d = float(ratio * f32(k)) - lo
+            rows.append([(lo, 1 - d), (min(lo + 1, n_in - 1), d)])
+        return rows
+
+    def ref(i, a):
+        x = i["X"] if a["data_layout"] == "NCHW" else i["X"].transpose(0, 3, 1, 2)
+        h, w = x.shape[2:]
+        oh, ow = (int(np.float32(h) * np.float32(a["scale"])), int(np.float32(w) * np.float32(a["scale"]))) \
+            if a["scale"] > 0 else (a["out_h"], a["out_w"])
+        out = np.zeros(x.shape[:2] + (oh, ow))
+        for p, ys in enumerate(axis(h, oh, a)):
+            for q, xs in enumerate(axis(w, ow, a)):
+                for y, wy in ys:
+                    for xx, wx in xs:
+                        out[:, :, p, q] += wy * wx * x[:, :, y, xx]
+        return {"Out": out if a["data_layout"] == "NCHW" else out.transpose(0, 2, 3, 1)}
+
+    return ref
+
+
+_CONDITION = np.array([[True, False, True], [False, False, True]])
+
+
+def _where_check(run, attrs):
+    for cond in (_CONDITION, np.array([0, 3, 0, -1]), np.zeros((2, 2), bool)):
+        got = run({"Condition": cond}, {})["Out"]
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, np.argwhere(cond).reshape(-1, cond.ndim))
+
+
+def _unique_check(counts: bool):
+    def check(run, attrs):
+        for x, dtype in ((_ids(4, 2, 4, 7, 2, 2), "int32"), (np.array([0.5, -1.0, 0.5, 3.0], np.float32), "int64")):
+            got, want = run({"X": x}, {"dtype": dtype}), _unique_ref(counts)({"X": x}, {"dtype": dtype})
+            assert set(got) == set(want)
+            for k in want:
+                assert got[k].dtype == want[k].dtype, k
+                np.testing.assert_array_equal(got[k], want[k])
+
+    return check
+
+CASES += [
+    # scatter_nd_add, index_select, index_sample, multiplex
+    OpCase("scatter_nd_add", lambda r: {"X": N(r, 3, 4, 2), "Index": _ids(1, 2, 0, 3, 1, 2).reshape(3, 2),
+                                        "Updates": N(r, 3, 2)},
+           _scatter_nd_ref, grad=("X", "Updates"), batch=(),
+           errors=(({"X": spec(3, 4), "Index": spec(2, 3, dtype="int64"), "Updates": spec(2)}, {}, ProgramError,
+                    r"last dim of Index\[2, 3\] must be in 1..2"),
+                   ({"X": spec(3, 4), "Index": spec(2, 1, dtype="int64"), "Updates": spec(2, 3)}, {}, ProgramError,
+                    r"Updates float32\[2, 3\] must be float32\[2, 4\]"),
+                   ({"X": np.zeros((3, 4)), "Index": _ids(3).reshape(1, 1), "Updates": np.zeros((1, 4))}, {},
+                    IndexError, r"scatter_nd_add: Index\[\.\.\., 0\] holds 3"))),
+    OpCase("scatter_nd_add", lambda r: {"X": N(r, 3, 4), "Index": _ids(2, 1, 0, 0, 2, 1).reshape(3, 1, 2),
+                                        "Updates": N(r, 3, 1)},
+           _scatter_nd_ref, grad=("X", "Updates"), name="elements_repeated", batch=()),
+    OpCase("index_select", lambda r: {"X": N(r, 3, 4, 2), "Index": _ids(3, 0, 3, dtype=np.int32)},
+           lambda i, a: {"Out": np.take(i["X"], i["Index"], axis=1)}, attrs={"dim": 1}, grad=("X",),
+           errors=(({"X": spec(3, 4), "Index": spec(2)}, {}, ProgramError, "Index must be int32 or int64"),
+                   ({"X": spec(3, 4), "Index": spec(2, dtype="int64")}, {"dim": 2}, ProgramError,
+                    r"index_select: dim 2 is out of range for X\[3, 4\]"),
+                   ({"X": np.zeros((3, 4)), "Index": _ids(4)}, {"dim": 1}, IndexError,
+                    "index_select: Index holds 4, out of range"))),
+    OpCase("index_select", lambda r: {"X": N(r, 3, 4), "Index": _ids(2, 2, 0)},
+           lambda i, a: {"Out": i["X"][[2, 2, 0]]}, grad=("X",), name="rows", batch=("Index",)),
+    OpCase("index_sample", lambda r: {"X": N(r, 3, 5), "Index": _ids(4, 0, 4, 1, 1, 2, 3, 0, 0).reshape(3, 3)},
+           lambda i, a: {"Out": np.take_along_axis(i["X"], i["Index"], 1)}, grad=("X",), batch=("X", "Index"),
+           errors=(({"X": spec(3, 5), "Index": spec(3, dtype="int64")}, {}, ProgramError, "must be 2-D"),
+                   ({"X": np.zeros((1, 5)), "Index": _ids(5).reshape(1, 1)}, {}, IndexError, "Index holds 5"))),
+    OpCase("multiplex", lambda r: {"X": [N(r, 4, 3) for _ in range(3)], "Ids": _ids(2, 0, 2, 1, dtype=np.int32).reshape(4, 1)},
+           lambda i, a: {"Out": np.stack(i["X"])[[2, 0, 2, 1], np.arange(4)]}, grad=("X",), batch=("X", "Ids"),
+           errors=(({"X": [spec(4, 3)], "Ids": spec(4, 1, dtype="int64")}, {}, ProgramError, "at least 2 candidates"),
+                   ({"X": [spec(4, 3)] * 2, "Ids": spec(4, dtype="int64")}, {}, ProgramError, r"Ids must be \[M, 1\]"),
+                   ({"X": [np.zeros((1, 3))] * 2, "Ids": _ids(2).reshape(1, 1)}, {}, IndexError, "Ids holds 2"))),
+    # where_index, unique, unique_with_counts, size
+    # where_index and unique have data-dependent shapes (-1 in infer), so properties are checked
+    OpCase("where_index", check=_where_check),
+    OpCase("unique", check=_unique_check(False),
+           errors=(({"X": spec(2, 3)}, {}, ProgramError, r"X must be 1-D, got X\[2, 3\]"),
+                   ({"X": spec(3)}, {"dtype": "float32"}, ProgramError, "dtype must be int32 or int64"))),
+    OpCase("unique_with_counts", check=_unique_check(True)),
+    OpCase("size", lambda r: {"Input": N(r, 2, 3, 4)}, lambda i, a: {"Out": np.array([24])}),
+    # flip, roll, tril_triu, diag, diag_embed, meshgrid
+    OpCase("flip", lambda r: {"X": N(r, 2, 3, 4)}, lambda i, a: {"Out": i["X"][:, ::-1, ::-1]}, attrs={"dims": [1, -1]},
+           grad=("X",), errors=((_F, {"dims": []}, ProgramError, "at least one"),
+                                (_F, {"dims": [3]}, ProgramError, "dims entry 3 is out of range"))),
+    OpCase("roll", lambda r: {"X": N(r, 2, 3, 4)}, lambda i, a: {"Out": np.roll(i["X"], (1, -3), (2, 1))},
+           attrs={"shifts": [1, -3], "dims": [2, 1]}, grad=("X",),
+           errors=((_F, {"shifts": [1], "dims": [0, 1]}, ProgramError, "of one length"),
+                   (_F, {"shifts": [1], "dims": [5]}, ProgramError, "dims entry 5 is out of range"))),
+    *[OpCase("tril_triu", lambda r: {"X": N(r, 2, 3, 4)},
+             lambda i, a, f=f, d=d: {"Out": f(i["X"], d)}, attrs={"diagonal": d, "lower": f is np.tril}, grad=("X",),
+             name=f"{f.__name__}{d}", errors=(({"X": spec(3)}, {}, ProgramError, "rank >= 2"),) if d == 0 else ())
+      for f in (np.tril, np.triu) for d in (0, 1, -2)],
+    OpCase("diag", lambda r: {"Diagonal": N(r, 4)}, lambda i, a: {"Out": np.diag(i["Diagonal"])},
+           errors=(({"Diagonal": spec(2, 2)}, {}, ProgramError, "Diagonal must be 1-D"),)),
+    *[OpCase("diag_embed", lambda r: {"Input": N(r, 2, 3)}, _diag_embed_ref, attrs=attrs, name=name,
+             errors=(({"Input": spec(2, 3)}, {"dim1": 1, "dim2": -2}, ProgramError, "two different dims"),)
+             if name == "default" else ())
+      for name, attrs in (("default", {}), ("offset", {"offset": 1}), ("neg_dims", {"offset": -2, "dim1": 0, "dim2": 2}),
+                          ("swapped", {"offset": 1, "dim1": -1, "dim2": 0}))],
+    OpCase("meshgrid", lambda r: {"X": [N(r, 3), N(r, 2), N(r, 4)]},
+           lambda i, a: {"Out": list(np.meshgrid(*i["X"], indexing="ij"))}, grad=("X",),
+           errors=(({"X": [spec(3), spec(2, 2)]}, {}, ProgramError, r"X\[1\] must be 1-D"),)),
+    # strided_slice
+    OpCase("strided_slice", lambda r: {"Input": N(r, 5, 6, 3)}, lambda i, a: {"Out": i["Input"][1:5:2, ::-2, 2:0:-1]},
+           attrs={"axes": [0, 1, 2], "starts": [1, -1, 2], "ends": [100, -100, 0], "strides": [2, -2, -1],
+                  "infer_flags": [1, 1, 1]},
+           grad=("Input",), batch=(),
+           errors=(({"Input": spec(5, 6)}, {"axes": [1], "starts": [4], "ends": [1], "strides": [1]}, ProgramError,
+                    "leave nothing of dim 1"),
+                   ({"Input": spec(5, 6)}, {"axes": [1], "starts": [0], "ends": [1], "strides": [0]}, ProgramError,
+                    r"strides \[0\] holds a 0"),
+                   ({"Input": spec(5, 6)}, {"axes": [0, 1], "starts": [0], "ends": [1], "strides": [1]}, ProgramError,
+                    "differ in length"))),
+    OpCase("strided_slice", lambda r: {"Input": N(r, 4, 6)}, lambda i, a: {"Out": i["Input"][:, 3]},
+           attrs={"axes": [1], "starts": [3], "ends": [4], "strides": [1], "infer_flags": [1], "decrease_axis": [1]},
+           grad=("Input",),
+           name="decrease"),
+    # pixel_shuffle, space_to_depth, shuffle_channel, pad_constant_like
+    OpCase("pixel_shuffle", lambda r: {"X": N(r, 2, 8, 2, 3)}, _pixel_shuffle_ref, attrs={"upscale_factor": 2},
+           grad=("X",), errors=(({"X": spec(2, 6, 2, 3)}, {"upscale_factor": 2}, ProgramError,
+                                 r"channels 6 of X\[2, 6, 2, 3\] is not a multiple of 4"),
+                                ({"X": spec(2, 4, 2)}, {"upscale_factor": 2}, ProgramError, "must be 4-D"))),
+    OpCase("space_to_depth", lambda r: {"X": N(r, 2, 4, 4, 6)}, _space_to_depth_ref, attrs={"blocksize": 2}, grad=("X",),
+           errors=(({"X": spec(2, 4, 3, 6)}, {"blocksize": 2}, ProgramError, "height 3 .* is not a multiple of 2"),)),
+    # its gradient is Paddle's rule (NOTE(shuffle-grad)), a derivative only when group² = C
+    OpCase("shuffle_channel", lambda r: {"X": N(r, 2, 4, 2, 2)}, _shuffle_channel_ref, attrs={"group": 2}, grad=("X",),
+           name="square"),
+    OpCase("shuffle_channel", lambda r: {"X": N(r, 2, 6, 2, 2)}, _shuffle_channel_ref, attrs={"group": 3},
+           errors=(({"X": spec(2, 6, 2, 2)}, {"group": 4}, ProgramError, "channels 6 .* is not a multiple of 4"),)),
+    OpCase("pad_constant_like", lambda r: {"X": N(r, 3, 4), "Y": N(r, 2, 3)},
+           lambda i, a: {"Out": np.pad(i["Y"], ((0, 1), (0, 1)), constant_values=0.5)}, attrs={"pad_value": 0.5},
+           grad=("Y",), batch=(),
+           errors=(({"X": spec(3, 4), "Y": spec(2, 5)}, {}, ProgramError, r"no dim larger than X's"),)),
+    # bilinear_interp, nearest_interp (NOTE(interp))
+    *[OpCase(op, lambda r, fmt=attrs.get("data_layout"): {"X": N(r, 2, 3, 4, 5) if fmt != "NHWC" else N(r, 2, 4, 5, 3)},
+             _interp_ref(op == "nearest_interp"), attrs=attrs, grad=("X",), name=name,
+             errors=(({"X": spec(2, 3, 4)}, {"out_h": 2, "out_w": 2}, ProgramError, "X must be 4-D"),
+                     ({"X": spec(2, 3, 4, 5)}, {}, ProgramError, "out_h 0 and out_w 0 must be > 0"))
+             if name == "corners" else ())
+      for op in ("bilinear_interp", "nearest_interp")
+      for name, attrs in (("corners", {"out_h": 7, "out_w": 3}),
+                          ("no_corners", {"out_h": 6, "out_w": 8, "align_corners": False}),
+                          ("half_pixel", {"out_h": 3, "out_w": 9, "align_corners": False, "align_mode": 0}),
+                          ("scale", {"scale": 1.5, "align_corners": False}),
+                          ("nhwc", {"out_h": 5, "out_w": 4, "data_layout": "NHWC"}))],
+]
