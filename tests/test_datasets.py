@@ -464,6 +464,78 @@ def test_the_package_lists_paddles_modules():
     assert sorted(n for n in FLUID_18["paddle.dataset"] if not hasattr(dataset, n)) == []
 
 
+# -- paddle.reader's parallel decorators and fluid.io.default_collate_fn ------------------------
+from placegroup import reader as R  # noqa: E402
+
+
+@pytest.mark.parametrize("order", [True, False])
+def test_xmap_readers_maps_in_threads(order):
+    r = R.xmap_readers(lambda x: (x, x * x), lambda: iter(range(50)), 4, 3, order=order)
+    got = list(r())
+    assert (got if order else sorted(got)) == [(x, x * x) for x in range(50)]
+    assert list(r()) == got or not order  # a reader: each call is a new pass
+
+
+@pytest.mark.parametrize("order", [True, False])
+def test_xmap_readers_reraises_mapper_and_reader_errors(order):
+    def mapper(x):
+        if x == 7:
+            raise KeyError("sample 7")
+        return x
+
+    with pytest.raises(KeyError, match="sample 7"):
+        list(R.xmap_readers(mapper, lambda: iter(range(30)), 3, 2, order=order)())
+
+    def source():
+        yield 1
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError, match="disk gone"):
+        list(R.xmap_readers(lambda x: x, source, 2, 2, order=order)())
+    with pytest.raises(ValueError, match="positive"):
+        R.xmap_readers(lambda x: x, source, 0, 2)
+
+
+def test_multiprocess_reader_keeps_tuples_and_arrays_round_robin():
+    a = lambda: iter([(np.arange(3, dtype=np.int64), 0), (np.ones((2, 2), np.float32), 1)])  # noqa
+    b = lambda: iter([("text", b"raw", None, {1: [1.5, True]})])  # noqa: E731
+    got = list(R.multiprocess_reader([a, b])())
+    assert [type(s) for s in got] == [tuple, tuple, tuple]
+    assert got[1] == ("text", b"raw", None, {1: [1.5, True]})  # a, then b, then a again
+    np.testing.assert_array_equal(got[0][0], np.arange(3))
+    assert got[2][0].dtype == np.float32 and got[2][0].shape == (2, 2) and got[2][1] == 1
+    merged = R.multiprocess_reader([lambda: iter(range(3)), lambda: iter([10, 11])])
+    assert list(merged()) == [0, 10, 1, 11, 2]
+    arrival = R.multiprocess_reader([lambda: iter(range(3)), lambda: iter([10, 11])], False)
+    assert sorted(arrival()) == [0, 1, 2, 10, 11]
+
+
+def test_multiprocess_reader_errors():
+    def failing():
+        yield 1
+        raise KeyError("boom in the child")
+
+    with pytest.raises(RuntimeError, match=r"(?s)reader 0 failed in its process.*boom in the child"):
+        list(R.multiprocess_reader([failing])())
+    with pytest.raises(RuntimeError, match="yielded None"):
+        list(R.multiprocess_reader([lambda: iter([None])])())
+    with pytest.raises(RuntimeError, match="cannot send a set"):
+        list(R.multiprocess_reader([lambda: iter([{1, 2}])])())
+    with pytest.raises(ValueError, match="non-empty list"):
+        R.multiprocess_reader([])
+    endless = R.multiprocess_reader([lambda: iter(int, 1)])()  # never ends by itself
+    assert [next(endless) for _ in range(3)] == [0, 0, 0]
+    endless.close()  # ends the child
+
+
+def test_default_collate_fn():
+    batch = [(np.zeros(2), np.int64(1)), (np.ones(2), np.int64(2))]
+    x, y = R.default_collate_fn(batch)
+    assert x.shape == (2, 2) and y.tolist() == [1, 2]
+    (stacked,) = R.default_collate_fn([np.zeros(3), np.ones(3)])
+    assert stacked.shape == (2, 3)
+
+
 # -- against Paddle's own readers ------------------------------------------------------------
 PADDLE_PYTHON = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
 
