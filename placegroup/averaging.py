@@ -20,7 +20,9 @@ Example::
 NOTE(averages-placement): the update ops carry ``op.param`` (role ``optimize``), so the
 transpiler runs each beside its parameter's update: on the pserver that holds the parameter
 (each row block with its own share of the state), or on every trainer without pservers. The
-averages then equal one process's. ``apply``/``restore`` run on the caller's executor and
+averages then equal one process's. A parameter no optimizer updates (batch_norm's running
+statistics, written by the forward pass) gets no ``op.param``: its average is kept on the
+trainers, where the parameter is written (``optimizer_base.updated_parameters``). ``apply``/``restore`` run on the caller's executor and
 read the averages from its scope: in one process, or on trainers in collective mode (no
 pservers). With pservers the averages live on the pservers, which no program of the trainer
 reads, so ``apply`` raises a RuntimeError naming the missing var.
@@ -37,7 +39,7 @@ from numbers import Real
 from placegroup.executor.scope import global_scope
 from placegroup.ir import unique_name
 from placegroup.ir.framework import Program, Variable, default_main_program
-from placegroup.optimizer_base import Optimizer, global_state_var
+from placegroup.optimizer_base import Optimizer, global_state_var, updated_parameters
 
 __all__ = ["ExponentialMovingAverage", "ModelAverage"]
 
@@ -216,14 +218,14 @@ class ExponentialMovingAverage(_ApplyRestore):
         increment (first, NOTE(ema-counter)) and one ``ema_update`` per parameter (at the end:
         call this after ``optimizer.minimize``). Call it once, in the training program."""
         block = default_main_program().global_block()
-        counter = self._counter()
+        counter, updated = self._counter(), updated_parameters(block)
         if not any(op.type == "increment" and op.output("Out") == [counter.name] for op in block.ops):
             block.prepend_op("increment", {"X": [counter]}, {"Out": [counter]}, {"step": 1.0}, role="lr_sched")
         for p in self._params:
             ema = self._ema_vars[p.name]
             op = block.append_op("ema_update", {"Param": [p], "EMA": [ema], "Decay": [self._decay_var]},
                                  {"EMAOut": [ema]}, role="optimize")
-            op.param = p.name  # NOTE(averages-placement)
+            op.param = p.name if p.name in updated else None  # NOTE(averages-placement)
 
 
 class ModelAverage(Optimizer, _ApplyRestore):
@@ -276,8 +278,9 @@ class ModelAverage(Optimizer, _ApplyRestore):
         main = default_main_program()
         self._params = averaged_parameters(main)
         self._backups = {p.name: unique_name.generate(f"{p.name}.tmp") for p in self._params}
+        updated = updated_parameters(main.global_block())
         for p in self._params:
-            self._append_average_accumulate_op(p)
+            self._append_average_accumulate_op(p, p.name in updated)
         self.apply_program, self.restore_program = Program(), Program()
         for p in self._params:
             self._add_average_apply_op(self.apply_program.global_block(), p)
@@ -285,7 +288,7 @@ class ModelAverage(Optimizer, _ApplyRestore):
             self.restore_program.global_block().append_op(
                 "assign", {"X": [backup]}, {"Out": [_mirror(self.restore_program.global_block(), p)]})
 
-    def _append_average_accumulate_op(self, p) -> None:
+    def _append_average_accumulate_op(self, p, updated: bool) -> None:
         block = p.block.program.global_block()
         sums = [self._add_accumulator(s, p) for s in ("sum_1", "sum_2", "sum_3")]
         counts = [self._add_accumulator(c, p, dtype="int64", shape=[1])
@@ -296,7 +299,7 @@ class ModelAverage(Optimizer, _ApplyRestore):
             {f"out_{n}": [v] for n, v in zip(names, sums + counts)},
             {"average_window": self.average_window, "min_average_window": self.min_average_window,
              "max_average_window": self.max_average_window}, role="optimize")
-        op.param = p.name  # NOTE(averages-placement)
+        op.param = p.name if updated else None  # NOTE(averages-placement)
 
     def _add_average_apply_op(self, block, p) -> None:
         """backup = param; param = (sum_1 + sum_2 + sum_3) / float(num_accumulates +

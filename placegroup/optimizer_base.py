@@ -18,7 +18,7 @@ from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable, default_main_program, default_startup_program
 from placegroup.regularizer import append_regularization_ops
 
-__all__ = ["Optimizer", "global_state_var"]
+__all__ = ["Optimizer", "global_state_var", "updated_parameters"]
 
 
 class Optimizer:
@@ -156,3 +156,12 @@ def global_state_var(name: str, shape, dtype: str, value: float, main=None, star
     if not sblock.has_var(name):
         ConstantInitializer(value)(sblock.create_var(name, shape=list(shape), dtype=dtype, persistable=True), sblock)
     return var
+
+
+def updated_parameters(block) -> set[str]:
+    """The parameters an optimizer updates in ``block`` (its optimize ops' ``op.param``). An op
+    that keeps state beside a parameter's update sets ``op.param`` only for these, so it runs
+    where the update runs; for any other parameter (batch_norm's running statistics, written
+    by the forward pass) it stays with the ops that write the parameter, on the trainers
+    (NOTE(averages-placement) in placegroup/averaging.py)."""
+    return {op.param for op in block.ops if op.role == "optimize" and op.param is not None}

@@ -13,7 +13,7 @@ import warnings
 from numbers import Real
 
 from placegroup.ir.framework import Variable, default_startup_program
-from placegroup.optimizer_base import global_state_var
+from placegroup.optimizer_base import global_state_var, updated_parameters
 
 __all__ = ["LookaheadOptimizer", "RecomputeNotice", "RecomputeOptimizer"]
 
@@ -73,7 +73,7 @@ class LookaheadOptimizer:
         startup = startup_program or default_startup_program()
         main = loss.block.program
         block = main.global_block()
-        params = block.all_parameters()
+        params, updated = block.all_parameters(), updated_parameters(block)
         k = global_state_var("lookahead_k", [1], "int32", self.k, main, startup)
         alpha = global_state_var("lookahead_alpha", [1], "float32", self.alpha, main, startup)
         step = global_state_var("lookahead_step", [1], "int32", 0, main, startup)
@@ -83,7 +83,7 @@ class LookaheadOptimizer:
             op = block.append_op("lookahead", {"Param": [p], "Slow": [slow], "Step": [step], "K": [k],
                                                "Alpha": [alpha]},
                                  {"ParamOut": [p], "SlowOut": [slow]}, role="optimize")
-            op.param = p.name  # runs with the parameter's update (NOTE(averages-placement))
+            op.param = p.name if p.name in updated else None  # NOTE(averages-placement)
         return out
 
     @staticmethod

@@ -468,6 +468,37 @@ def test_averages_live_beside_their_parameters_on_the_pservers():
     assert averaged >= {"fc_0.w_0.block0", "fc_0.w_0.block1"}  # one update per row block
 
 
+def _bn_model(make):
+    def build():
+        x, y = L.data(name="x", shape=[10]), L.data(name="y", shape=[1])
+        h = L.batch_norm(L.fc(x, 16), act="relu")
+        cost = L.mean(L.square_error_cost(L.fc(h, 1), y))
+        make().minimize(cost)
+        return [x, y], cost
+    return build
+
+
+@pytest.mark.parametrize("make", [lambda: _WithAverage("ema"), lambda: _WithAverage("ma"),
+                                  lambda: fluid.optimizer.LookaheadOptimizer(fluid.optimizer.SGD(0.05), k=2)],
+                         ids=["ema", "model_average", "lookahead"])
+def test_a_parameter_no_optimizer_updates_is_averaged_on_the_trainers(make):
+    """batch_norm's running statistics are parameters the forward pass writes on the trainers:
+    their averages (or slow copies) stay there, the weights' go to the pservers."""
+    main, startup, _, _ = build_programs(_bn_model(make))
+    kinds = ("ema_update", "average_accumulates", "lookahead")
+    homes = {op.input("Param" if op.type != "average_accumulates" else "param")[0]: op.param
+             for op in main.global_block().ops if op.type in kinds}
+    assert homes["batch_norm_0.w_1"] is None and homes["batch_norm_0.w_2"] is None
+    assert homes["fc_0.w_0"] == "fc_0.w_0" and homes["batch_norm_0.w_0"] == "batch_norm_0.w_0"
+    t = fluid.DistributeTranspiler()
+    t.transpile(0, program=main, startup_program=startup, pservers="127.0.0.1:7100,127.0.0.1:7101", trainers=2)
+    for op in t.get_program(None, "trainer").global_block().ops:
+        if op.type in kinds:
+            assert (str(op.place) == "trainer") == (op.param is None), op
+    run = run_cluster(_bn_model(make), 2, 2, data("wide", 3, 24))
+    assert all(np.isfinite(run.losses[k]).all() and len(run.losses[k]) == 3 for k in range(2))
+
+
 def test_ema_scheduled_by_a_trainer_counter_is_refused_at_transpile_with_pservers():
     """thres_steps from a forward-role counter lives on the trainers; the schedule runs on the
     pservers beside the averages, so the placement pass refuses it, naming ema_decay."""
