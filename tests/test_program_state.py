@@ -131,7 +131,6 @@ def test_save_vars_output_with_var_list(model, tmp_path):
 
 def test_wrong_shapes_name_the_var_and_both_shapes(model, tmp_path):
     main, startup, avg, exe, want = model
-    state = fluid.io.load_program_state  # noqa: F841 - for readability below
     good = {v.name: np.array(fluid.global_scope().find_var(v.name).get_tensor())
             for v in fluid.io.get_program_parameter(main)}
     bad = dict(good, **{"fc_0.w_0": np.zeros((13, 2), np.float32)})
