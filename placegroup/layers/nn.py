@@ -253,22 +253,28 @@ def scale(x, scale: float = 1.0, bias: float = 0.0, bias_after_scale: bool = Tru
 
 
 def reshape(x, shape, actual_shape=None, act=None, inplace: bool = False, name=None):
-    """``x`` with a new shape: a 0 copies x's dim at that index, one -1 is inferred.
+    """``x`` with a new shape: a 0 copies x's dim at that index, one -1 is inferred. Appends a
+    ``reshape2`` op (with its XShape output, NOTE(xshape) in ops/shape.py), as Fluid 1.8 does.
 
     ``inplace`` is accepted and ignored (values are never shared in place here).
 
     Raises:
         ProgramError: when the shape cannot hold x's elements.
-        ValueError: for ``actual_shape`` (a run-time shape input), which is not supported.
+        ValueError: for ``actual_shape`` or a Variable in ``shape`` (run-time shapes), which
+            are not supported.
 
     Example::
 
         flat = fluid.layers.reshape(img, shape=[0, -1])   # [N, C, H, W] -> [N, C*H*W]
     """
-    if actual_shape is not None:
-        raise ValueError("reshape: actual_shape (a run-time shape var) is not supported; pass a "
-                         "static shape with 0 (copy) and -1 (infer)")
-    return _unary("reshape", x, act, name, shape=[int(d) for d in shape])
+    if actual_shape is not None or isinstance(shape, Variable) or any(isinstance(d, Variable) for d in shape):
+        raise ValueError("reshape: actual_shape or a Variable in shape (a run-time shape) is not supported; pass "
+                         "a static shape with 0 (copy) and -1 (infer)")
+    helper = LayerHelper("reshape2", name=name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    x_shape = helper.create_variable_for_type_inference(x.dtype, stop_gradient=True)
+    helper.append_op("reshape2", {"X": [x]}, {"Out": [out], "XShape": [x_shape]}, {"shape": [int(d) for d in shape]})
+    return helper.append_activation(out, act)
 
 
 def split(input, num_or_sections, dim: int = -1, name=None):
