@@ -53,6 +53,8 @@ class LayerHelper:
             svar = sblock.create_var(name, shape=shape, dtype=dtype, persistable=True)
             init(svar, sblock)
         attrs = {"sparse_update": True} if attr.sparse_update else {}
+        if not attr.do_model_average:  # ModelAverage / ExponentialMovingAverage leave it out
+            attrs["do_model_average"] = False
         param = main_block.create_parameter(
             name, shape, dtype, trainable=attr.trainable, regularizer=attr.regularizer,
             optimize_attr={"learning_rate": attr.learning_rate}, attrs=attrs)

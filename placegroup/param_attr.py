@@ -15,6 +15,10 @@ class ParamAttr:
         trainable: False keeps the parameter out of backward and the optimizer.
         sparse_update: the gradient travels as SelectedRows (only the touched rows); same as
             ``embedding(is_sparse=True)``.
+        gradient_clip: a ``fluid.clip`` clip for this parameter's gradient (an optimizer's
+            ``grad_clip`` wins).
+        do_model_average: False leaves the parameter out of ``ModelAverage`` and
+            ``ExponentialMovingAverage``.
 
     Example::
 
@@ -23,13 +27,14 @@ class ParamAttr:
 
     def __init__(self, name: str | None = None, initializer: Any = None, learning_rate: float = 1.0,
                  regularizer: Any = None, trainable: bool = True, gradient_clip: Any = None,
-                 do_model_average: bool = False, sparse_update: bool = False) -> None:
+                 do_model_average: bool = True, sparse_update: bool = False) -> None:
         self.name = name
         self.initializer = initializer
         self.learning_rate = learning_rate
         self.regularizer = regularizer
         self.trainable = trainable
         self.gradient_clip = gradient_clip
+        self.do_model_average = do_model_average
         self.sparse_update = sparse_update
 
     @staticmethod
