@@ -1,5 +1,6 @@
 """Tensor manipulation layers, Fluid 1.8 signatures (Fluid's layers/nn.py and tensor.py):
-transposes and reshapes, gathers and scatters, slices and pads, sorts, fills shaped like a var.
+transposes and reshapes, flips and rolls, gathers and scatters, slices and pads, resizes, sorts,
+unique values, fills shaped like a var.
 
 Each function appends one op of ops/shape.py or ops/index.py (Fluid's op type: ``transpose2``,
 ``squeeze2``, ``arg_max``, ...) to the default main program and returns its output var(s), whose
@@ -26,11 +27,16 @@ import builtins
 
 from placegroup.ir.framework import Variable, normalize_dtype
 from placegroup.layer_helper import LayerHelper
-from placegroup.layers.tensor import cast, fill_constant
+from placegroup.layers import nn
+from placegroup.layers.tensor import assign, cast, fill_constant
 
 __all__ = ["transpose", "one_hot", "gather", "gather_nd", "scatter", "expand", "expand_as", "stack", "unstack",
            "unsqueeze", "squeeze", "slice", "crop_tensor", "flatten", "pad", "pad2d", "reverse", "argmax", "argmin",
-           "argsort", "cumsum", "shape", "fill_constant_batch_size_like", "zeros_like", "ones_like", "range"]
+           "argsort", "cumsum", "shape", "fill_constant_batch_size_like", "zeros_like", "ones_like", "range",
+           "t", "flip", "roll", "tril", "triu", "diag", "diag_embed", "meshgrid", "strided_slice", "pixel_shuffle",
+           "space_to_depth", "shuffle_channel", "pad_constant_like", "image_resize", "interpolate", "resize_bilinear",
+           "resize_nearest", "where", "nonzero", "unique", "unique_with_counts", "index_select", "index_sample",
+           "scatter_nd_add", "scatter_nd", "multiplex"]
 
 
 def _static(layer: str, what: str, value):
@@ -358,3 +364,354 @@ def range(start, end, step, dtype):  # noqa: A001  (Fluid's name)
             v = cast(v, dtype)
         bounds[slot] = v
     return _op("range", "range", bounds, dtype=dtype, stop_gradient=True)
+
+
+# -- flips, rolls, triangles, diagonals, grids -----------------------------------------------
+
+
+def t(input, name=None):
+    """The transpose of a matrix (a ``transpose2`` op); a vector comes back as it is.
+
+    Raises:
+        ValueError: an input of rank > 2.
+
+    Example: ``L.t(w)`` turns [M, N] into [N, M].
+    """
+    if len(input.shape) > 2:
+        raise ValueError(f"t: input must have rank <= 2, got {input.name}{list(input.shape)}; use transpose")
+    if len(input.shape) < 2:
+        return input
+    return _op("t", "transpose2", {"X": input}, {"axis": [1, 0]}, name, xshape=True)
+
+
+def flip(input, dims, name=None):
+    """``input`` with the order along each of ``dims`` (a list) reversed.
+
+    Example: ``L.flip(img, dims=[3])`` mirrors images left to right.
+    """
+    if not isinstance(dims, (list, tuple)) or not dims:
+        raise ValueError(f"flip: dims must be a non-empty list, got {dims!r}")
+    return _op("flip", "flip", {"X": input}, {"dims": _ints("flip", "dims", dims)}, name)
+
+
+def roll(input, shifts, dims=None):
+    """``input`` rolled by ``shifts`` along ``dims`` (ints or lists); without dims the
+    flattened input is rolled and reshaped back (reshape2, roll, reshape2, as Fluid 1.8).
+
+    Example: ``L.roll(x, shifts=1, dims=1)`` moves each row's last entry to the front.
+    """
+    shifts = _ints("roll", "shifts", shifts)
+    if dims is None:
+        flat = nn.reshape(input, [-1, 1])
+        out = _op("roll", "roll", {"X": flat}, {"shifts": shifts, "dims": [0]})
+        return nn.reshape(out, list(input.shape))
+    return _op("roll", "roll", {"X": input}, {"shifts": shifts, "dims": _ints("roll", "dims", dims)})
+
+
+def _tril_triu(layer: str, input, diagonal, name):
+    if len(input.shape) < 2:
+        raise ValueError(f"{layer}: input must be at least 2-D, got {input.name}{list(input.shape)}")
+    if not isinstance(diagonal, int):
+        raise TypeError(f"{layer}: diagonal must be a Python int, got {diagonal!r}")
+    return _op(layer, "tril_triu", {"X": input}, {"diagonal": diagonal, "lower": layer == "tril"}, name)
+
+
+def tril(input, diagonal: int = 0, name=None):
+    """``input`` on and below diagonal ``diagonal`` of its last two dims, zeros above.
+
+    Example: ``L.tril(scores)`` keeps the causal half of a [T, T] matrix.
+    """
+    return _tril_triu("tril", input, diagonal, name)
+
+
+def triu(input, diagonal: int = 0, name=None):
+    """``input`` on and above diagonal ``diagonal`` of its last two dims, zeros below.
+
+    Example: ``L.triu(m, diagonal=1)`` keeps the strict upper triangle.
+    """
+    return _tril_triu("triu", input, diagonal, name)
+
+
+def diag(diagonal):
+    """The square matrix with ``diagonal`` (a 1-D Variable or numpy array) on its diagonal; no
+    gradient.
+
+    Example: ``L.diag(np.arange(3, dtype="float32"))`` gives a [3, 3] matrix.
+    """
+    if not isinstance(diagonal, Variable):
+        diagonal = assign(diagonal)
+    return _op("diag", "diag", {"Diagonal": diagonal}, stop_gradient=True)
+
+
+def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):
+    """Each last-dim vector of ``input`` laid along diagonal ``offset`` of a new plane of
+    output dims ``dim1`` x ``dim2``; no gradient (stop_gradient, as in Fluid 1.8).
+
+    Example: ``L.diag_embed(v)`` turns [N, K] into [N, K, K].
+    """
+    if not isinstance(input, Variable):
+        input = assign(input)
+    return _op("diag_embed", "diag_embed", {"Input": input},
+               {"offset": int(offset), "dim1": int(dim1), "dim2": int(dim2)}, stop_gradient=True)
+
+
+def meshgrid(input, name=None):
+    """The grids of the 1-D Variables in ``input`` (a list): each output has shape
+    [len(input[0]), len(input[1]), ...] and varies along its own dim only.
+
+    Example: ``gy, gx = L.meshgrid([ys, xs])``.
+    """
+    if not isinstance(input, list):
+        raise TypeError(f"meshgrid: input must be a list of Variables, got {type(input).__name__}")
+    helper = LayerHelper("meshgrid", name=name)
+    outs = [helper.create_variable_for_type_inference(v.dtype) for v in input]
+    helper.append_op("meshgrid", {"X": list(input)}, {"Out": outs})
+    return outs
+
+
+# -- strided slices, channel moves, resizes ---------------------------------------------------
+
+
+def strided_slice(input, axes, starts, ends, strides):
+    """``input[starts:ends:strides]`` along each of ``axes``; negative starts and ends count
+    from the end, a negative stride walks backwards, and what is left must not be empty.
+
+    Example: ``L.strided_slice(x, axes=[1], starts=[0], ends=[8], strides=[2])`` keeps even columns.
+    """
+    lists = [_ints("strided_slice", w, v) for w, v in (("axes", axes), ("starts", starts), ("ends", ends),
+                                                       ("strides", strides))]
+    attrs = dict(zip(("axes", "starts", "ends", "strides"), lists))
+    return _op("strided_slice", "strided_slice", {"Input": input},
+               {**attrs, "infer_flags": [1] * len(lists[0]), "decrease_axis": []})
+
+
+def pixel_shuffle(x, upscale_factor: int):
+    """[N, C·r², H, W] -> [N, C, H·r, W·r] (r = upscale_factor): sub-pixel convolution's shuffle.
+
+    Example: ``L.pixel_shuffle(conv, upscale_factor=2)``.
+    """
+    if not isinstance(upscale_factor, int):
+        raise TypeError(f"pixel_shuffle: upscale_factor must be an int, got {upscale_factor!r}")
+    return _op("pixel_shuffle", "pixel_shuffle", {"X": x}, {"upscale_factor": upscale_factor})
+
+
+def space_to_depth(x, blocksize: int, name=None):
+    """[N, C, H, W] -> [N, C·b², H/b, W/b] as Paddle's space_to_depth reorders it (Darknet's
+    reorg; NOTE(channel-moves) in ops/shape.py).
+
+    Example: ``L.space_to_depth(feat, blocksize=2)``.
+    """
+    if not isinstance(blocksize, int):
+        raise ValueError(f"space_to_depth: blocksize must be a Python int, got {blocksize!r}")
+    return _op("space_to_depth", "space_to_depth", {"X": x}, {"blocksize": blocksize}, name)
+
+
+def shuffle_channel(x, group: int, name=None):
+    """ShuffleNet's channel shuffle of a 4-D ``x``: the [group, C/group] channel grid
+    transposed. Its gradient is Paddle's (NOTE(shuffle-grad) in ops/shape.py).
+
+    Example: ``L.shuffle_channel(x, group=3)``.
+    """
+    if not isinstance(group, int):
+        raise TypeError(f"shuffle_channel: group must be an int, got {group!r}")
+    return _op("shuffle_channel", "shuffle_channel", {"X": x}, {"group": group}, name)
+
+
+def pad_constant_like(x, y, pad_value: float = 0.0, name=None):
+    """``y`` padded with ``pad_value`` after its end in every dim to ``x``'s shape (only ``y``
+    gets a gradient).
+
+    Example: ``L.pad_constant_like(big, small, pad_value=0.0)``.
+    """
+    helper = LayerHelper("pad_constant_like", name=name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    helper.append_op("pad_constant_like", {"X": [x], "Y": [y]}, {"Out": [out]}, {"pad_value": float(pad_value)})
+    return out
+
+
+_RESAMPLE = {"BILINEAR": "bilinear", "NEAREST": "nearest"}
+
+
+def interpolate(input, out_shape=None, scale=None, name=None, resample: str = "BILINEAR", actual_shape=None,
+                align_corners: bool = True, align_mode: int = 1, data_format: str = "NCHW"):
+    """A 4-D ``input`` resized in H and W to ``out_shape`` [out_h, out_w] or by ``scale``
+    (out = int(in·scale)), by ``resample`` BILINEAR or NEAREST, with Fluid 1.8's
+    ``align_corners`` / ``align_mode`` rules (NOTE(interp) in ops/shape.py); a
+    ``bilinear_interp`` or ``nearest_interp`` op.
+
+    Raises:
+        ValueError: an unknown or unsupported resample (TRILINEAR, BICUBIC), an input that is
+            not 4-D, a bad align_mode or data_format, neither out_shape nor scale, a scale
+            <= 0, or a run-time size (a Variable out_shape, scale or actual_shape).
+
+    Example: ``L.resize_bilinear(img, out_shape=[64, 64])``.
+    """
+    if resample not in _RESAMPLE:
+        raise ValueError(f"image_resize: resample must be BILINEAR or NEAREST here, got {resample!r} (TRILINEAR and "
+                         f"BICUBIC are not supported)")
+    if len(input.shape) != 4:
+        raise ValueError(f"image_resize: {resample} needs a 4-D input, got {input.name}{list(input.shape)}")
+    if not isinstance(align_corners, bool) or align_mode not in (0, 1):
+        raise ValueError(f"image_resize: align_corners must be a bool and align_mode 0 or 1, got {align_corners!r}, "
+                         f"{align_mode!r}")
+    if data_format not in ("NCHW", "NHWC"):
+        raise ValueError(f"image_resize: data_format must be NCHW or NHWC, got {data_format!r}")
+    if out_shape is None and scale is None:
+        raise ValueError("image_resize: one of out_shape and scale must not be None")
+    if actual_shape is not None:
+        raise ValueError("image_resize: actual_shape (a run-time size) is not supported; pass out_shape")
+    op_type = f"{_RESAMPLE[resample]}_interp"
+    attrs = {"out_d": -1, "out_h": -1, "out_w": -1, "interp_method": _RESAMPLE[resample],
+             "align_corners": align_corners, "align_mode": int(align_mode), "data_layout": data_format}
+    if out_shape is not None:
+        size = _ints("image_resize", "out_shape", out_shape)
+        if len(size) != 2 or min(size) <= 0:
+            raise ValueError(f"image_resize: out_shape must be [out_h, out_w] > 0 for a 4-D input, got {size}")
+        attrs["out_h"], attrs["out_w"] = size
+    else:
+        _static("image_resize", "scale", scale)
+        if scale <= 0:
+            raise ValueError(f"image_resize: scale must be greater than zero, got {scale}")
+        attrs["scale"] = float(scale)
+    return _op(op_type, op_type, {"X": input}, attrs, name)
+
+
+def image_resize(input, out_shape=None, scale=None, name=None, resample: str = "BILINEAR", actual_shape=None,
+                 align_corners: bool = True, align_mode: int = 1, data_format: str = "NCHW"):
+    """Fluid 1.8's image_resize: ``interpolate`` with the same arguments.
+
+    Example: ``L.image_resize(img, scale=2.0, resample="NEAREST")``.
+    """
+    return interpolate(input, out_shape, scale, name, resample, actual_shape, align_corners, align_mode, data_format)
+
+
+def resize_bilinear(input, out_shape=None, scale=None, name=None, actual_shape=None, align_corners: bool = True,
+                    align_mode: int = 1, data_format: str = "NCHW"):
+    """``image_resize`` with BILINEAR.
+
+    Example: ``L.resize_bilinear(img, out_shape=[32, 32], align_corners=False, align_mode=0)``.
+    """
+    return interpolate(input, out_shape, scale, name, "BILINEAR", actual_shape, align_corners, align_mode, data_format)
+
+
+def resize_nearest(input, out_shape=None, scale=None, name=None, actual_shape=None, align_corners: bool = True,
+                   data_format: str = "NCHW"):
+    """``image_resize`` with NEAREST.
+
+    Example: ``L.resize_nearest(feat, scale=2.0)``.
+    """
+    return interpolate(input, out_shape, scale, name, "NEAREST", actual_shape, align_corners, 1, data_format)
+
+
+# -- where, unique, index_select, scatter_nd, multiplex --------------------------------------
+
+
+def where(condition):
+    """The int64 coordinates [N, rank] of the true entries of ``condition`` (a ``where_index``
+    op, as Fluid 1.8's layers.where); N is known only at run time.
+
+    Example: ``idx = L.where(L.greater_than(x, zero))``.
+    """
+    return _op("where_index", "where_index", {"Condition": condition}, dtype="int64", stop_gradient=True)
+
+
+def nonzero(input, as_tuple: bool = False):
+    """``where(input)``; with ``as_tuple``, one [N, 1] Variable per dim (slices of it), as Fluid
+    1.8 (whose slice axis, rank - 1, only works for 2-D input; we slice axis 1 for any rank).
+
+    Example: ``rows, cols = L.nonzero(mask, as_tuple=True)``.
+    """
+    out = where(input)
+    if not as_tuple:
+        return out
+    r = len(input.shape)
+    if r == 1:
+        return (out,)
+    return tuple(slice(out, axes=[1], starts=[i], ends=[i + 1]) for i in builtins.range(r))
+
+
+def _unique(op_type: str, x, dtype: str, outs: tuple) -> tuple:
+    helper = LayerHelper(op_type)
+    made = [helper.create_variable_for_type_inference(x.dtype if slot == "Out" else dtype, stop_gradient=True)
+            for slot in outs]
+    helper.append_op(op_type, {"X": [x]}, {slot: [v] for slot, v in zip(outs, made)}, {"dtype": dtype})
+    return tuple(made)
+
+
+def unique(x, dtype: str = "int32"):
+    """``(out, index)``: the distinct values of the 1-D ``x`` in the order they first appear,
+    and for each entry of ``x`` its position in ``out`` (``dtype``). No gradient.
+
+    Example: ``vals, idx = L.unique(ids)``.
+    """
+    return _unique("unique", x, normalize_dtype(dtype), ("Out", "Index"))
+
+
+def unique_with_counts(x, dtype: str = "int32"):
+    """``(out, index, count)``: ``unique``'s outputs and how often each value appears.
+
+    Raises:
+        TypeError: a dtype other than int32 / int64.
+        ValueError: an ``x`` that is not 1-D.
+
+    Example: ``vals, idx, counts = L.unique_with_counts(ids)``.
+    """
+    dtype = normalize_dtype(dtype)
+    if dtype not in ("int32", "int64"):
+        raise TypeError(f"unique_with_counts: index dtype must be int32 or int64, got {dtype}")
+    if len(x.shape) != 1:
+        raise ValueError(f"unique_with_counts: x must be 1-D, got {x.name}{list(x.shape)}")
+    return _unique("unique_with_counts", x, dtype, ("Out", "Index", "Count"))
+
+
+def index_select(input, index, dim: int = 0):
+    """The slices ``index[i]`` of ``input`` along ``dim``, in order.
+
+    Example: ``L.index_select(x, idx, dim=1)`` picks columns.
+    """
+    return _op("index_select", "index_select", {"X": input, "Index": index}, {"dim": int(dim)})
+
+
+def index_sample(x, index):
+    """``out[b, k] = x[b, index[b, k]]`` for x [B, N] and index [B, K].
+
+    Example: ``L.index_sample(scores, topk_ids)``.
+    """
+    return _op("index_sample", "index_sample", {"X": x, "Index": index})
+
+
+def scatter_nd_add(ref, index, updates, name=None):
+    """``ref`` with ``updates`` added at the positions ``index``'s last dim names (an element
+    or a slice each); repeats add up.
+
+    Raises:
+        ValueError: ref and updates of different dtypes.
+
+    Example: ``L.scatter_nd_add(x, idx, upd)``.
+    """
+    if ref.dtype != updates.dtype:
+        raise ValueError(f"scatter_nd_add: ref ({ref.dtype}) and updates ({updates.dtype}) must have one dtype")
+    return _op("scatter_nd_add", "scatter_nd_add", {"X": ref, "Index": index, "Updates": updates}, {}, name)
+
+
+def scatter_nd(index, updates, shape, name=None):
+    """``scatter_nd_add`` into zeros of ``shape`` (Fluid 1.8's composition).
+
+    Example: ``L.scatter_nd(idx, upd, shape=[3, 4])``.
+    """
+    return scatter_nd_add(fill_constant(_ints("scatter_nd", "shape", shape), updates.dtype, 0.0), index, updates,
+                          name)
+
+
+def multiplex(inputs, index):
+    """Row i from ``inputs[index[i, 0]]``: ``inputs`` (at least 2, one shape) and ``index`` int
+    [M, 1].
+
+    Raises:
+        ValueError: fewer than 2 inputs.
+
+    Example: ``L.multiplex([a, b], choice)``.
+    """
+    if len(inputs) < 2:
+        raise ValueError(f"multiplex: inputs should be a list of at least 2 Variables, got {len(inputs)}")
+    return _op("multiplex", "multiplex", {"X": list(inputs), "Ids": index})
