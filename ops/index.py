@@ -477,7 +477,8 @@ def index_select_grad(xp, ins, a, ctx):
 def _index_sample_infer(ins, a):
     x, idx = ins["X"], ins["Index"]
     _int_index("index_sample", "Index", idx)
-    check(len(x.shape) == 2 and len(idx.shape) == 2 and (x.shape[0] == idx.shape[0] or -1 in (x.shape[0], idx.shape[0])),
+    rows = x.shape[0] == idx.shape[0] or -1 in (x.shape[0], idx.shape[0])
+    check(len(x.shape) == 2 and len(idx.shape) == 2 and rows,
           f"index_sample: X{list(x.shape)} and Index{list(idx.shape)} must be 2-D with one row each per sample")
     return {"Out": Meta((x.shape[0] if x.shape[0] != -1 else idx.shape[0], idx.shape[1]), x.dtype)}
 

@@ -76,8 +76,6 @@ def _sum_infer(ins, attrs):
 
 
 def _sum_grad(op):
-    from placegroup.ops.registry import OpSpec
-
     g = op.outputs["Out"][0] + "@GRAD"
     return [OpSpec("assign", {"X": [g]}, {"Out": [op.grad_of(n)]}) for n in op.inputs["X"] if n in op.need]
 

@@ -762,7 +762,8 @@ def pixel_shuffle(xp, ins, a, ctx):
 def pixel_shuffle_grad(xp, ins, a, ctx):
     g, r = ins["Out@GRAD"], a["upscale_factor"]
     n, c, hr, wr = g.shape
-    return {"X@GRAD": _moved(g, (n, c, hr // r, r, wr // r, r), _inverse_perm(_PS_PERM), (n, c * r * r, hr // r, wr // r))}
+    view = (n, c, hr // r, r, wr // r, r)
+    return {"X@GRAD": _moved(g, view, _inverse_perm(_PS_PERM), (n, c * r * r, hr // r, wr // r))}
 
 
 def _space_to_depth_infer(ins, a):
@@ -912,7 +913,8 @@ def _interp_kernels(op: str, nearest: bool):
     def matrices(xp, x, a, dtype):
         h, w = x.shape[2], x.shape[3]
         oh, ow = _interp_out(op, h, w, a)
-        return (_interp_matrix(xp, h, oh, nearest, a).astype(dtype), _interp_matrix(xp, w, ow, nearest, a).astype(dtype))
+        return (_interp_matrix(xp, h, oh, nearest, a).astype(dtype),
+                _interp_matrix(xp, w, ow, nearest, a).astype(dtype))
 
     def forward(xp, ins, a, ctx):
         x = _pad2d_channels_first(xp, ins["X"], {"data_format": a["data_layout"]})

@@ -220,7 +220,8 @@ _TABLE = [
     ("erf", {}, lambda xp, x, a: _erf(xp, x), lambda xp, x, o, g, a: g * (2 / math.sqrt(math.pi)) * xp.exp(-x * x), "X",
      "Out = erf X (NOTE(erf))."),
     ("gelu", {"approximate": False}, _gelu, _gelu_grad, "X",
-     "Out = X·Φ(X) = 0.5·X·(1 + erf(X/√2)); with ``approximate``, 0.5·X·(1 + tanh(√(2/π)(X + 0.044715·X³)))."),
+     "Out = X·Φ(X) = 0.5·X·(1 + erf(X/√2)); with ``approximate``, "
+     "0.5·X·(1 + tanh(√(2/π)(X + 0.044715·X³)))."),
     ("selu", dict(_SELU), lambda xp, x, a: a["scale"] * xp.where(x > 0, x, a["alpha"] * xp.expm1(xp.minimum(x, 0))),
      lambda xp, x, o, g, a: xp.where(o > 0, g * a["scale"], g * (o + a["scale"] * a["alpha"])), "Out",
      "Out = scale·X for X > 0, else scale·alpha·(e^X - 1) (Fluid's default scale and alpha)."),

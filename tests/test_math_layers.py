@@ -106,7 +106,8 @@ def test_shape_and_index_layers_match_numpy():
         uv, ui, uc = L.unique_with_counts(i, dtype="int64")
         _, r, c = L.nonzero(L.greater_than(m, L.fill_constant([1], "float32", 0.5)), as_tuple=True)
         outs = [L.flip(x, dims=[2]), L.roll(x, shifts=2, dims=3), L.roll(m, shifts=1), L.tril(m), L.triu(m, 1),
-                L.t(L.reshape(L.slice(m, axes=[0], starts=[0], ends=[1]), [3, 3])), L.strided_slice(x, [1, 3], [7, 0], [-100, 6], [-3, 2]),
+                L.t(L.reshape(L.slice(m, axes=[0], starts=[0], ends=[1]), [3, 3])),
+                L.strided_slice(x, [1, 3], [7, 0], [-100, 6], [-3, 2]),
                 L.pixel_shuffle(x, 2), L.space_to_depth(x, 2), L.shuffle_channel(x, 4),
                 L.pad_constant_like(x, L.slice(x, [3], [0], [4]), pad_value=9.0),
                 L.resize_bilinear(x, out_shape=[6, 9]), L.resize_nearest(x, scale=0.5),

@@ -546,7 +546,8 @@ def lrn(input, n: int = 5, k: float = 1.0, alpha: float = 1e-4, beta: float = 0.
     mid = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
     out = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op("lrn", {"X": [input]}, {"Out": [out], "MidOut": [mid]},
-                     {"n": int(n), "k": float(k), "alpha": float(alpha), "beta": float(beta), "data_format": data_format})
+                     {"n": int(n), "k": float(k), "alpha": float(alpha), "beta": float(beta),
+                      "data_format": data_format})
     return out
 
 

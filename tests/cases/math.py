@@ -300,7 +300,8 @@ CASES += [
                    ({"X": spec(3, 4), "Y": spec(3, 4)}, {"dim": 1}, ProgramError, r"dim 1 of X\[3, 4\] must have size 3"),
                    ({"X": spec(3, 4), "Y": spec(3, 3)}, {}, ProgramError, "must have one shape"))),
     OpCase("cross", lambda r: {"X": N(r, 3, 3, 2), "Y": N(r, 3, 3, 2)},
-           lambda i, a: {"Out": np.cross(i["X"], i["Y"], axis=1)}, attrs={"dim": 1}, grad=("X", "Y"), name="dim1", batch=("X", "Y")),
+           lambda i, a: {"Out": np.cross(i["X"], i["Y"], axis=1)}, attrs={"dim": 1}, grad=("X", "Y"), name="dim1",
+           batch=("X", "Y")),
     *[OpCase("dist", lambda r: {"X": N(r, 2, 3), "Y": N(r, 3)}, _dist_ref, attrs={"p": p}, grad=("X", "Y"),
              name=f"p{p}", batch=(),
              errors=(({"X": spec(2, 3), "Y": spec(4)}, {}, ProgramError, "do not broadcast"),) if p == 2.0 else ())
