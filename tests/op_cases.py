@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from placegroup.errors import ProgramError
-from tests.cases import conv, creation, loss, manip, math, metric, norm
+from tests.cases import conv, creation, grid, loss, manip, math, metric, misc, norm
 from tests.op_case import OpCase, N, away, labels, onehot, pos, softmax, spec  # noqa: F401
 
 
@@ -351,7 +351,8 @@ CASES += [
            errors=(({"X": spec(3, 4, dtype="int64")}, {}, ProgramError, "X must be bool"),)),
 ]
 
-CASES += conv.CASES + norm.CASES + manip.CASES + loss.CASES + math.CASES + creation.CASES + metric.CASES
+CASES += (conv.CASES + norm.CASES + manip.CASES + loss.CASES + math.CASES + creation.CASES + metric.CASES
+          + grid.CASES + misc.CASES)
 
 
 def by_id() -> dict[str, OpCase]:

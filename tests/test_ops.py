@@ -179,6 +179,7 @@ OWNED_ELSEWHERE: dict[str, str] = {
     "shard_lookup": "tests/test_sparse_ops.py",
     "merge_selected_rows": "tests/test_sparse_ops.py",
     "split_selected_rows": "tests/test_sparse_ops.py",
+    "ema_debias": "tests/test_optimizer_wrappers.py",  # reads optimizer state: checked over steps there
 }
 
 

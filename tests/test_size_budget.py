@@ -30,7 +30,14 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # placegroup/: + ~3100 for their layers (~1300), the readers and queue (data_loader, the reader
 # registry, layers.io: ~800), CompiledProgram / strategies / ParallelExecutor (~500), and
 # gradient clipping (clip.py, ~230)
-BUDGET = {"placegroup": 11900, "executor": 1600, "ops": 5700, "comm": 2120}
+# ops/: + ~2600 for the rest of Fluid 1.8's non-sequence layers: math and activations, shape and
+# index ops, random/creation and the CTR ops (data_norm, cvm, hash), metrics (auc,
+# edit_distance), LARS / DP-SGD / parameter averages
+# placegroup/: + ~5800: the paddle.dataset readers in Paddle's cache layout (~1900), the
+# reader decorators, fluid.io's state functions, fluid.metrics, the optimizer wrappers
+# (ModelAverage, EMA, Lookahead, Recompute), fluid.data/embedding/one_hot, the switches, the
+# layers of all those ops; about 40% of it docstrings
+BUDGET = {"placegroup": 17800, "executor": 1600, "ops": 8300, "comm": 2120}
 PASS_LINES = 220
 
 

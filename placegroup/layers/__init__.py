@@ -3,12 +3,13 @@
 Each module lists its public layers in ``__all__``; this package re-exports them all, so
 ``fluid.layers.fc`` and ``fluid.layers.piecewise_decay`` work as in Fluid.
 """
-from placegroup.layers import (collective, control_flow, conv, ctr, io, learning_rate_scheduler, loss, manip,
-                               metric_op, nn, norm, ops, tensor)
+from placegroup.layers import (collective, control_flow, conv, ctr, distributions, io, learning_rate_scheduler,
+                               loss, manip, metric_op, nn, norm, ops, tensor, vision)
 from placegroup.layers.math_op_patch import monkey_patch_variable
 from placegroup.layers.collective import *  # noqa: F401,F403
 from placegroup.layers.conv import *  # noqa: F401,F403
 from placegroup.layers.ctr import *  # noqa: F401,F403
+from placegroup.layers.distributions import *  # noqa: F401,F403
 from placegroup.layers.io import *  # noqa: F401,F403
 from placegroup.layers.learning_rate_scheduler import *  # noqa: F401,F403
 from placegroup.layers.loss import *  # noqa: F401,F403
@@ -18,8 +19,10 @@ from placegroup.layers.nn import *  # noqa: F401,F403
 from placegroup.layers.norm import *  # noqa: F401,F403
 from placegroup.layers.ops import *  # noqa: F401,F403
 from placegroup.layers.tensor import *  # noqa: F401,F403
+from placegroup.layers.vision import *  # noqa: F401,F403
 
-__all__ = (collective.__all__ + conv.__all__ + ctr.__all__ + io.__all__ + learning_rate_scheduler.__all__ + loss.__all__
-           + manip.__all__ + metric_op.__all__ + nn.__all__ + norm.__all__ + ops.__all__ + tensor.__all__)
+__all__ = (collective.__all__ + conv.__all__ + ctr.__all__ + distributions.__all__ + io.__all__
+           + learning_rate_scheduler.__all__ + loss.__all__ + manip.__all__ + metric_op.__all__ + nn.__all__
+           + norm.__all__ + ops.__all__ + tensor.__all__ + vision.__all__)
 
 monkey_patch_variable()
