@@ -104,6 +104,7 @@ class Executor:
         self._checkpoint = checkpoint
         self._ckpt: Any = False  # the Checkpointer (None: no schedule), made at the first run
         self._steps_done = 0     # training steps this executor ran (one process)
+        self._runs: dict = {}    # id(plan) -> how often it ran (one process)
 
     def _checkpointer(self):
         if self._ckpt is False:  # the environment is read at the first run, not at construction
@@ -187,7 +188,12 @@ class Executor:
         feed = reader_feed(program, feed, batches=batches)
         if feed:
             self._feed(plan, vals, feed)
-        self._local.run_step(plan, vals, self._steps_done)
+        # the step a kernel sees (dropout's masks, a sampler's draws): this program's runs so far,
+        # so a forward-only program that samples draws anew each run; for the training program
+        # it is the training step, as a trainer's is
+        runs = self._runs.get(id(plan), 0)
+        self._runs[id(plan)] = runs + 1
+        self._local.run_step(plan, vals, runs)
         ck = self._checkpointer()
         if plan.trains:
             self._steps_done += 1

@@ -162,3 +162,13 @@ def test_weighted_average_and_install_check(capsys):
         avg.add(1.0, "2")
     fluid.install_check.run_check()
     assert "installed successfully" in capsys.readouterr().out
+
+
+def test_each_run_of_a_forward_program_draws_anew_unless_seeded():
+    x = fluid.layers.data(name="x", shape=[64])
+    free = fluid.layers.dropout(x, 0.5)
+    fixed = fluid.layers.dropout(x, 0.5, seed=3)
+    exe, feed = fluid.Executor(), {"x": np.ones((4, 64), "float32")}
+    (a1, b1), (a2, b2) = (exe.run(feed=feed, fetch_list=[free, fixed]) for _ in range(2))
+    assert not np.array_equal(a1, a2)
+    np.testing.assert_array_equal(b1, b2)
