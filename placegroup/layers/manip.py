@@ -2,9 +2,9 @@
 transposes and reshapes, flips and rolls, gathers and scatters, slices and pads, resizes, sorts,
 unique values, fills shaped like a var.
 
-Each function appends one op of ops/shape.py or ops/index.py (Fluid's op type: ``transpose2``,
-``squeeze2``, ``arg_max``, ...) to the default main program and returns its output var(s), whose
-shape the op's ``infer`` gives (-1 for the batch dim). The ops with an ``XShape`` output make that var
+Each function appends one op of ops/shape.py, ops/index.py or ops/resample.py (Fluid's op
+type: ``transpose2``, ``squeeze2``, ``arg_max``, ...) to the default main program and returns its
+output var(s), whose shape the op's ``infer`` gives (-1 for the batch dim). The ops with an ``XShape`` output make that var
 too, as Fluid does. Integer outputs (indices, shapes, one-hot codes, ranges) have
 ``stop_gradient`` set. Arguments that Fluid 1.8 also takes as run-time Variables (a
 ``depth``, ``starts``, ``paddings``, ``expand_times`` var) must be Python values here; a
@@ -497,7 +497,7 @@ def pixel_shuffle(x, upscale_factor: int):
 
 def space_to_depth(x, blocksize: int, name=None):
     """[N, C, H, W] -> [N, C·b², H/b, W/b] as Paddle's space_to_depth reorders it (Darknet's
-    reorg; NOTE(channel-moves) in ops/shape.py).
+    reorg; NOTE(channel-moves) in ops/resample.py).
 
     Example: ``L.space_to_depth(feat, blocksize=2)``.
     """
@@ -508,7 +508,7 @@ def space_to_depth(x, blocksize: int, name=None):
 
 def shuffle_channel(x, group: int, name=None):
     """ShuffleNet's channel shuffle of a 4-D ``x``: the [group, C/group] channel grid
-    transposed. Its gradient is Paddle's (NOTE(shuffle-grad) in ops/shape.py).
+    transposed. Its gradient is Paddle's (NOTE(shuffle-grad) in ops/resample.py).
 
     Example: ``L.shuffle_channel(x, group=3)``.
     """
@@ -536,7 +536,7 @@ def interpolate(input, out_shape=None, scale=None, name=None, resample: str = "B
                 align_corners: bool = True, align_mode: int = 1, data_format: str = "NCHW"):
     """A 4-D ``input`` resized in H and W to ``out_shape`` [out_h, out_w] or by ``scale``
     (out = int(in·scale)), by ``resample`` BILINEAR or NEAREST, with Fluid 1.8's
-    ``align_corners`` / ``align_mode`` rules (NOTE(interp) in ops/shape.py); a
+    ``align_corners`` / ``align_mode`` rules (NOTE(interp) in ops/resample.py); a
     ``bilinear_interp`` or ``nearest_interp`` op.
 
     Raises:

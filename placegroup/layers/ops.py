@@ -1,9 +1,9 @@
 """Elementwise math, activations, more reductions and products, comparisons and logical
 layers, Fluid 1.8 signatures (Fluid's layers/ops.py, nn.py, tensor.py and control_flow.py).
 
-Each function appends one op (ops/unary.py, ops/elementwise.py, ops/math.py, ops/compare.py)
-to the default main program and returns its output var; the op's ``infer`` gives the shape
-(-1 for the batch dim). A few are Fluid's compositions of other layers (logsumexp, addcmul,
+Each function appends one op (ops/unary.py, ops/elementwise.py, ops/math.py, ops/linalg.py,
+ops/compare.py) to the default main program and returns its output var; the op's ``infer``
+gives the shape (-1 for the batch dim). A few are Fluid's compositions of other layers (logsumexp, addcmul,
 dice_loss, rank). Comparisons, logical ops and tests return bool vars with ``stop_gradient``
 set: they have no gradient. Layers with parameters (prelu, bilinear_tensor_product) name them
 as Fluid does (``prelu_0.w_0``). Building a program is single-threaded, as in Fluid.

@@ -3,10 +3,10 @@ tests/test_math_layers.py (elementwise_max .. mod, sin .. soft_relu, prelu, labe
 tests/op_cases.py gathers them.
 
 References are plain numpy (and ``math.erf``), written apart from the kernels in ops/unary.py,
-ops/elementwise.py, ops/math.py, ops/compare.py, ops/shape.py and ops/index.py. Samplers keep
-inputs away from kinks (thresholds, x == y for max/min) so the float64 gradient check sees a
-smooth function; the rules at the kinks are Paddle's and are tested against Paddle 2.6 in
-tests/test_math_layers.py.
+ops/elementwise.py, ops/math.py, ops/linalg.py, ops/compare.py, ops/shape.py, ops/resample.py
+and ops/index.py. Samplers keep inputs away from kinks (thresholds, x == y for max/min) so the
+float64 gradient check sees a smooth function; the rules at the kinks are Paddle's and are
+tested against Paddle 2.6 in tests/test_math_layers.py.
 """
 from __future__ import annotations
 
