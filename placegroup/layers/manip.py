@@ -2,13 +2,14 @@
 transposes and reshapes, flips and rolls, gathers and scatters, slices and pads, resizes, sorts,
 unique values, fills shaped like a var.
 
-Each function appends one op of ops/shape.py, ops/index.py or ops/resample.py (Fluid's op
-type: ``transpose2``, ``squeeze2``, ``arg_max``, ...) to the default main program and returns its
-output var(s), whose shape the op's ``infer`` gives (-1 for the batch dim). The ops with an ``XShape`` output make that var
-too, as Fluid does. Integer outputs (indices, shapes, one-hot codes, ranges) have
-``stop_gradient`` set. Arguments that Fluid 1.8 also takes as run-time Variables (a
-``depth``, ``starts``, ``paddings``, ``expand_times`` var) must be Python values here; a
-Variable is a ValueError that says so. Building a program is single-threaded, as in Fluid.
+Each function appends one op of ops/shape.py, ops/index.py or ops/resample.py (Fluid's op type:
+``transpose2``, ``squeeze2``, ``arg_max``, ...) to the default main program and returns its
+output var(s), whose shape the op's ``infer`` gives (-1 for the batch dim). The ops with an
+``XShape`` output make that var too, as Fluid does. Integer outputs (indices, shapes, one-hot
+codes, ranges) have ``stop_gradient`` set. Arguments that Fluid 1.8 also takes as run-time
+Variables (a ``depth``, ``starts``, ``paddings``, ``expand_times`` var) must be Python values
+here; a Variable is a ValueError that says so. Building a program is single-threaded, as in
+Fluid.
 
 Example::
 

@@ -10,6 +10,7 @@ tested against Paddle 2.6 in tests/test_math_layers.py.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -360,19 +361,20 @@ def _pixel_shuffle_ref(i, a):
 
 
 def _space_to_depth_ref(i, a):
-    # Paddle's functor, index by index: in_index over X's buffer decomposed with Out's dims
+    # Paddle's functor, index by index: in_index over X's buffer decomposed with X's dims, each
+    # entry written where a [N, C/b², H·b, W·b] tensor holds it (NOTE(channel-moves))
     x, bs = i["X"], a["blocksize"]
     n, c, h, w = x.shape
-    oc, oh, ow = c * bs * bs, h // bs, w // bs
+    oc = c // (bs * bs)
     flat, out = x.reshape(-1), np.zeros(x.size)
     for in_index in range(x.size):
-        b, rest = divmod(in_index, oc * oh * ow)
-        k, rest = divmod(rest, oh * ow)
-        j, ii = divmod(rest, ow)
-        c2, offset = k % c, k // c
+        b, rest = divmod(in_index, c * h * w)
+        k, rest = divmod(rest, h * w)
+        j, ii = divmod(rest, w)
+        c2, offset = k % oc, k // oc
         w2, h2 = ii * bs + offset % bs, j * bs + offset // bs
-        out[w2 + ow * bs * (h2 + oh * bs * (c2 + c * b))] = flat[in_index]
-    return {"Out": out.reshape(n, oc, oh, ow)}
+        out[w2 + w * bs * (h2 + h * bs * (c2 + oc * b))] = flat[in_index]
+    return {"Out": out.reshape(n, c * bs * bs, h // bs, w // bs)}
 
 
 def _shuffle_channel_ref(i, a):
@@ -385,14 +387,27 @@ def _shuffle_channel_ref(i, a):
     return {"Out": out}
 
 
-def _interp_ref(nearest):
+def _keys(v, A=-0.75):
+    """Keys' cubic convolution kernel W(v)."""
+    v = abs(v)
+    return (A + 2) * v ** 3 - (A + 3) * v ** 2 + 1 if v <= 1 else A * v ** 3 - 5 * A * v ** 2 + 8 * A * v - 4 * A
+
+
+def _interp_ref(rule):
+    """Out by loops over output pixels and their taps; ``rule`` nearest, linear or cubic per dim."""
+
     def axis(n_in, n_out, a):
         f32 = np.float32
         ratio = f32(0) if n_out <= 1 else (f32(n_in - 1) / f32(n_out - 1) if a["align_corners"] else f32(n_in) / f32(n_out))
         rows = []
         for k in range(n_out):
-            if nearest:
+            if rule == "nearest":
                 rows.append([(int(ratio * f32(k) + 0.5) if a["align_corners"] else int(ratio * f32(k)), 1.0)])
+                continue
+            if rule == "cubic":  # NOTE(bicubic): the position is not clamped at 0
+                src = float(ratio * f32(k)) if a["align_corners"] else float(ratio) * (k + 0.5) - 0.5
+                lo = math.floor(src)
+                rows.append([(min(max(lo + j, 0), n_in - 1), _keys(src - lo - j)) for j in (-1, 0, 1, 2)])
                 continue
             if a["align_mode"] == 0 and not a["align_corners"]:
                 src = float(ratio) * (k + 0.5) - 0.5
@@ -405,17 +420,18 @@ def _interp_ref(nearest):
         return rows
 
     def ref(i, a):
-        x = i["X"] if a["data_layout"] == "NCHW" else i["X"].transpose(0, 3, 1, 2)
-        h, w = x.shape[2:]
-        oh, ow = (int(np.float32(h) * np.float32(a["scale"])), int(np.float32(w) * np.float32(a["scale"]))) \
-            if a["scale"] > 0 else (a["out_h"], a["out_w"])
-        out = np.zeros(x.shape[:2] + (oh, ow))
-        for p, ys in enumerate(axis(h, oh, a)):
-            for q, xs in enumerate(axis(w, ow, a)):
-                for y, wy in ys:
-                    for xx, wx in xs:
-                        out[:, :, p, q] += wy * wx * x[:, :, y, xx]
-        return {"Out": out if a["data_layout"] == "NCHW" else out.transpose(0, 2, 3, 1)}
+        last = a["data_layout"] == "NHWC"
+        x = np.moveaxis(i["X"], -1, 1) if last else i["X"]
+        sizes = x.shape[2:]
+        names = ("out_d", "out_h", "out_w")[-len(sizes):]
+        outs = [int(np.float32(n) * np.float32(a["scale"])) for n in sizes] if a["scale"] > 0 else [a[n] for n in names]
+        taps = [axis(n, o, a) for n, o in zip(sizes, outs)]
+        out = np.zeros(x.shape[:2] + tuple(outs))
+        for at in itertools.product(*(range(o) for o in outs)):
+            for tap in itertools.product(*(t[k] for t, k in zip(taps, at))):
+                w = math.prod(wt for _, wt in tap)
+                out[(...,) + at] += w * x[(...,) + tuple(j for j, _ in tap)]
+        return {"Out": np.moveaxis(out, 1, -1) if last else out}
 
     return ref
 
@@ -534,16 +550,34 @@ CASES += [
            lambda i, a: {"Out": np.pad(i["Y"], ((0, 1), (0, 1)), constant_values=0.5)}, attrs={"pad_value": 0.5},
            grad=("Y",), batch=(),
            errors=(({"X": spec(3, 4), "Y": spec(2, 5)}, {}, ProgramError, r"no dim larger than X's"),)),
-    # bilinear_interp, nearest_interp (NOTE(interp))
+    # bilinear_interp, nearest_interp, bicubic_interp (NOTE(interp), NOTE(bicubic)), trilinear_interp
     *[OpCase(op, lambda r, fmt=attrs.get("data_layout"): {"X": N(r, 2, 3, 4, 5) if fmt != "NHWC" else N(r, 2, 4, 5, 3)},
-             _interp_ref(op == "nearest_interp"), attrs=attrs, grad=("X",), name=name,
-             errors=(({"X": spec(2, 3, 4)}, {"out_h": 2, "out_w": 2}, ProgramError, "X must be 4-D"),
-                     ({"X": spec(2, 3, 4, 5)}, {}, ProgramError, "out_h 0 and out_w 0 must be > 0"))
+             _interp_ref(rule), attrs=attrs, grad=("X",), name=name,
+             errors=(({"X": spec(2, 3, 4)}, {"out_h": 2, "out_w": 2}, ProgramError, f"{op}: X must be 4-D"),
+                     ({"X": spec(2, 3, 4, 5)}, {}, ProgramError, "out_h 0 and out_w 0 must be > 0"),
+                     ({"X": spec(2, 3, 4, 5)}, {"out_h": 2, "out_w": 2, "data_layout": "NCDHW"}, ProgramError,
+                      "data_layout NCHW or NHWC"))
              if name == "corners" else ())
-      for op in ("bilinear_interp", "nearest_interp")
+      for op, rule in (("bilinear_interp", "linear"), ("nearest_interp", "nearest"), ("bicubic_interp", "cubic"))
       for name, attrs in (("corners", {"out_h": 7, "out_w": 3}),
                           ("no_corners", {"out_h": 6, "out_w": 8, "align_corners": False}),
                           ("half_pixel", {"out_h": 3, "out_w": 9, "align_corners": False, "align_mode": 0}),
                           ("scale", {"scale": 1.5, "align_corners": False}),
-                          ("nhwc", {"out_h": 5, "out_w": 4, "data_layout": "NHWC"}))],
+                          ("nhwc", {"out_h": 5, "out_w": 4, "data_layout": "NHWC"}),
+                          ("one_row", {"out_h": 1, "out_w": 2, "align_corners": False}))],
+    *[OpCase("trilinear_interp", lambda r, fmt=attrs.get("data_layout"): {
+        "X": N(r, 2, 2, 3, 4, 5) if fmt != "NHWC" else N(r, 2, 3, 4, 5, 2)},
+             _interp_ref("linear"), attrs=attrs, grad=("X",), name=name,
+             errors=(({"X": spec(2, 3, 4, 5)}, {"out_d": 2, "out_h": 2, "out_w": 2}, ProgramError,
+                      r"trilinear_interp: X must be 5-D .*got X\[2, 3, 4, 5\]"),
+                     ({"X": spec(2, 3, 4, 5, 6)}, {"out_h": 2, "out_w": 2}, ProgramError,
+                      "out_d 0, out_h 2 and out_w 2 must be > 0"),
+                     ({"X": spec(2, 3, 4, 5, 6)}, {"scale": 2.0, "align_mode": 2}, ProgramError,
+                      "align_mode must be 0 or 1, got 2"))
+             if name == "corners" else ())
+      for name, attrs in (("corners", {"out_d": 5, "out_h": 2, "out_w": 7}),
+                          ("no_corners", {"out_d": 4, "out_h": 6, "out_w": 3, "align_corners": False}),
+                          ("half_pixel", {"out_d": 2, "out_h": 5, "out_w": 8, "align_corners": False, "align_mode": 0}),
+                          ("scale", {"scale": 1.5, "align_corners": False, "align_mode": 0}),
+                          ("ndhwc", {"out_d": 3, "out_h": 4, "out_w": 2, "data_layout": "NHWC"}))],
 ]
