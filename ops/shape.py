@@ -662,10 +662,26 @@ def meshgrid_grad(xp, ins, a, ctx):
 _STRIDED_ATTRS = {"axes": [], "starts": [], "ends": [], "strides": [], "infer_flags": [], "decrease_axis": []}
 
 
+def _strided_dim(d: int, s0: int, e0: int, st: int):
+    """The slice of one dim of size d that Fluid 1.8's strided_slice takes (NOTE(strided-slice-1.8)),
+    or None when it takes nothing."""
+    s = s0 + d if s0 < 0 else s0
+    e = e0 if (e0 == -1 and st < 0) else (e0 + d if e0 < 0 else e0)  # -1 with st < 0: "to the start"
+    if st < 0:
+        s, e = s + 1, e + 1
+    if s >= e if st > 0 else s <= e:
+        return None
+    n = (abs(min(d, max(s, e)) - max(0, min(s, e))) + abs(st) - 1) // abs(st)
+    first = min(max(s if st > 0 else e, 0), d)
+    last = first + abs(st) * (n - 1)
+    if n <= 0 or last >= d:
+        return None
+    return slice(first, last + 1, st) if st > 0 else slice(last, first - 1 if first else None, st)
+
+
 def _strided_plan(shape, a):
-    """(per-dim slices, Out's shape before decrease_axis, Out's shape): a negative start or
-    end counts from the end once, then Python's slicing clamps (an end before the first
-    entry of a reversed slice runs to it); an empty slice is an error, as in Paddle."""
+    """(per-dim slices, Out's shape before decrease_axis, Out's shape), as Fluid 1.8 slices
+    (NOTE(strided-slice-1.8)); an empty slice is an error, as in Paddle."""
     axes, starts, ends, strides = (list(a[k]) for k in ("axes", "starts", "ends", "strides"))
     check(len(axes) == len(starts) == len(ends) == len(strides),
           f"strided_slice: axes {axes}, starts {starts}, ends {ends} and strides {strides} differ in length")
@@ -677,13 +693,10 @@ def _strided_plan(shape, a):
         if d == -1:
             full[ax] = -1
             continue
-        s = s0 + d if s0 < 0 else s0
-        e = e0 + d if e0 < 0 else e0
-        sl = slice(s, None if e < 0 else e, st)
-        n = len(range(d)[sl])
-        check(n > 0, f"strided_slice: starts {s0}, ends {e0} and stride {st} leave nothing of dim {ax} (size {d}) "
-                     f"of Input{list(shape)}")
-        idx[ax], full[ax] = sl, n
+        sl = _strided_dim(d, s0, e0, st)
+        check(sl is not None, f"strided_slice: starts {s0}, ends {e0} and stride {st} leave nothing of dim {ax} "
+                              f"(size {d}) of Input{list(shape)}")
+        idx[ax], full[ax] = sl, len(range(d)[sl])
     dec = {_axis("strided_slice", ax, shape, "decrease_axis entry", slot="Input") for ax in a["decrease_axis"]}
     for ax in dec:
         check(full[ax] in (1, -1), f"strided_slice: decrease_axis {list(a['decrease_axis'])} names dim {ax}, whose "
@@ -696,7 +709,16 @@ def _strided_plan(shape, a):
           grad=grad_of(("Input",)))
 def strided_slice(xp, ins, a, ctx):
     """Out = Input[starts:ends:strides] along ``axes`` (a negative stride walks backwards), the
-    size-1 dims in ``decrease_axis`` dropped ([1] if none is left)."""
+    size-1 dims in ``decrease_axis`` dropped ([1] if none is left).
+
+    NOTE(strided-slice-1.8): Fluid 1.8's kernel (strided_slice_op.h) counts a negative start or
+    end from the end once (an end of -1 with a negative stride means "past the first entry"),
+    then for a negative stride takes the *forward* slice [end + 1, start + 1) with step |stride|
+    and reverses it: the entries it takes are anchored at the end, not at the start as in
+    numpy. x[5:-100:-2] of 7 entries is x[4], x[2], x[0] there (numpy: x[5], x[3], x[1]); the
+    two agree when |stride| is 1 or divides start - end - 1. Out's size is ceil((right - left) /
+    |stride|) over the clamped range. We keep 1.8's entries (checked over a sweep of starts,
+    ends and strides against Paddle 1.8.5; Paddle 2.6 slices as numpy does)."""
     x = ins["Input"]
     idx, _, out = _strided_plan(x.shape, a)
     return {"Out": x[idx].reshape(out)}

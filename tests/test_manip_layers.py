@@ -4,7 +4,8 @@ them; Fluid 1.8's gradient rules that are not derivatives (scatter's X, gather's
 hold; bad arguments fail at build time naming the op and the values. Where
 PLACEGROUP_PADDLE_PYTHON names a python with paddle, every OpCase of tests/cases/manip.py
 runs in Paddle 2.6 too (the same op type and attrs) and must give the same outputs and
-gradients."""
+gradients; where PLACEGROUP_PADDLE18_PYTHON names a python with Paddle 1.8.5 (a Python 3.8
+environment with the paddlepaddle 1.8.5 wheel), they run in Paddle 1.8.5 itself."""
 from __future__ import annotations
 
 import json
@@ -226,6 +227,7 @@ def test_program_prints_fluid_op_types():
 # -- against Paddle ---------------------------------------------------------------------------
 
 PADDLE_PYTHON = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
+PADDLE18_PYTHON = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
 
 # Each case: its op appended with Paddle 2.6's LayerHelper (the 1.x ops still exist there),
 # its outputs, and the gradient of sum(out * cot) w.r.t. each input the case differentiates.
@@ -285,20 +287,73 @@ PADDLE_SCRIPT = textwrap.dedent("""
     np.savez(spec["out"], **res)
 """)
 
+# The same for Paddle 1.8.5 itself, through Fluid 1.8's own API.
+PADDLE18_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import paddle.fluid as fluid
+    from paddle.fluid.layer_helper import LayerHelper
+    spec = json.loads(sys.argv[1])
+    d = dict(np.load(spec["data"]))
+    DTYPES = {"float32": 5, "float64": 6, "int32": 2, "int64": 3, "bool": 0}
+    exe, res = fluid.Executor(fluid.CPUPlace()), {}
+    for case in spec["cases"]:
+        cid, a = case["id"], case["attrs"]
+        main, startup = fluid.Program(), fluid.Program()
+        with fluid.program_guard(main, startup):
+            ins, feed, diff = {}, {}, []
+            for slot, n in case["ins"].items():
+                ins[slot] = []
+                for k in range(n):
+                    arr = d[f"{cid}/{slot}/{k}"]
+                    v = fluid.data(f"{cid}.{slot}.{k}", list(arr.shape), str(arr.dtype))
+                    if slot in case["grad"]:
+                        v.stop_gradient = False
+                        diff.append((slot, k, v))
+                    ins[slot].append(v)
+                    feed[v.name] = arr
+            helper = LayerHelper(case["op"])
+            outs = {s: [helper.create_variable_for_type_inference(dt) for dt in dts] for s, dts in case["outs"].items()}
+            helper.append_op(type=case["op"], inputs=ins, outputs=outs,
+                             attrs={k: DTYPES.get(v, v) if k == "dtype" else v for k, v in a.items()})
+            shown = {s: vs for s, vs in outs.items() if s != "XShape"}
+            fetch = [v for vs in shown.values() for v in vs]
+            names = [f"{s}/{k}" for s, vs in shown.items() for k in range(len(vs))]
+            if diff:
+                terms = []
+                for s, vs in outs.items():
+                    for k, v in enumerate(vs):
+                        cot = d.get(f"{cid}/{s}/{k}@COT")
+                        if cot is not None:
+                            c = fluid.data(f"{cid}.{s}.{k}.cot", list(cot.shape), "float32")
+                            feed[c.name] = cot
+                            prod = fluid.layers.reshape(v, [-1]) * fluid.layers.reshape(c, [-1])
+                            terms.append(fluid.layers.reduce_sum(prod))
+                fetch += fluid.gradients([fluid.layers.sums(terms)], [v for _, _, v in diff])
+                names += [f"{s}@GRAD/{k}" for s, k, _ in diff]
+        got = exe.run(main, feed=feed, fetch_list=fetch)
+        res.update({f"{cid}//{n}": g for n, g in zip(names, got)})
+    np.savez(spec["out"], **res)
+""")
+
 # op types Paddle 2.6 no longer registers
 NOT_IN_PADDLE_2 = {"squeeze", "unsqueeze", "flatten", "expand_as", "one_hot"}
+# Fluid 1.8.5 refuses to squeeze a listed dim that is not 1 (we keep it, as its InferShape
+# does at build time)
+NOT_IN_PADDLE_18 = {"squeeze-neg_and_not1", "squeeze2-neg_and_not1"}
 
 
 def _listed(v) -> list:
     return v if isinstance(v, list) else [v]
 
 
-def run_in_paddle(cases, tmp_path, skip=frozenset(), adapt=None, squeezed=frozenset()) -> None:
+def run_in_paddle(cases, tmp_path, skip=frozenset(), adapt=None, squeezed=frozenset(), fluid18=False) -> None:
     """Run each OpCase with a reference (neither its op type nor its id in ``skip``) in Paddle 2.6 through
-    PADDLE_SCRIPT and assert its outputs and its gradients (of sum(out * cot) for the slots the
-    case differentiates) equal ours. ``adapt(case, attrs) -> attrs`` rewrites the attrs Paddle
-    gets (an attr Paddle 2.6 renamed). Ops in ``squeezed`` may give Paddle's outputs without
-    the size-1 dims Fluid 1.8 kept (dot's [N, 1] is [N] in Paddle 2)."""
+    PADDLE_SCRIPT (in Paddle 1.8.5 through PADDLE18_SCRIPT when ``fluid18``) and assert its
+    outputs and its gradients (of sum(out * cot) for the slots the case differentiates) equal
+    ours. ``adapt(case, attrs) -> attrs`` rewrites the attrs Paddle gets (an attr Paddle 2.6
+    renamed). Ops in ``squeezed`` may give Paddle's outputs without the size-1 dims Fluid 1.8
+    kept (dot's [N, 1] is [N] in Paddle 2)."""
     rng = np.random.default_rng(9)
     data, specs, ours = {}, [], {}
     for case in cases:
@@ -331,8 +386,8 @@ def run_in_paddle(cases, tmp_path, skip=frozenset(), adapt=None, squeezed=frozen
                       "outs": {s: [a.dtype.name for a in _listed(v)] for s, v in outs.items()}})
     np.savez(tmp_path / "data.npz", **data)
     spec = {"data": str(tmp_path / "data.npz"), "out": str(tmp_path / "paddle.npz"), "cases": specs}
-    done = subprocess.run([PADDLE_PYTHON, "-c", PADDLE_SCRIPT, json.dumps(spec)], capture_output=True, text=True,
-                          timeout=600)
+    python, script = (PADDLE18_PYTHON, PADDLE18_SCRIPT) if fluid18 else (PADDLE_PYTHON, PADDLE_SCRIPT)
+    done = subprocess.run([python, "-c", script, json.dumps(spec)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     ref = dict(np.load(spec["out"]))
     ops = {c.id: c.op for c in cases}
@@ -349,3 +404,9 @@ def run_in_paddle(cases, tmp_path, skip=frozenset(), adapt=None, squeezed=frozen
 @pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
 def test_manip_ops_match_paddle(tmp_path):
     run_in_paddle(CASES, tmp_path, NOT_IN_PADDLE_2)
+
+
+@pytest.mark.paddle
+@pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python with paddle 1.8.5")
+def test_manip_ops_match_paddle_18(tmp_path):
+    run_in_paddle(CASES, tmp_path, NOT_IN_PADDLE_18, fluid18=True)

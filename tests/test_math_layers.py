@@ -2,9 +2,11 @@
 (elementwise_max .. mod, the activations, prelu, resize, lrn, label_smooth, clip_by_norm,
 reduce_all/any, where/nonzero, index_select, ...) build programs that the Executor runs to
 numpy's answers, with Fluid 1.8's op types, attrs and parameter names; gradients flow through
-them. Where PLACEGROUP_PADDLE_PYTHON names a python with paddle, every OpCase of
-tests/cases/math.py whose op Paddle 2.6 still has with 1.8's meaning runs there too and must
-give the same outputs and gradients."""
+them; the resize layers (image_resize, interpolate's BICUBIC, resize_trilinear,
+image_resize_short) append the ops and attrs Paddle 1.8.5's do. Where PLACEGROUP_PADDLE_PYTHON
+names a python with paddle, every OpCase of tests/cases/math.py whose op Paddle 2.6 still has
+with 1.8's meaning runs there too and must give the same outputs and gradients; where
+PLACEGROUP_PADDLE18_PYTHON names one with Paddle 1.8.5, they all run in 1.8.5 itself."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,10 +21,10 @@ import pytest
 import placegroup as fluid
 from placegroup.errors import ProgramError
 from placegroup.initializer import NumpyArrayInitializer
-from tests.cases.math import CASES, _unique_ref
+from tests.cases.math import CASES, _interp_ref, _unique_ref
 from tests.op_case import OpCase
 from tests.test_layers import check_program_gradients, fresh, value
-from tests.test_manip_layers import PADDLE_PYTHON, run_in_paddle
+from tests.test_manip_layers import PADDLE18_PYTHON, PADDLE_PYTHON, run_in_paddle
 
 L = fluid.layers
 _erf = np.vectorize(math.erf)
@@ -126,7 +128,7 @@ def test_shape_and_index_layers_match_numpy():
     coords = np.argwhere(big)
     want = [xs[:, :, ::-1], np.roll(xs, 2, 3), np.roll(ms.reshape(-1), 1).reshape(ms.shape), np.tril(ms),
             np.triu(ms, 1), ms[0].T,
-            xs[:, 7::-3, :, 0:6:2], xs.reshape(n, 2, 2, 2, h, w).transpose(0, 1, 4, 2, 5, 3).reshape(n, 2, 8, 12),
+            xs[:, [6, 3, 0]][..., 0:6:2], xs.reshape(n, 2, 2, 2, h, w).transpose(0, 1, 4, 2, 5, 3).reshape(n, 2, 8, 12),
             got[8], xs.reshape(n, 4, 2, h, w).transpose(0, 2, 1, 3, 4).reshape(xs.shape),
             np.pad(xs[..., :4], [(0, 0)] * 3 + [(0, 2)], constant_values=9.0), got[11], got[12], got[13],
             coords, coords[:, 1:2], coords[:, 2:3], np.array([4, 2, 7]), np.array([0, 1, 0, 2, 1], np.int32),
@@ -225,6 +227,60 @@ def test_gradients_flow_through_the_layers():
         check_program_gradients(exe, main, loss, feed, params_grads)
 
 
+# What Paddle 1.8.5's layers append for the same calls (output var, its shape, the op's attrs),
+# read from a program built with the 1.8.5 wheel.
+_AT = {"out_d": -1, "out_h": -1, "out_w": -1, "scale": 0.0, "align_corners": True, "align_mode": 1,
+       "data_layout": "NCHW"}
+_RESIZE_18 = [("bilinear_interp_0.tmp_0", (-1, 3, 4, 6), {**_AT, "out_h": 4, "out_w": 6}),
+              ("nearest_interp_0.tmp_0", (-1, 3, 4, 6), {**_AT, "out_h": 4, "out_w": 6}),
+              ("bicubic_interp_0.tmp_0", (-1, 3, 5, 7), {**_AT, "out_h": 5, "out_w": 7, "align_corners": False}),
+              ("trilinear_interp_0.tmp_0", (-1, 2, 4, 6, 8), {**_AT, "out_d": 4, "out_h": 6, "out_w": 8}),
+              ("trilinear_interp_1.tmp_0", (-1, 2, 4, 6, 7), {**_AT, "scale": 1.5, "align_corners": False,
+                                                              "align_mode": 0}),
+              ("trilinear_interp_2.tmp_0", (-1, 2, 2, 2, 5), {**_AT, "out_d": 2, "out_h": 2, "out_w": 2,
+                                                              "data_layout": "NHWC"})]
+_RULES = {"bilinear_interp": "linear", "nearest_interp": "nearest", "bicubic_interp": "cubic",
+          "trilinear_interp": "linear"}
+
+
+def test_resize_layers_append_fluid_18s_ops_and_match_the_references():
+    rng = np.random.default_rng(8)
+    xs, vs = rng.standard_normal((2, 3, 6, 9)).astype("float32"), rng.standard_normal((2, 2, 3, 4, 5)).astype("float32")
+    with fresh() as (main, startup, exe):
+        img, vol = L.data("img", shape=[3, 6, 9]), L.data("vol", shape=[2, 3, 4, 5])
+        outs = [L.image_resize_short(img, 4), L.image_resize_short(img, 4, resample="NEAREST"),
+                L.interpolate(img, out_shape=[5, 7], resample="BICUBIC", align_corners=False),
+                L.resize_trilinear(vol, out_shape=[4, 6, 8]),
+                L.resize_trilinear(vol, scale=1.5, align_corners=False, align_mode=0),
+                L.image_resize(vol, out_shape=[2, 2, 2], resample="TRILINEAR", data_format="NDHWC")]
+        ops = main.global_block().ops
+        for out, op, (name, shape, attrs) in zip(outs, ops, _RESIZE_18, strict=True):
+            assert (out.name, out.shape, op.type) == (name, shape, name[:-8])
+            want = {**attrs, "interp_method": name[:-15]}
+            assert {k: op.attrs[k] for k in want} == want, name
+        got = _run(exe, main, {"img": xs, "vol": vs}, outs)
+    for k, op in enumerate(ops):
+        want = _interp_ref(_RULES[op.type])({"X": xs if got[k].ndim == 4 else vs}, dict(op.attrs))["Out"]
+        np.testing.assert_allclose(got[k], want, rtol=1e-5, atol=1e-6, err_msg=f"output {k}, {op.type}")
+
+
+def test_gradients_flow_through_the_resize_layers():
+    # float64 whole-program gradients vs central differences through trilinear and bicubic
+    rng = np.random.default_rng(6)
+    feed = {"x": rng.standard_normal((2, 6))}
+    with fresh() as (main, startup, exe):
+        x = L.data("x", shape=[6], dtype="float64")
+        vol = L.reshape(L.fc(x, 2 * 2 * 3 * 4, num_flatten_dims=1), [-1, 2, 2, 3, 4])
+        a = L.resize_trilinear(vol, out_shape=[3, 2, 5], align_corners=False, align_mode=0)
+        b = L.interpolate(L.reshape(a, [-1, 6, 2, 5]), scale=1.5, resample="BICUBIC", align_corners=False)
+        c = L.image_resize_short(L.reshape(vol, [-1, 4, 3, 4]), 5)
+        loss = L.sum([L.reduce_sum(L.square(v)) for v in (a, b, c)])
+        params_grads = fluid.append_backward(loss)
+        main.verify()
+        exe.run(startup)
+        check_program_gradients(exe, main, loss, feed, params_grads)
+
+
 def test_build_errors_name_the_layer_and_values():
     with fresh():
         x = L.data("x", shape=[3, 4])
@@ -232,8 +288,22 @@ def test_build_errors_name_the_layer_and_values():
             L.prelu(x, mode="row")
         with pytest.raises(ProgramError, match="lrn: n must be a positive odd number, got 4"):
             L.lrn(L.unsqueeze(x, [1]), n=4)
-        with pytest.raises(ValueError, match="image_resize: resample must be BILINEAR or NEAREST"):
-            L.image_resize(L.unsqueeze(x, [1]), out_shape=[2, 2], resample="BICUBIC")
+        img, vol = L.unsqueeze(x, [1]), L.unsqueeze(x, [1, 2])
+        with pytest.raises(ValueError, match=r"image_resize: resample must be BILINEAR, TRILINEAR or NEAREST, got "
+                                             r"'BICUBIC' \(fluid.layers.interpolate takes BICUBIC\)"):
+            L.image_resize(img, out_shape=[2, 2], resample="BICUBIC")
+        with pytest.raises(ValueError, match=r"image_resize: TRILINEAR needs a 5-D input, got .*\[-1, 1, 3, 4\]"):
+            L.resize_trilinear(img, out_shape=[2, 2, 2])
+        with pytest.raises(ValueError, match=r"interpolate: BICUBIC needs a 4-D input"):
+            L.interpolate(vol, out_shape=[2, 2], resample="BICUBIC")
+        with pytest.raises(ValueError, match="data_format must be NCDHW or NDHWC for a 5-D input, got 'NCHW'"):
+            L.resize_trilinear(vol, out_shape=[2, 2, 2], data_format="NCHW")
+        with pytest.raises(ValueError, match=r"out_shape must be \[out_d, out_h, out_w\] > 0 for a 5-D input"):
+            L.resize_trilinear(vol, out_shape=[2, 2])
+        with pytest.raises(ValueError, match="image_resize_short: input must be 4-D"):
+            L.image_resize_short(vol, 2)
+        with pytest.raises(ValueError, match=r"image_resize_short: H and W of .*\[-1, 3, -1, 4\] must be known"):
+            L.image_resize_short(L.data("hw", shape=[3, -1, 4]), 2)
         with pytest.raises(ValueError, match="one of out_shape and scale"):
             L.resize_bilinear(L.unsqueeze(x, [1]))
         with pytest.raises(ProgramError, match="elementwise_floordiv: X must be int32 or int64"):
@@ -283,8 +353,9 @@ NOT_AS_IN_PADDLE_2 = {"elementwise_floordiv", "elementwise_mod", "isfinite", "di
                       "mish-threshold",
                       # Paddle 2.6 reads an NHWC affine_channel's channels from dim 1 (1.8: the last)
                       "affine_channel-nhwc",
-                      # Paddle 2.6's strided_slice_grad fails on a decreased axis
-                      "strided_slice-decrease",
+                      # Paddle 2.6 slices with a negative stride as numpy does, 1.8 anchors at the end
+                      # (NOTE(strided-slice-1.8)); 2.6's strided_slice_grad fails on a decreased axis
+                      "strided_slice",
                       # Paddle 2.6's max/min/pow grad kernels reject a Y aligned at axis 1
                       "elementwise_max-axis1", "elementwise_min-axis1", "elementwise_pow-axis1"}
 
@@ -320,6 +391,16 @@ DATA_DEPENDENT = [OpCase("unique", lambda r: {"X": _IDS}, _unique_ref(False), na
 @pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
 def test_math_ops_match_paddle(tmp_path):
     run_in_paddle(CASES + RULES + DATA_DEPENDENT, tmp_path, NOT_AS_IN_PADDLE_2, _paddle_attrs, squeezed={"dot"})
+
+
+# Fluid 1.8.5's strided_slice_grad fails on a decreased axis (as 2.6's does)
+NOT_AS_IN_PADDLE_18 = {"strided_slice-decrease"}
+
+
+@pytest.mark.paddle
+@pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python with paddle 1.8.5")
+def test_math_ops_match_paddle_18(tmp_path):
+    run_in_paddle(CASES + RULES + DATA_DEPENDENT, tmp_path, NOT_AS_IN_PADDLE_18, fluid18=True)
 
 
 # -- a small model trained here and in Paddle 2.6 --------------------------------------------

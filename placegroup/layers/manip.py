@@ -36,8 +36,8 @@ __all__ = ["transpose", "one_hot", "gather", "gather_nd", "scatter", "expand", "
            "argsort", "cumsum", "shape", "fill_constant_batch_size_like", "zeros_like", "ones_like", "range",
            "t", "flip", "roll", "tril", "triu", "diag", "diag_embed", "meshgrid", "strided_slice", "pixel_shuffle",
            "space_to_depth", "shuffle_channel", "pad_constant_like", "image_resize", "interpolate", "resize_bilinear",
-           "resize_nearest", "where", "nonzero", "unique", "unique_with_counts", "index_select", "index_sample",
-           "scatter_nd_add", "scatter_nd", "multiplex"]
+           "resize_nearest", "resize_trilinear", "image_resize_short", "where", "nonzero", "unique",
+           "unique_with_counts", "index_select", "index_sample", "scatter_nd_add", "scatter_nd", "multiplex"]
 
 
 def _static(layer: str, what: str, value):
@@ -475,7 +475,10 @@ def meshgrid(input, name=None):
 
 def strided_slice(input, axes, starts, ends, strides):
     """``input[starts:ends:strides]`` along each of ``axes``; negative starts and ends count
-    from the end, a negative stride walks backwards, and what is left must not be empty.
+    from the end, a negative stride walks backwards, and what is left must not be empty. A
+    negative stride takes the entries Fluid 1.8 takes, anchored at the end: ``starts=[5],
+    ends=[-100], strides=[-2]`` of 7 entries gives entries 4, 2, 0 (NOTE(strided-slice-1.8)
+    in ops/shape.py).
 
     Example: ``L.strided_slice(x, axes=[1], starts=[0], ends=[8], strides=[2])`` keeps even columns.
     """
@@ -530,60 +533,87 @@ def pad_constant_like(x, y, pad_value: float = 0.0, name=None):
     return out
 
 
-_RESAMPLE = {"BILINEAR": "bilinear", "NEAREST": "nearest"}
+_RESAMPLE = {"BILINEAR": "bilinear", "TRILINEAR": "trilinear", "NEAREST": "nearest", "BICUBIC": "bicubic"}
+
+
+def _resize(layer: str, methods: tuple, input, out_shape, scale, name, resample, actual_shape, align_corners,
+            align_mode, data_format):
+    """Fluid 1.8's image_resize / interpolate: check the arguments as 1.8 does (naming ``layer``),
+    then append ``<method>_interp``."""
+    if resample not in methods:
+        raise ValueError(f"{layer}: resample must be {', '.join(methods[:-1])} or {methods[-1]}, got {resample!r}"
+                         + (" (fluid.layers.interpolate takes BICUBIC)" if resample == "BICUBIC" else ""))
+    rank = 5 if resample == "TRILINEAR" else 4
+    if len(input.shape) != rank:
+        raise ValueError(f"{layer}: {resample} needs a {rank}-D input, got {input.name}{list(input.shape)}")
+    if not isinstance(align_corners, bool) or align_mode not in (0, 1):
+        raise ValueError(f"{layer}: align_corners must be a bool and align_mode 0 or 1, got {align_corners!r}, "
+                         f"{align_mode!r}")
+    if out_shape is None and scale is None:
+        raise ValueError(f"{layer}: one of out_shape and scale must not be None")
+    formats = ("NCHW", "NHWC") if rank == 4 else ("NCDHW", "NDHWC")
+    if data_format not in formats:
+        raise ValueError(f"{layer}: data_format must be {' or '.join(formats)} for a {rank}-D input, got "
+                         f"{data_format!r}")
+    if actual_shape is not None:
+        raise ValueError(f"{layer}: actual_shape (a run-time size) is not supported; pass out_shape")
+    method = _RESAMPLE[resample]
+    attrs = {"out_d": -1, "out_h": -1, "out_w": -1, "interp_method": method, "align_corners": align_corners,
+             "align_mode": int(align_mode), "data_layout": "NCHW" if data_format[1] == "C" else "NHWC"}
+    if out_shape is not None:
+        size = _ints(layer, "out_shape", out_shape)
+        names = ("out_d", "out_h", "out_w")[5 - rank:]
+        if len(size) != len(names) or min(size) <= 0:
+            raise ValueError(f"{layer}: out_shape must be [{', '.join(names)}] > 0 for a {rank}-D input, got {size}")
+        attrs.update(zip(names, size))
+    else:
+        _static(layer, "scale", scale)
+        if scale <= 0:
+            raise ValueError(f"{layer}: scale must be greater than zero, got {scale}")
+        attrs["scale"] = float(scale)
+    return _op(f"{method}_interp", f"{method}_interp", {"X": input}, attrs, name)
 
 
 def interpolate(input, out_shape=None, scale=None, name=None, resample: str = "BILINEAR", actual_shape=None,
                 align_corners: bool = True, align_mode: int = 1, data_format: str = "NCHW"):
-    """A 4-D ``input`` resized in H and W to ``out_shape`` [out_h, out_w] or by ``scale``
-    (out = int(in·scale)), by ``resample`` BILINEAR or NEAREST, with Fluid 1.8's
-    ``align_corners`` / ``align_mode`` rules (NOTE(interp) in ops/resample.py); a
-    ``bilinear_interp`` or ``nearest_interp`` op.
+    """``input`` resized to ``out_shape`` or by ``scale`` (out = int(in·scale)): a 4-D input in H
+    and W by ``resample`` BILINEAR, NEAREST or BICUBIC, a 5-D one in D, H and W by TRILINEAR,
+    with Fluid 1.8's ``align_corners`` / ``align_mode`` rules (NOTE(interp) and NOTE(bicubic) in
+    ops/resample.py); a ``bilinear_interp``, ``nearest_interp``, ``bicubic_interp`` or
+    ``trilinear_interp`` op.
+
+    Args:
+        input: [N, C, H, W] (``data_format`` NCHW) or [N, H, W, C] (NHWC); for TRILINEAR
+            [N, C, D, H, W] (NCDHW) or [N, D, H, W, C] (NDHWC).
+        out_shape: [out_h, out_w] (4-D) or [out_d, out_h, out_w] (5-D) Python ints; it wins over
+            ``scale``.
+        scale: a float > 0, used when ``out_shape`` is None.
+        align_corners: map the corner pixels onto each other (ratio (in-1)/(out-1)).
+        align_mode: 0 for the half-pixel source index of BILINEAR/TRILINEAR without
+            align_corners, 1 for ratio·k.
+
+    Returns:
+        The resized var, of ``input``'s dtype.
 
     Raises:
-        ValueError: an unknown or unsupported resample (TRILINEAR, BICUBIC), an input that is
-            not 4-D, a bad align_mode or data_format, neither out_shape nor scale, a scale
-            <= 0, or a run-time size (a Variable out_shape, scale or actual_shape).
+        ValueError: an unknown resample, an input of the wrong rank for it, a bad align_mode or
+            data_format, neither out_shape nor scale, a scale <= 0, or a run-time size (a
+            Variable out_shape, scale or actual_shape).
 
-    Example: ``L.resize_bilinear(img, out_shape=[64, 64])``.
+    Example: ``L.interpolate(img, out_shape=[64, 64], resample="BICUBIC", align_corners=False)``.
     """
-    if resample not in _RESAMPLE:
-        raise ValueError(f"image_resize: resample must be BILINEAR or NEAREST here, got {resample!r} (TRILINEAR and "
-                         f"BICUBIC are not supported)")
-    if len(input.shape) != 4:
-        raise ValueError(f"image_resize: {resample} needs a 4-D input, got {input.name}{list(input.shape)}")
-    if not isinstance(align_corners, bool) or align_mode not in (0, 1):
-        raise ValueError(f"image_resize: align_corners must be a bool and align_mode 0 or 1, got {align_corners!r}, "
-                         f"{align_mode!r}")
-    if data_format not in ("NCHW", "NHWC"):
-        raise ValueError(f"image_resize: data_format must be NCHW or NHWC, got {data_format!r}")
-    if out_shape is None and scale is None:
-        raise ValueError("image_resize: one of out_shape and scale must not be None")
-    if actual_shape is not None:
-        raise ValueError("image_resize: actual_shape (a run-time size) is not supported; pass out_shape")
-    op_type = f"{_RESAMPLE[resample]}_interp"
-    attrs = {"out_d": -1, "out_h": -1, "out_w": -1, "interp_method": _RESAMPLE[resample],
-             "align_corners": align_corners, "align_mode": int(align_mode), "data_layout": data_format}
-    if out_shape is not None:
-        size = _ints("image_resize", "out_shape", out_shape)
-        if len(size) != 2 or min(size) <= 0:
-            raise ValueError(f"image_resize: out_shape must be [out_h, out_w] > 0 for a 4-D input, got {size}")
-        attrs["out_h"], attrs["out_w"] = size
-    else:
-        _static("image_resize", "scale", scale)
-        if scale <= 0:
-            raise ValueError(f"image_resize: scale must be greater than zero, got {scale}")
-        attrs["scale"] = float(scale)
-    return _op(op_type, op_type, {"X": input}, attrs, name)
+    return _resize("interpolate", ("BILINEAR", "TRILINEAR", "NEAREST", "BICUBIC"), input, out_shape, scale, name,
+                   resample, actual_shape, align_corners, align_mode, data_format)
 
 
 def image_resize(input, out_shape=None, scale=None, name=None, resample: str = "BILINEAR", actual_shape=None,
                  align_corners: bool = True, align_mode: int = 1, data_format: str = "NCHW"):
-    """Fluid 1.8's image_resize: ``interpolate`` with the same arguments.
+    """Fluid 1.8's image_resize: ``interpolate`` without BICUBIC (1.8's image_resize refuses it).
 
     Example: ``L.image_resize(img, scale=2.0, resample="NEAREST")``.
     """
-    return interpolate(input, out_shape, scale, name, resample, actual_shape, align_corners, align_mode, data_format)
+    return _resize("image_resize", ("BILINEAR", "TRILINEAR", "NEAREST"), input, out_shape, scale, name, resample,
+                   actual_shape, align_corners, align_mode, data_format)
 
 
 def resize_bilinear(input, out_shape=None, scale=None, name=None, actual_shape=None, align_corners: bool = True,
@@ -592,7 +622,18 @@ def resize_bilinear(input, out_shape=None, scale=None, name=None, actual_shape=N
 
     Example: ``L.resize_bilinear(img, out_shape=[32, 32], align_corners=False, align_mode=0)``.
     """
-    return interpolate(input, out_shape, scale, name, "BILINEAR", actual_shape, align_corners, align_mode, data_format)
+    return image_resize(input, out_shape, scale, name, "BILINEAR", actual_shape, align_corners, align_mode,
+                        data_format)
+
+
+def resize_trilinear(input, out_shape=None, scale=None, name=None, actual_shape=None, align_corners: bool = True,
+                     align_mode: int = 1, data_format: str = "NCDHW"):
+    """``image_resize`` with TRILINEAR: a 5-D ``input`` resized in D, H and W.
+
+    Example: ``L.resize_trilinear(vol, out_shape=[8, 16, 16])`` for ``vol`` [-1, C, 4, 8, 8].
+    """
+    return image_resize(input, out_shape, scale, name, "TRILINEAR", actual_shape, align_corners, align_mode,
+                        data_format)
 
 
 def resize_nearest(input, out_shape=None, scale=None, name=None, actual_shape=None, align_corners: bool = True,
@@ -601,7 +642,31 @@ def resize_nearest(input, out_shape=None, scale=None, name=None, actual_shape=No
 
     Example: ``L.resize_nearest(feat, scale=2.0)``.
     """
-    return interpolate(input, out_shape, scale, name, "NEAREST", actual_shape, align_corners, 1, data_format)
+    return image_resize(input, out_shape, scale, name, "NEAREST", actual_shape, align_corners, 1, data_format)
+
+
+def image_resize_short(input, out_short_len: int, resample: str = "BILINEAR"):
+    """A 4-D NCHW ``input`` resized so that its shorter side (of H and W) is ``out_short_len``
+    and the other keeps the aspect ratio (rounded half up), as Fluid 1.8: ``image_resize`` with
+    that ``out_shape`` and its defaults (align_corners True).
+
+    Raises:
+        ValueError: an input that is not 4-D or whose H or W is unknown (-1).
+
+    Example: ``L.image_resize_short(img, out_short_len=3)`` for ``img`` [-1, 3, 6, 9] gives
+    [-1, 3, 3, 5].
+    """
+    if len(input.shape) != 4:
+        raise ValueError(f"image_resize_short: input must be 4-D (num_batches, channels, in_h, in_w), got "
+                         f"{input.name}{list(input.shape)}")
+    hw = list(input.shape[2:4])
+    if -1 in hw:
+        raise ValueError(f"image_resize_short: H and W of {input.name}{list(input.shape)} must be known")
+    short = hw.index(min(hw))
+    out = list(hw)
+    out[short] = out_short_len
+    out[1 - short] = int(float(hw[1 - short]) * (float(out_short_len) / float(hw[short])) + 0.5)
+    return image_resize(input, out_shape=out, resample=resample)
 
 
 # -- where, unique, index_select, scatter_nd, multiplex --------------------------------------

@@ -519,8 +519,10 @@ CASES += [
     OpCase("meshgrid", lambda r: {"X": [N(r, 3), N(r, 2), N(r, 4)]},
            lambda i, a: {"Out": list(np.meshgrid(*i["X"], indexing="ij"))}, grad=("X",),
            errors=(({"X": [spec(3), spec(2, 2)]}, {}, ProgramError, r"X\[1\] must be 1-D"),)),
-    # strided_slice
-    OpCase("strided_slice", lambda r: {"Input": N(r, 5, 6, 3)}, lambda i, a: {"Out": i["Input"][1:5:2, ::-2, 2:0:-1]},
+    # strided_slice: a negative stride takes entries anchored at the end (NOTE(strided-slice-1.8));
+    # the index lists are Paddle 1.8.5's
+    OpCase("strided_slice", lambda r: {"Input": N(r, 5, 6, 3)},
+           lambda i, a: {"Out": i["Input"][np.ix_([1, 3], [4, 2, 0], [2, 1])]},
            attrs={"axes": [0, 1, 2], "starts": [1, -1, 2], "ends": [100, -100, 0], "strides": [2, -2, -1],
                   "infer_flags": [1, 1, 1]},
            grad=("Input",), batch=(),
@@ -530,6 +532,11 @@ CASES += [
                     r"strides \[0\] holds a 0"),
                    ({"Input": spec(5, 6)}, {"axes": [0, 1], "starts": [0], "ends": [1], "strides": [1]}, ProgramError,
                     "differ in length"))),
+    *[OpCase("strided_slice", lambda r: {"Input": N(r, 2, 7)}, lambda i, a, want=want: {"Out": i["Input"][:, want]},
+             attrs={"axes": [1], "starts": [s], "ends": [e], "strides": [k], "infer_flags": [1]}, grad=("Input",),
+             name=f"anchored{s}_{e}_{k}")
+      for s, e, k, want in ((5, -100, -2, [4, 2, 0]), (6, 0, -3, [4, 1]), (-1, -1, -2, [6, 4, 2, 0]),
+                            (-1, -7, -2, [5, 3, 1]), (-9, -5, 1, [0, 1]), (2, -1, 2, [2, 4]))],
     OpCase("strided_slice", lambda r: {"Input": N(r, 4, 6)}, lambda i, a: {"Out": i["Input"][:, 3]},
            attrs={"axes": [1], "starts": [3], "ends": [4], "strides": [1], "infer_flags": [1], "decrease_axis": [1]},
            grad=("Input",),
