@@ -8,6 +8,13 @@ initial values set by name after the startup program.
   per-step losses (rtol 1e-4; seen: ~2e-7) and the exported model the same predictions: a CNN
   with batch_norm and Adam, an MLP with L2 decay and global-norm clipping exported with
   save_inference_model, the word2vec N-gram model with a sparse shared embedding and L2 decay.
+* Against PaddlePaddle Fluid 1.8.5 itself (``PLACEGROUP_PADDLE18_PYTHON``): the unchanged script
+  run by Fluid from placegroup's initial values gives the same losses (seen: ~4e-7) and the same
+  parameter names. A Fluid 1.8.5 environment (its wheel needs Python <= 3.8): ``pyenv install
+  3.8.18``; a venv of it; ``pip install --no-deps paddlepaddle==1.8.5`` then ``"numpy<1.24"
+  protobuf==3.20.3 six decorator gast==0.3.3 astor funcsigs pyyaml requests prettytable objgraph
+  Pillow scipy``; its import wants ``cv2``, which these scripts never use (an empty ``cv2.py`` on
+  the path will do).
 * Distributed (``placegroup launch --paddle-compat``, 2 trainers + 2 pservers, real processes):
   the mean of the trainers' losses and the trained model equal one process, for the MLP, the
   word-embedding model and a CNN with dropout. (batch_norm keeps each trainer's own batch
@@ -75,6 +82,31 @@ def test_a_fluid_script_gives_paddles_losses(model, paddle_python, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     with np.load(tmp_path / "paddle.npz") as z:
         theirs = dict(z)
+    np.testing.assert_allclose(ours["loss"], theirs["loss"], rtol=1e-4)
+    if "predict" in theirs:
+        np.testing.assert_allclose(ours["predict"], theirs["predict"], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.paddle
+@pytest.mark.parametrize("model", ["cnn_classifier", "mlp_export", "word2vec"])
+def test_the_same_script_under_fluid_18_gives_the_same_losses(model, tmp_path):
+    """The script itself, unchanged, run by PaddlePaddle Fluid 1.8.5 (``PLACEGROUP_PADDLE18_PYTHON``
+    names a python with paddlepaddle==1.8.5, e.g. Python 3.8) from placegroup's initial values."""
+    python = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
+    if not python:
+        pytest.skip("PLACEGROUP_PADDLE18_PYTHON is not set (a python with paddlepaddle==1.8.5)")
+    data = _data(model, tmp_path / "data.npz")
+    ours = _run_script(model, data, tmp_path / "ours.npz")
+    with np.load(data) as z:
+        arrays = dict(z)
+    arrays.update({k: v for k, v in ours.items() if k.startswith("init/")})
+    np.savez(tmp_path / "with_init.npz", **arrays)
+    proc = subprocess.run([python, f"{model}.py", str(tmp_path / "with_init.npz"), str(tmp_path / "fluid.npz")],
+                          capture_output=True, text=True, timeout=300, cwd=SCRIPTS)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with np.load(tmp_path / "fluid.npz") as z:
+        theirs = dict(z)
+    assert sorted(k for k in theirs if k.startswith("init/")) == sorted(k for k in ours if k.startswith("init/"))
     np.testing.assert_allclose(ours["loss"], theirs["loss"], rtol=1e-4)
     if "predict" in theirs:
         np.testing.assert_allclose(ours["predict"], theirs["predict"], rtol=1e-4, atol=1e-6)

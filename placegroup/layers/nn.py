@@ -234,7 +234,7 @@ def lookup(op_type: str, input, size, is_sparse, is_distributed, padding_idx, pa
 
 
 def matmul(x, y, transpose_x: bool = False, transpose_y: bool = False, alpha: float = 1.0, name=None):
-    """``alpha · op(x) @ op(y)``; ranks > 2 are batches (NOTE(matmul-rank) in ops/math.py).
+    """``alpha · op(x) @ op(y)``; ranks > 2 are batches (NOTE(matmul-rank) in ops/linalg.py).
 
     Example::
 
