@@ -1,10 +1,11 @@
-"""The conv and pool layers build Fluid 1.8's programs; a small CNN trains; the ops agree with
-Paddle's where PLACEGROUP_PADDLE_PYTHON names a python with paddle.
+"""The conv and pool layers (2-D and 3-D) build Fluid 1.8's programs; small 2-D and 3-D CNNs
+train; the ops agree with Paddle's where PLACEGROUP_PADDLE_PYTHON names a python with paddle.
 
 The kernels themselves are checked against numpy references in tests/cases/conv.py (the OpCase
 table); here: the layers' shapes, parameter names, initializers and op sequences, whole
 programs run by the Executor (forward against the references, float64 gradients against
-central differences), the max-pool tie rule, and training.
+central differences), the max-pool tie rule, and training; with paddle, every OpCase of the
+table (outputs and gradients) and the two CNNs' per-step SGD losses against Paddle 2.6's.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import placegroup as fluid
 from placegroup.errors import ProgramError
 from placegroup.initializer import NumpyArrayInitializer
 from placegroup.ops.registry import GradOpView, KernelContext, get_op_def
-from tests.cases.conv import CASES, conv_ref, pool_ref
+from tests.cases.conv import CASES, conv_ref, conv_t_ref, max_index_ref, pool_ref
 from tests.op_cases import sample
 from tests.test_layers import check_program_gradients, fresh, value
 
@@ -318,3 +319,196 @@ def test_ops_and_a_cnn_match_paddle(tmp_path):
         if key.split("/")[0] not in NEWER_IN_PADDLE_2:
             np.testing.assert_allclose(got, ref[key], rtol=1e-4, atol=1e-5, err_msg=key)
     np.testing.assert_allclose(_cnn(images, labels, 12, init), ref["cnn.losses"], rtol=1e-5, atol=1e-6)
+
+
+# -- 3-D: conv3d, conv3d_transpose, pool3d, adaptive_pool3d ---------------------------------------
+
+
+def test_3d_layers_build_fluids_programs():
+    with fresh() as (main, startup, exe):
+        clip = L.data("clip", shape=[3, 6, 8, 8])
+        h = L.conv3d(clip, num_filters=4, filter_size=3, padding=1, act="relu")
+        g = L.conv3d(h, 6, [2, 3, 3], stride=[1, 2, 2], groups=2, bias_attr=False, padding=[0, 1, 1, 0, 2, 2])
+        up = L.conv3d_transpose(g, num_filters=2, filter_size=2, stride=2)
+        sized = L.conv3d_transpose(g, num_filters=2, output_size=[12, 7, 9], stride=2, padding=[0, 1, 0])
+        assert (h.shape, g.shape, up.shape, sized.shape) == ((-1, 4, 6, 8, 8), (-1, 6, 6, 4, 5), (-1, 2, 12, 8, 10),
+                                                             (-1, 2, 12, 7, 9))
+        params = main.all_parameters()
+        assert [p.name for p in params][:3] == ["conv3d_0.w_0", "conv3d_0.b_0", "conv3d_1.w_0"]
+        assert [p.shape for p in params] == [(4, 3, 3, 3, 3), (4,), (6, 2, 2, 3, 3), (6, 2, 2, 2, 2), (2,),
+                                             (6, 2, 2, 3, 1), (2,)]  # the last filter from output_size, as Fluid
+        ops = [op for op in main.global_block().ops if op.type.startswith("conv3d")]
+        assert [op.attrs["paddings"] for op in ops] == [[1, 1, 1], [0, 1, 1, 0, 2, 2], [0, 0, 0], [0, 1, 0]]
+        assert [op.attrs["data_format"] for op in ops] == ["NCDHW", "NCDHW", "NCHW", "NCHW"]  # 1.8's transpose
+        assert _ops(main)[:4] == ["conv3d", "elementwise_add", "relu", "conv3d"]
+        inits = {op.output("Out")[0]: op for op in startup.global_block().ops}
+        assert inits["conv3d_0.w_0"].attrs["std"] == pytest.approx((2 / (27 * 3)) ** 0.5)
+        assert inits["conv3d_1.w_0"].attrs["std"] == pytest.approx((2 / (18 * 4)) ** 0.5)
+        pools = [L.pool3d(clip, 2, pool_stride=2), L.pool3d(clip, [3, 3, 2], "avg", 2, 1, ceil_mode=True),
+                 L.pool3d(clip, pool_type="avg", global_pooling=True), L.pool3d(clip, 3, "max", 2, "SAME"),
+                 L.adaptive_pool3d(clip, [2, 3, 1], "avg")]
+        assert [p.shape for p in pools] == [(-1, 3, 3, 4, 4), (-1, 3, 4, 5, 5), (-1, 3, 1, 1, 1), (-1, 3, 3, 4, 4),
+                                            (-1, 3, 2, 3, 1)]
+        out, mask = L.adaptive_pool3d(clip, 2, require_index=True)
+        assert out.shape == mask.shape == (-1, 3, 2, 2, 2) and mask.dtype == "int32"
+        assert _ops(main)[-2:] == ["pool3d", "max_pool3d_with_index"] and out.name.startswith("max_pool3d_with_index")
+        with pytest.raises(ValueError, match="must be 5-D"):
+            L.conv3d(L.data("img", shape=[3, 8, 8]), 4, 3)
+        with pytest.raises(ValueError, match="data_format must be 'NCDHW' or 'NDHWC'"):
+            L.conv3d(clip, 4, 3, data_format="NCHW")
+        with pytest.raises(ProgramError, match="NCDHW only"):
+            L.pool3d(clip, 2, data_format="NDHWC")
+        with pytest.raises(ValueError, match="filter_size must be an int or a list/tuple of 3 ints"):
+            L.conv3d(clip, 4, [3, 3])
+        with pytest.raises(ValueError, match="output_size must be set"):
+            L.conv3d_transpose(clip, 2)
+        with pytest.raises(ValueError, match="ceil_mode must be False"):
+            L.pool3d(clip, 2, pool_padding="VALID", ceil_mode=True)
+        with pytest.raises(ValueError, match="require_index"):
+            L.adaptive_pool3d(clip, 2, "avg", require_index=True)
+
+
+def test_3d_programs_run_to_the_references():
+    rng = np.random.default_rng(4)
+    xs = rng.standard_normal((2, 2, 5, 6, 4)).astype("float32")
+    w, b = rng.standard_normal((3, 2, 2, 3, 2)).astype("float32"), rng.standard_normal(3).astype("float32")
+    wt = rng.standard_normal((3, 2, 2, 2, 3)).astype("float32")
+    init = lambda a: fluid.ParamAttr(initializer=NumpyArrayInitializer(a))  # noqa: E731
+    with fresh() as (main, startup, exe):
+        x = L.data("x", shape=[2, 5, 6, 4])
+        h = L.conv3d(x, 3, [2, 3, 2], stride=[2, 1, 1], padding=[1, 0, 1, 1, 0, 1], param_attr=init(w),
+                     bias_attr=init(b))
+        p = L.pool3d(h, [2, 3, 2], "avg", [1, 2, 1], 1, exclusive=False)
+        t = L.conv3d_transpose(h, 2, filter_size=[2, 2, 3], stride=[1, 2, 1], param_attr=init(wt), bias_attr=False,
+                               groups=1)
+        a, m = L.adaptive_pool3d(t, [2, 3, 2], require_index=True)
+        exe.run(startup)
+        got_h, got_p, got_t, got_a, got_m = exe.run(main, feed={"x": xs}, fetch_list=[h, p, t, a, m])
+    cattrs = {"strides": [2, 1, 1], "paddings": [1, 0, 1, 1, 0, 1], "dilations": [1, 1, 1], "groups": 1,
+              "padding_algorithm": "EXPLICIT"}
+    want_h = conv_ref({"Input": xs, "Filter": w}, cattrs)["Output"] + b[:, None, None, None]
+    np.testing.assert_allclose(got_h, want_h, rtol=1e-5, atol=1e-5)
+    pattrs = {"pooling_type": "avg", "ksize": [2, 3, 2], "strides": [1, 2, 1], "paddings": [1, 1, 1],
+              "global_pooling": False, "adaptive": False, "ceil_mode": False, "exclusive": False,
+              "padding_algorithm": "EXPLICIT"}
+    np.testing.assert_allclose(got_p, pool_ref({"X": want_h}, pattrs)["Out"], rtol=1e-5, atol=1e-5)
+    tattrs = {**cattrs, "strides": [1, 2, 1], "paddings": [0, 0, 0], "output_size": []}
+    want_t = conv_t_ref({"Input": want_h.astype("float32"), "Filter": wt}, tattrs)["Output"]
+    np.testing.assert_allclose(got_t, want_t, rtol=1e-5, atol=1e-5)
+    want_a = max_index_ref({"X": got_t}, {"ksize": [2, 3, 2], "strides": [1, 1, 1], "paddings": [0, 0, 0],
+                                          "global_pooling": False, "adaptive": True})
+    np.testing.assert_array_equal(got_a, want_a["Out"])
+    np.testing.assert_array_equal(got_m, want_a["Mask"])
+
+
+def test_3d_whole_program_gradients_float64():
+    rng = np.random.default_rng(6)
+    feed = {"x": rng.standard_normal((2, 2, 4, 5, 4)), "t": rng.standard_normal((2, 3))}
+    with fresh() as (main, startup, exe):
+        x, t = L.data("x", shape=[2, 4, 5, 4], dtype="float64"), L.data("t", shape=[3], dtype="float64")
+        h = L.conv3d(x, 4, 3, padding=1, act="tanh")
+        h = L.pool3d(h, 2, "max", 2, ceil_mode=True)
+        h = L.conv3d_transpose(h, 2, filter_size=2, stride=2, groups=2)
+        h = L.pool3d(L.conv3d(h, 4, [2, 2, 1], groups=2), [2, 2, 3], "avg", 1, [0, 1, 1])
+        h = L.adaptive_pool3d(h, [2, 1, 2], "max")
+        loss = L.mean(L.square_error_cost(L.fc(L.adaptive_pool3d(h, 1, "avg"), 3), t))
+        grads = fluid.append_backward(loss)
+        exe.run(startup)
+        assert {p.name for p, _ in grads} >= {"conv3d_0.w_0", "conv3d_transpose_0.w_0", "conv3d_1.w_0"}
+        check_program_gradients(exe, main, loss, feed, grads)
+
+
+def _cnn3d(clips, labels, init, lr=0.05):
+    """conv3d -> pool3d (max) -> conv3d_transpose -> adaptive_pool3d (avg) -> fc, softmax cross
+    entropy, SGD: per-step losses."""
+    with fresh() as (main, startup, exe):
+        attr = lambda k: fluid.ParamAttr(initializer=NumpyArrayInitializer(init[k]))  # noqa: E731
+        x, y = L.data("clip", shape=[1, 6, 6, 6]), L.data("label", shape=[1], dtype="int64")
+        h = L.conv3d(x, 4, 3, padding=1, act="relu", param_attr=attr("w1"), bias_attr=attr("b1"))
+        h = L.pool3d(h, 2, "max", 2)
+        h = L.conv3d_transpose(h, 3, filter_size=2, stride=2, act="relu", param_attr=attr("w2"), bias_attr=attr("b2"))
+        logits = L.fc(L.adaptive_pool3d(h, [1, 2, 2], "avg"), 2, param_attr=attr("w3"), bias_attr=attr("b3"))
+        loss = L.mean(L.softmax_with_cross_entropy(logits, y))
+        fluid.optimizer.SGD(lr).minimize(loss)
+        exe.run(startup)
+        return [float(exe.run(main, feed={"clip": clips[s], "label": labels[s]}, fetch_list=[loss])[0][0])
+                for s in range(len(clips))]
+
+
+def _cnn3d_data(steps, batch=6):
+    """Clips of a bar moving along depth (label 1) or standing still (label 0), with noise."""
+    rng = np.random.default_rng(2)
+    labels = rng.integers(0, 2, size=(steps, batch, 1))
+    clips = 0.3 * rng.standard_normal((steps, batch, 1, 6, 6, 6))
+    start = rng.integers(0, 3, size=(steps, batch))
+    for s in range(steps):
+        for i in range(batch):
+            for d in range(6):
+                clips[s, i, 0, d, :, start[s, i] + (d // 2 if labels[s, i, 0] else 0)] += 1.5
+    init = {"w1": 0.3 * rng.standard_normal((4, 1, 3, 3, 3)), "b1": 0.1 * rng.standard_normal(4),
+            "w2": 0.3 * rng.standard_normal((4, 3, 2, 2, 2)), "b2": 0.1 * rng.standard_normal(3),
+            "w3": 0.5 * rng.standard_normal((12, 2)), "b3": np.zeros(2)}
+    return clips.astype("float32"), labels.astype("int64"), {k: v.astype("float32") for k, v in init.items()}
+
+
+def test_a_small_3d_cnn_trains():
+    clips, labels, init = _cnn3d_data(40)
+    losses = _cnn3d(clips, labels, init, lr=0.3)
+    assert np.mean(losses[-8:]) < 0.7 * np.mean(losses[:4]), losses
+
+
+CNN3D_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import paddle
+    from paddle.base.layer_helper import LayerHelper
+    paddle.enable_static()
+    spec = json.loads(sys.argv[1])
+    d = dict(np.load(spec["data"]))
+    main, startup = paddle.static.Program(), paddle.static.Program()
+
+    def op(type, ins, attrs, out="Out"):
+        h = LayerHelper(type)
+        made = h.create_variable_for_type_inference("float32")
+        h.append_op(type=type, inputs=ins, outputs={out: made}, attrs=attrs)
+        return made
+
+    with paddle.static.program_guard(main, startup):
+        x = paddle.static.data("clip", [-1, 1, 6, 6, 6], "float32")
+        y = paddle.static.data("label", [-1, 1], "int64")
+        p = {k[6:]: paddle.static.create_parameter(list(v.shape), "float32", name=k[6:],
+                                                     default_initializer=paddle.nn.initializer.Assign(v))
+             for k, v in d.items() if k.startswith("param.")}
+        one = [1, 1, 1]
+        h = op("conv3d", {"Input": x, "Filter": p["w1"]}, {"strides": one, "paddings": one, "dilations": one,
+                                                          "groups": 1, "data_format": "NCDHW"}, "Output")
+        h = op("relu", {"X": op("elementwise_add", {"X": h, "Y": p["b1"]}, {"axis": 1})}, {})
+        h = op("pool3d", {"X": h}, {"pooling_type": "max", "ksize": [2, 2, 2], "strides": [2, 2, 2],
+                                    "paddings": [0, 0, 0]})
+        h = op("conv3d_transpose", {"Input": h, "Filter": p["w2"]},
+               {"strides": [2, 2, 2], "paddings": [0, 0, 0], "dilations": one, "groups": 1, "data_format": "NCHW"},
+               "Output")
+        h = op("relu", {"X": op("elementwise_add", {"X": h, "Y": p["b2"]}, {"axis": 1})}, {})
+        h = op("pool3d", {"X": h}, {"pooling_type": "avg", "ksize": [1, 2, 2], "adaptive": True})
+        h = paddle.reshape(h, [-1, 12])
+        logits = op("elementwise_add", {"X": op("mul", {"X": h, "Y": p["w3"]}, {}), "Y": p["b3"]}, {"axis": 1})
+        loss = paddle.mean(paddle.nn.functional.softmax_with_cross_entropy(logits, y))
+        paddle.optimizer.SGD(0.05).minimize(loss)
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    exe.run(startup)
+    losses = [float(np.asarray(exe.run(main, feed={"clip": c, "label": l}, fetch_list=[loss])[0]).reshape(()))
+              for c, l in zip(d["clips"], d["labels"])]
+    np.save(spec["out"], np.array(losses))
+""")
+
+
+@pytest.mark.paddle
+@pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
+def test_a_small_3d_cnn_trains_as_in_paddle(tmp_path):
+    clips, labels, init = _cnn3d_data(10)
+    np.savez(tmp_path / "data.npz", clips=clips, labels=labels, **{"param." + k: v for k, v in init.items()})
+    spec = {"data": str(tmp_path / "data.npz"), "out": str(tmp_path / "losses.npy")}
+    done = subprocess.run([PADDLE_PYTHON, "-c", CNN3D_SCRIPT, json.dumps(spec)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    np.testing.assert_allclose(_cnn3d(clips, labels, init), np.load(spec["out"]), rtol=1e-5, atol=1e-6)
