@@ -1,7 +1,8 @@
 """Losses: square_error_cost, cross_entropy, softmax_with_cross_entropy, the sigmoid losses
 (sigmoid_cross_entropy_with_logits, sigmoid_focal_loss, teacher_student_sigmoid_loss) and
-log_softmax. Distances and regression losses are in ops/distance.py, ranking losses in
-ops/rank_loss.py, the sampled ones (nce, hierarchical_sigmoid) in ops/sampled_loss.py.
+log_softmax, and center_loss. Distances and regression losses are in ops/distance.py, ranking
+losses in ops/rank_loss.py, the sampled ones (nce, hierarchical_sigmoid, sample_logits) in
+ops/sampled_loss.py.
 
 NOTE(hard-labels): a hard label is an integer class id per row, shaped like the input with its
 last (class) dim replaced by 1 ([N, C] -> [N, 1]). A row whose label equals ``ignore_index``
@@ -10,11 +11,20 @@ error that names the label and C. A soft label is a distribution with the input'
 
 NOTE(tolerable-log): Fluid's cross entropy clips ``log(p)`` to ±1e20 (``TolerableValue``), so
 ``p = 0`` gives a loss of 1e20 instead of inf; we do the same.
+
+NOTE(center-loss): Fluid 1.8's center_loss moves its centers inside the forward op, not by an
+optimizer: with ``d_i = X_i - Centers[label_i]``, Loss_i = |d_i|² / 2 and SampleCenterDiff = d;
+then, when ``need_update``, ``CentersOut[c] = Centers[c] + alpha · Σ_{label_i = c} d_i / (1 +
+#{i: label_i = c})`` (the count starts at 1, so a class absent from the batch stays put), alpha
+being CenterUpdateRate's value, in the input's dtype as Fluid's kernel. CentersOut is Centers,
+updated in place. The gradient reaches X only: dX = dLoss · d (the centers are no parameter of
+the loss).
 """
 from __future__ import annotations
 
 from placegroup.ops.activation import _sigmoid, reduce_axis, shifted_logits
 from placegroup.ops.registry import Meta, Slot, check, grad_of, register
+from placegroup.values import scatter_add
 
 _APPROX_INF = 1e20  # See NOTE(tolerable-log).
 
@@ -346,3 +356,56 @@ def log_softmax(xp, ins, a, ctx):
 def log_softmax_grad(xp, ins, a, ctx):
     o, g = ins["Out"], ins["Out@GRAD"]
     return {"X@GRAD": g - xp.exp(o) * g.sum(axis=a["axis"], keepdims=True)}
+
+
+# -- center_loss (NOTE(center-loss)) --------------------------------------------------------
+
+
+def _center_infer(ins, a):
+    x, label, centers, rate = ins["X"], ins["Label"], ins["Centers"], ins["CenterUpdateRate"]
+    op, k = "center_loss", a["cluster_num"]
+    check(len(x.shape) == 2, f"{op}: X must be [N, D], got X{list(x.shape)}")
+    check(label.dtype == "int64" and len(label.shape) in (1, 2) and shapes_fit(label.shape[:1], x.shape[:1])
+          and (len(label.shape) == 1 or label.shape[1] == 1),
+          f"{op}: Label must be int64 [N, 1] for X{list(x.shape)}, got {label.dtype}{list(label.shape)}")
+    check(shapes_fit(centers.shape, (k, x.shape[1])),
+          f"{op}: Centers{list(centers.shape)} must be [cluster_num, D] = [{k}, {x.shape[1]}]")
+    check(len(rate.shape) >= 1 and all(d in (1, -1) for d in rate.shape),
+          f"{op}: CenterUpdateRate must hold one value, got CenterUpdateRate{list(rate.shape)}")
+    return {"CentersOut": centers, "SampleCenterDiff": x, "Loss": Meta((x.shape[0], 1), x.dtype)}
+
+
+@register("center_loss", ins=("X", Slot("Label", no_grad=True), Slot("Centers", no_grad=True),
+                              Slot("CenterUpdateRate", no_grad=True)),
+          outs=(Slot("CentersOut", no_grad=True), Slot("SampleCenterDiff", no_grad=True), "Loss"),
+          attrs={"cluster_num": 0, "need_update": False}, infer=_center_infer, inplace={"CentersOut": "Centers"},
+          grad=grad_of(("X",), uses=(), out="Loss", outs=("SampleCenterDiff",)))
+def center_loss(xp, ins, a, ctx):
+    """Loss = |X - Centers[label]|² / 2 per row; the centers move toward their rows when
+    ``need_update`` (NOTE(center-loss)).
+
+    Raises:
+        ValueError: a label outside [0, cluster_num).
+    """
+    x, centers = ins["X"], ins["Centers"]
+    label = ins["Label"].reshape(-1).astype("int64", copy=False)
+    k = a["cluster_num"]
+    if label.size and (int(label.min()) < 0 or int(label.max()) >= k):
+        bad = int(label[(label < 0) | (label >= k)][0])
+        raise ValueError(f"center_loss: label {bad} is out of range for cluster_num={k} (valid are 0..{k - 1})")
+    diff = x - centers[label]
+    out = centers if ctx.inplace else centers.copy()
+    if a["need_update"]:
+        acc = xp.zeros(centers.shape, dtype=x.dtype)
+        scatter_add(xp, acc, label, diff)
+        count = (xp.bincount(label, minlength=k) + 1).astype(x.dtype)
+        alpha = ins["CenterUpdateRate"].reshape(-1)[:1].astype(x.dtype)
+        out += (acc * (alpha / count)[:, None]).astype(out.dtype, copy=False)
+    return {"CentersOut": out, "SampleCenterDiff": diff, "Loss": (diff * diff).sum(axis=1, keepdims=True) / 2}
+
+
+@register("center_loss_grad", ins=("SampleCenterDiff", "Loss@GRAD"), outs=("X@GRAD",),
+          attrs={"cluster_num": 0, "need_update": False}, role="backward")
+def center_loss_grad(xp, ins, a, ctx):
+    """X@GRAD = Loss@GRAD · SampleCenterDiff, row by row."""
+    return {"X@GRAD": ins["Loss@GRAD"].reshape(-1, 1) * ins["SampleCenterDiff"]}

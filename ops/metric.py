@@ -1,9 +1,21 @@
-"""Metrics: top_k, accuracy, auc and edit_distance. None has a gradient.
+"""Metrics: top_k, accuracy, auc, edit_distance and mean_iou. None has a gradient.
 
 ``layers.accuracy(input, label, k)`` is ``top_k`` then ``accuracy``, as in Fluid: accuracy
 reads the top-k ``Indices`` of each row and counts the rows whose label is among them.
+
+NOTE(mean-iou): Fluid 1.8's mean_iou counts, over every element of Predictions and Labels (the
+same shape, int32 or int64 class ids in [0, num_classes)), OutCorrect[c] = the elements where
+both are c, and OutWrong[c] = those where exactly one of the two is c; the state of earlier
+batches enters through the optional inputs InWrongs, InCorrects and InMeanIou (each a list,
+summed in). The IoU of class c is correct / (correct + wrong), OutMeanIou = Σ InMeanIou + the
+mean of the IoUs over the classes with correct + wrong > 0, in float32 (NaN when no class has
+any). Fluid 1.8's layer passes no state inputs: each run gives one batch's numbers; a running
+mean IoU adds the OutWrong/OutCorrect of the batches and feeds them back as InWrongs/InCorrects
+(``fluid.metrics`` style) or sums them outside.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from placegroup.ops.registry import Meta, Slot, check, register
 
@@ -250,3 +262,55 @@ def edit_distance(xp, ins, a, ctx):
     if a["normalized"]:
         out = out / ref_len.astype("float32")
     return {"Out": out.reshape(-1, 1), "SequenceNum": xp.full((1,), hyps.shape[0], dtype="int64")}
+
+
+# -- mean_iou (NOTE(mean-iou)) ----------------------------------------------------------------
+
+
+def _miou_infer(ins, a):
+    p, lab, k = ins["Predictions"], ins["Labels"], a["num_classes"]
+    check(k >= 1, f"mean_iou: num_classes must be >= 1, got {k}")
+    check(p.dtype in ("int32", "int64") and lab.dtype == p.dtype,
+          f"mean_iou: Predictions and Labels must share int32 or int64, got {p.dtype} and {lab.dtype}")
+    check(len(p.shape) == len(lab.shape) and all(x == y or -1 in (x, y) for x, y in zip(p.shape, lab.shape)),
+          f"mean_iou: Predictions{list(p.shape)} and Labels{list(lab.shape)} must have one shape")
+    for slot in ("InWrongs", "InCorrects"):
+        for m in ins.get(slot) or ():
+            check(tuple(m.shape) in ((k,), (-1,)) and m.dtype == "int32",
+                  f"mean_iou: each of {slot} must be int32 [num_classes] = [{k}], got {m.dtype}{list(m.shape)}")
+    return {"OutMeanIou": Meta((1,), "float32"), "OutWrong": Meta((k,), "int32"), "OutCorrect": Meta((k,), "int32")}
+
+
+@register("mean_iou", ins=(Slot("Predictions", no_grad=True), Slot("Labels", no_grad=True),
+                           Slot("InWrongs", duplicable=True, dispensable=True, no_grad=True),
+                           Slot("InCorrects", duplicable=True, dispensable=True, no_grad=True),
+                           Slot("InMeanIou", duplicable=True, dispensable=True, no_grad=True)),
+          outs=("OutMeanIou", "OutWrong", "OutCorrect"), attrs={"num_classes": 1}, infer=_miou_infer)
+def mean_iou(xp, ins, a, ctx):
+    """The mean intersection-over-union of the classes (NOTE(mean-iou)).
+
+    Raises:
+        ValueError: a class id outside [0, num_classes).
+    """
+    p, lab, k = ins["Predictions"].reshape(-1), ins["Labels"].reshape(-1), a["num_classes"]
+    for slot, v in (("Predictions", p), ("Labels", lab)):
+        if v.size and (int(v.min()) < 0 or int(v.max()) >= k):
+            bad = int(v[(v < 0) | (v >= k)][0])
+            raise ValueError(f"mean_iou: {slot} holds class {bad}, outside 0..{k - 1} (num_classes={k})")
+    same = p == lab
+    correct = xp.bincount(p[same], minlength=k)
+    wrong = xp.bincount(lab[~same], minlength=k) + xp.bincount(p[~same], minlength=k)
+    for w in ins.get("InWrongs") or ():
+        wrong = wrong + w
+    for c in ins.get("InCorrects") or ():
+        correct = correct + c
+    denom = wrong + correct
+    valid = int((denom > 0).sum())
+    iou_sum = (correct.astype(np.float32) / xp.maximum(denom, 1).astype(np.float32)).sum(dtype=np.float32)
+    mean = xp.zeros((1,), dtype=np.float32)
+    for m in ins.get("InMeanIou") or ():
+        mean = mean + m.reshape(-1)[:1].astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = mean + (iou_sum / np.float32(valid) if valid else xp.asarray(np.float32("nan")))
+    return {"OutMeanIou": mean.astype(np.float32), "OutWrong": wrong.astype(np.int32),
+            "OutCorrect": correct.astype(np.int32)}

@@ -1,5 +1,6 @@
 """Normalization ops: batch_norm, layer_norm, instance_norm and group_norm, with Fluid 1.8's
-slots, attrs and CPU maths, each with its grad op (X, Scale, Bias).
+slots, attrs and CPU maths, each with its grad op (X, Scale, Bias); inplace_abn (batch_norm
+then an activation, one op) and spectral_norm.
 
 NOTE(bn-stats): what ``batch_norm`` computes, as Fluid's CPU kernel does
 (paddle/fluid/operators/batch_norm_op.cc). Over every axis but the channel axis (1 for NCHW,
@@ -406,3 +407,124 @@ def group_norm_grad(xp, ins, a, ctx):
     if "X@GRAD" in out:
         out["X@GRAD"] = _from_ncs(out["X@GRAD"], x.shape, layout)
     return {k: v.astype(x.dtype, copy=False) for k, v in out.items()}
+
+
+# -- inplace_abn: batch_norm, then an activation --------------------------------------------
+
+# NOTE(inplace-abn): Fluid's inplace_abn is batch_norm followed by ``activation`` (identity,
+# leaky_relu or elu, with ``alpha``) in one op that overwrites its input, recovering X from Y
+# in the backward pass to save memory. Here nothing is overwritten (Y is a new var, the grad op
+# reads X as batch_norm_grad does); the numbers are batch_norm's then the activation's, and the
+# gradient is dY · act'(Y) fed to batch_norm's gradient (act' read from Y: 1 where Y > 0, else
+# alpha for leaky_relu and Y + alpha for elu).
+_ABN_ACTS = ("", "identity", "leaky_relu", "elu")
+_ABN_ATTRS = {**_BN_ATTRS, "activation": "", "alpha": 0.1}
+
+
+def _abn_infer(ins, a):
+    check(a["activation"] in _ABN_ACTS, f"inplace_abn: activation must be one of {list(_ABN_ACTS)}, "
+                                        f"got {a['activation']!r}")
+    return _bn_infer(ins, a)
+
+
+@register("inplace_abn",
+          ins=("X", "Scale", "Bias", Slot("Mean", no_grad=True), Slot("Variance", no_grad=True),
+               Slot("MomentumTensor", dispensable=True, no_grad=True)),
+          outs=("Y", Slot("MeanOut", no_grad=True), Slot("VarianceOut", no_grad=True),
+                Slot("SavedMean", no_grad=True), Slot("SavedVariance", no_grad=True)),
+          attrs=_ABN_ATTRS, infer=_abn_infer,
+          grad=grad_of(("X", "Scale", "Bias"), uses=("X", "Scale", "Mean", "Variance"), out="Y",
+                       outs=("Y", "SavedMean", "SavedVariance")),
+          inplace={"MeanOut": "Mean", "VarianceOut": "Variance"})
+def inplace_abn(xp, ins, a, ctx):
+    """Y = activation(batch_norm(X)) (NOTE(inplace-abn)); the statistics as batch_norm's."""
+    out = batch_norm(xp, ins, a, ctx)
+    y, alpha = out["Y"], out["Y"].dtype.type(a["alpha"])
+    if a["activation"] == "leaky_relu":
+        out["Y"] = xp.where(y > 0, y, alpha * y)
+    elif a["activation"] == "elu":
+        out["Y"] = xp.where(y > 0, y, alpha * (xp.exp(xp.minimum(y, 0)) - 1)).astype(y.dtype, copy=False)
+    return out
+
+
+@register("inplace_abn_grad",
+          ins=("X", "Scale", "Y", "SavedMean", "SavedVariance", "Y@GRAD", Slot("Mean", dispensable=True),
+               Slot("Variance", dispensable=True)),
+          outs=(Slot("X@GRAD", dispensable=True), Slot("Scale@GRAD", dispensable=True),
+                Slot("Bias@GRAD", dispensable=True)),
+          attrs=_ABN_ATTRS, role="backward")
+def inplace_abn_grad(xp, ins, a, ctx):
+    y, dy = ins["Y"], ins["Y@GRAD"]
+    alpha = y.dtype.type(a["alpha"])
+    if a["activation"] == "leaky_relu":
+        dy = xp.where(y > 0, dy, dy * alpha)
+    elif a["activation"] == "elu":
+        dy = xp.where(y > 0, dy, dy * (y + alpha))
+    return batch_norm_grad(xp, {**ins, "Y@GRAD": dy}, a, ctx)
+
+
+# -- spectral_norm --------------------------------------------------------------------------
+
+# NOTE(spectral-norm): as Fluid 1.8's kernel (spectral_norm_op.h): Weight, with dim ``dim`` moved
+# first, is read as an [h, w] matrix W; starting from copies of U [h] and V [w], ``power_iters``
+# rounds of v = Wᵀu / (|Wᵀu| + eps), u = Wv / (|Wv| + eps) give sigma = uᵀWv and Out = Weight /
+# sigma. U and V are inputs only: the op never writes them back, so every run starts from the
+# same U and V (the layer's random parameters), as in Fluid. The gradient is Paddle's rule,
+# recomputing u, v and sigma: dW = dOut ∘ (1 - u vᵀ · Σ Out) / sigma (elementwise; Paddle 1.8 to
+# 2.6 keep it). It is not the derivative of Out (that would be (dOut - u vᵀ · ⟨dOut, Out⟩) /
+# sigma with u, v held), but it is what Paddle trains with, so training here matches Paddle's.
+
+
+def _sn_infer(ins, a):
+    w, u, v = ins["Weight"].shape, ins["U"].shape, ins["V"].shape
+    op, dim = "spectral_norm", a["dim"]
+    check(2 <= len(w) <= 5, f"{op}: Weight must have rank 2 to 5, got Weight{list(w)}")
+    check(dim in (0, 1), f"{op}: dim can only be 0 or 1 (Fluid's check), got {dim}")
+    check(a["power_iters"] >= 0, f"{op}: power_iters must be >= 0, got {a['power_iters']}")
+    h = w[dim]
+    rest = [d for i, d in enumerate(w) if i != dim]
+    width = -1 if -1 in rest else math.prod(rest)
+    check(len(u) == 1 and (u[0] in (h, -1) or h == -1), f"{op}: U must be [h] = [{h}] (Weight{list(w)}'s dim {dim}), "
+                                                         f"got U{list(u)}")
+    check(len(v) == 1 and (v[0] in (width, -1) or width == -1),
+          f"{op}: V must be [w] = [{width}] (Weight{list(w)}'s other dims, multiplied), got V{list(v)}")
+    return {"Out": ins["Weight"]}
+
+
+def _sn_matrix(xp, ins, a):
+    """(W as [h, w] with dim first, the permutation used, u, v, sigma) (NOTE(spectral-norm))."""
+    weight, dim = ins["Weight"], a["dim"]
+    perm = [dim] + [i for i in range(weight.ndim) if i != dim]
+    w = xp.transpose(weight, perm).reshape(weight.shape[dim], -1)
+    u, v = ins["U"].reshape(-1).astype(w.dtype), ins["V"].reshape(-1).astype(w.dtype)
+    eps = w.dtype.type(a["eps"])
+    for _ in range(int(a["power_iters"])):
+        v = w.T @ u
+        v = v / (xp.sqrt((v * v).sum()) + eps)
+        u = w @ v
+        u = u / (xp.sqrt((u * u).sum()) + eps)
+    return w, perm, u, v, (u * (w @ v)).sum()
+
+
+def _sn_back(xp, m, perm, shape):
+    """The [h, w] matrix ``m`` laid out as Weight again."""
+    return xp.transpose(m.reshape([shape[p] for p in perm]), [perm.index(i) for i in range(len(perm))])
+
+
+@register("spectral_norm", ins=("Weight", Slot("U", no_grad=True), Slot("V", no_grad=True)), outs=("Out",),
+          attrs={"dim": 0, "power_iters": 1, "eps": 1e-12}, infer=_sn_infer, grad=grad_of(("Weight",)))
+def spectral_norm(xp, ins, a, ctx):
+    """Out = Weight / sigma, sigma Weight's largest singular value as ``power_iters`` rounds of
+    power iteration from U and V estimate it (NOTE(spectral-norm))."""
+    w, perm, u, v, sigma = _sn_matrix(xp, ins, a)
+    return {"Out": _sn_back(xp, w / sigma, perm, ins["Weight"].shape).astype(w.dtype, copy=False)}
+
+
+@register("spectral_norm_grad", ins=("Weight", "U", "V", "Out@GRAD"), outs=("Weight@GRAD",),
+          attrs={"dim": 0, "power_iters": 1, "eps": 1e-12}, role="backward")
+def spectral_norm_grad(xp, ins, a, ctx):
+    # Paddle's rule, not the derivative (NOTE(spectral-norm))
+    w, perm, u, v, sigma = _sn_matrix(xp, ins, a)
+    g = xp.transpose(ins["Out@GRAD"], perm).reshape(w.shape)
+    dw = g * (1 - xp.outer(u, v) * (w / sigma).sum()) / sigma
+    return {"Weight@GRAD": _sn_back(xp, dw, perm, ins["Weight"].shape).astype(w.dtype, copy=False)}

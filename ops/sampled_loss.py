@@ -1,5 +1,6 @@
-"""Losses over a few of many classes: nce (noise-contrastive estimation) and
-hierarchical_sigmoid, as Fluid 1.8's kernels compute them.
+"""Losses over a few of many classes: nce (noise-contrastive estimation),
+hierarchical_sigmoid and sample_logits (the op of sampled_softmax_with_cross_entropy), as
+Fluid 1.8's kernels compute them.
 
 NOTE(nce-sampling): Fluid's nce draws each row's ``num_neg_samples`` negative classes from a
 ``std::mt19937_64`` engine made afresh on every run: with a nonzero seed every step draws the
@@ -29,6 +30,23 @@ bits (PathCode). PreOut has one column per node of the longest possible path
 (``code_length``); columns past a row's path hold pre-activation 0, and, as in Paddle, each
 still adds softplus(0) = log 2 to Out (a constant, so gradients are right). Pre-activations
 are clipped to [-40, 40] before the loss; the gradient ignores the clip (Paddle's TODO).
+
+NOTE(sample-logits): Fluid's sample_logits draws ``num_samples`` distinct classes once per run
+and gives them to every row of the batch (its CPU SampleWithProb): it draws from the
+log-uniform sampler over C classes, ``floor(exp(u·ln(C+1))) - 1`` taken mod C, skipping classes
+already drawn, and counts the draws it took (``num_tries``). Row i's columns are its T true
+labels, then the shared samples; each column's probability is the sampler's
+``q(k) = ln((k+2)/(k+1)) / ln(C+1)`` made the probability of appearing in ``num_tries`` draws,
+``1 - (1 - q)^num_tries`` (``q · num_samples`` when no draw was repeated). SampledLogits =
+Logits at those columns, less 1e20 where a sample equals one of the row's true labels
+(``remove_accidental_hits``), less ``log(probability)``, with ±inf held at ±1e20. Here draw k is
+``uniform01(key, k)`` (NOTE(counter-rng) in ops/random.py), keyed as nce's negatives are
+(NOTE(nce-sampling)): seed 0 draws anew each step, a fixed seed the same classes every step, as
+Fluid re-seeds its engine each run. The draws are the batch's, not a row's, so every trainer of
+a data-parallel job draws the classes one process draws. With ``use_customized_samples`` the
+columns and probabilities are the CustomizedSamples and CustomizedProbabilities inputs (Fluid
+makes them the op's outputs too; here the outputs are copies). The gradient scatters
+SampledLogits@GRAD back onto the sampled columns of Logits, adding repeats.
 """
 from __future__ import annotations
 
@@ -303,3 +321,110 @@ def hierarchical_sigmoid_grad(xp, ins, a, ctx):
             scatter_add(xp, dw, flat, parts)
             res["W@GRAD"] = dw
     return res
+
+
+# -- sample_logits (NOTE(sample-logits)) ----------------------------------------------------
+
+_SL_ATTRS = {"use_customized_samples": False, "uniq": True, "remove_accidental_hits": True, "num_samples": 1,
+             "seed": 0}
+_HIT = 1e20  # what an accidental hit loses, and where ±inf is held (Fluid's TolerableValue)
+
+
+def _sl_infer(ins, a):
+    logits, labels = ins["Logits"], ins["Labels"]
+    op, s = "sample_logits", a["num_samples"]
+    check(len(logits.shape) == 2, f"{op}: Logits must be [N, C], got Logits{list(logits.shape)}")
+    check(len(labels.shape) == 2 and labels.dtype == "int64" and shapes_fit(labels.shape[:1], logits.shape[:1]),
+          f"{op}: Labels must be int64 [N, num_true] for Logits{list(logits.shape)}, got {labels.dtype}"
+          f"{list(labels.shape)}")
+    c = logits.shape[1]
+    check(s >= 1 and (c == -1 or s <= c), f"{op}: num_samples must be in 1..C = 1..{c} (distinct classes), got {s}")
+    n, k = logits.shape[0], labels.shape[1] + s
+    if a["use_customized_samples"]:
+        cs, cp = ins.get("CustomizedSamples"), ins.get("CustomizedProbabilities")
+        check(cs is not None and cp is not None,
+              f"{op}: use_customized_samples needs the inputs CustomizedSamples and CustomizedProbabilities")
+        check(cs.dtype == "int64" and shapes_fit(cs.shape, (n, k)) and shapes_fit(cp.shape, (n, k)),
+              f"{op}: CustomizedSamples (int64) and CustomizedProbabilities must be [N, num_true + num_samples] = "
+              f"[{n}, {k}], got {cs.dtype}{list(cs.shape)} and {list(cp.shape)}")
+    pair = Meta((n, k), logits.dtype)
+    return {"Samples": Meta((n, k), "int64"), "Probabilities": pair, "SampledLogits": pair,
+            "SampledLabels": Meta(tuple(labels.shape), "int64"),
+            "LogitsDim": Meta((0,) + tuple(logits.shape), logits.dtype),
+            "LabelsDim": Meta((0,) + tuple(labels.shape), "int64")}
+
+
+def draw_unique(xp, c: int, s: int, key: int):
+    """The first ``s`` distinct classes of the log-uniform draws ``0, 1, ...`` under ``key``, in
+    the order drawn, and the number of draws that took (NOTE(sample-logits))."""
+    log_range = math.log(c + 1)
+    drawn, total, chunk = xp.zeros((0,), dtype=xp.int64), 0, max(4 * s, 64)
+    while True:
+        u = uniform01(xp, key, xp.arange(total, total + chunk, dtype=np.uint64))
+        drawn = xp.concatenate([drawn, (xp.floor(xp.exp(u * log_range)).astype(xp.int64) - 1) % c])
+        total += chunk
+        _, first = xp.unique(drawn, return_index=True)
+        if first.shape[0] >= s:
+            first = xp.sort(first)[:s]
+            return drawn[first], int(first[-1]) + 1
+        chunk *= 2
+
+
+def _log_uniform_q(xp, c: int, k):
+    """The sampler's probability of class ``k``, rounded to float32 as Fluid's sampler returns it."""
+    k = k.astype(np.float64)
+    return (xp.log((k + 2.0) / (k + 1.0)) / math.log(c + 1)).astype(np.float32).astype(np.float64)
+
+
+@register("sample_logits", ins=("Logits", Slot("Labels", no_grad=True), Slot("CustomizedSamples", dispensable=True,
+                                                                            no_grad=True),
+                                 Slot("CustomizedProbabilities", dispensable=True, no_grad=True)),
+          outs=(Slot("Samples", no_grad=True), Slot("Probabilities", no_grad=True), "SampledLogits",
+                Slot("SampledLabels", no_grad=True), Slot("LogitsDim", dispensable=True, no_grad=True),
+                Slot("LabelsDim", dispensable=True, no_grad=True)),
+          attrs=_SL_ATTRS, infer=_sl_infer, uses_step=True,
+          grad=grad_of(("Logits",), uses=("Logits",), out="SampledLogits", outs=("Samples",)))
+def sample_logits(xp, ins, a, ctx):
+    """The logits of each row's true classes and of ``num_samples`` shared sampled classes, less
+    log Q (NOTE(sample-logits)).
+
+    Raises:
+        ValueError: a label outside [0, C), or customized samples of another shape.
+    """
+    logits, labels = ins["Logits"], ins["Labels"].astype(xp.int64, copy=False)
+    (n, c), t, s = logits.shape, labels.shape[1], a["num_samples"]
+    _check_classes("sample_logits", "label", labels, c)
+    if a["use_customized_samples"]:
+        samples = ins["CustomizedSamples"].astype(xp.int64)
+        probs = ins["CustomizedProbabilities"].astype(logits.dtype)
+        if samples.shape != (n, t + s) or probs.shape != (n, t + s):
+            raise ValueError(f"sample_logits: CustomizedSamples{list(samples.shape)} and CustomizedProbabilities"
+                             f"{list(probs.shape)} must be [N, num_true + num_samples] = [{n}, {t + s}]")
+        _check_classes("sample_logits", "customized sample", samples, c)
+    else:
+        if s > c:
+            raise ValueError(f"sample_logits: num_samples {s} exceeds the {c} classes there are to draw")
+        drawn, tries = draw_unique(xp, c, s, step_key(a["seed"], ctx.step, fix_seed=a["seed"] != 0))
+        samples = xp.concatenate([labels, xp.broadcast_to(drawn, (n, s))], axis=1)
+        q = _log_uniform_q(xp, c, samples)
+        probs = (q * s if tries == s else -xp.expm1(tries * xp.log1p(-q))).astype(logits.dtype)
+    picked = xp.take_along_axis(logits, samples, axis=1)
+    if a["remove_accidental_hits"] and t:
+        hit = (samples[:, t:, None] == samples[:, None, :t]).any(axis=2)
+        picked = xp.concatenate([picked[:, :t], picked[:, t:] - xp.where(hit, _HIT, 0.0).astype(logits.dtype)], 1)
+    with np.errstate(divide="ignore"):
+        out = xp.clip(picked - xp.clip(xp.log(probs), -_HIT, _HIT), -_HIT, _HIT).astype(logits.dtype)
+    return {"Samples": samples, "Probabilities": probs, "SampledLogits": out,
+            "SampledLabels": xp.broadcast_to(xp.arange(t, dtype=xp.int64), (n, t)).copy(),
+            "LogitsDim": xp.zeros((0, n, c), dtype=logits.dtype), "LabelsDim": xp.zeros((0, n, t), dtype=xp.int64)}
+
+
+@register("sample_logits_grad", ins=("Logits", "Samples", "SampledLogits@GRAD"), outs=("Logits@GRAD",),
+          attrs=_SL_ATTRS, role="backward")
+def sample_logits_grad(xp, ins, a, ctx):
+    """Logits@GRAD = zeros with SampledLogits@GRAD added at each row's sampled columns."""
+    logits, samples, g = ins["Logits"], ins["Samples"], ins["SampledLogits@GRAD"]
+    n, c = logits.shape
+    flat = xp.zeros((n * c,), dtype=g.dtype)
+    scatter_add(xp, flat, (samples + (xp.arange(n, dtype=xp.int64) * c)[:, None]).reshape(-1), g.reshape(-1))
+    return {"Logits@GRAD": flat.reshape(n, c)}

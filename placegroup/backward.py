@@ -8,7 +8,18 @@ OpDef's ``grad`` entry. What it does itself:
 * seeds ``loss@GRAD`` with ones;
 * when several ops contribute to the gradient of one var, names the parts
   ``x@GRAD@RENAME@k`` and adds a ``sum`` before the first reader of ``x@GRAD``;
-* gives an output whose gradient nobody produced a zero gradient (``fill_zeros_like``).
+* gives an output whose gradient nobody produced a zero gradient (``fill_zeros_like``);
+* calls ``append_backward``'s ``callbacks`` once per gradient, as soon as it is complete and
+  before any op reads it (NOTE(backward-callbacks)).
+
+NOTE(backward-callbacks): Fluid calls each callback after every grad op it appends, as
+``cb(block=block, context=grad_to_var)`` with the new op the block's last; its
+``error_clip_callback`` then clips the op's outputs that are gradients of vars with an
+``error_clip``. Here a gradient's last writer is known only when its parts are summed or renamed
+(``_Grads.finish``), so each callback is called then, as ``cb(block=block, context={grad_name:
+fwd_name})`` naming that one gradient; an op the callback appends (placegroup.clip's in-place
+``clip``) comes before every reader of the gradient. A callback written for Fluid's protocol
+(reading ``block.desc``) does not run here.
 """
 from __future__ import annotations
 
@@ -46,8 +57,9 @@ class _Grads:
     it, and several parts are summed by a ``sum`` op.
     """
 
-    def __init__(self, block) -> None:
+    def __init__(self, block, callbacks=()) -> None:
         self.block = block
+        self.callbacks = tuple(callbacks)  # NOTE(backward-callbacks)
         self.parts: dict[str, list[str]] = {}
         self.pending: set[str] = set()  # part names not yet renamed or summed
         self.writer: dict[str, object] = {}  # part name -> the op that writes it
@@ -89,6 +101,8 @@ class _Grads:
             self.block.append_op("sum", {"X": parts}, {"Out": [final]}, role="backward", infer=False)
         self.parts[fwd] = [final]
         self.done.add(fwd)
+        for cb in self.callbacks:
+            cb(block=self.block, context={final: fwd})
         return True
 
 
@@ -109,10 +123,16 @@ def append_backward(loss, parameter_list: Iterable | None = None, no_grad_set: I
         loss: a Variable with one element (shape [1]).
         parameter_list: parameters (or names) to differentiate; default every trainable one.
         no_grad_set: var names whose gradient is not wanted.
+        callbacks: functions called as ``cb(block=block, context={grad_name: fwd_name})`` once
+            per gradient as soon as it is complete (NOTE(backward-callbacks)), e.g.
+            ``[fluid.clip.error_clip_callback]``.
 
     Raises:
         ProgramError: if ``loss`` is not written by an op of the global block.
+        TypeError: ``callbacks`` is not a list of callables.
     """
+    if callbacks is not None and (not isinstance(callbacks, (list, tuple)) or not all(map(callable, callbacks))):
+        raise TypeError(f"append_backward: callbacks must be a list of callables, got {callbacks!r}")
     block = loss.block.program.global_block()
     if parameter_list is None:
         params = {p.name for p in block.all_parameters() if p.trainable}
@@ -126,7 +146,8 @@ def append_backward(loss, parameter_list: Iterable | None = None, no_grad_set: I
                         attrs={"shape": list(target.shape), "value": 1.0, "dtype": target.dtype,
                                "_loss": target.name}, infer=False)
 
-    grads, need = _walk(block, [loss], seed, params, no_grad_set, "append_backward: no op of the program writes the loss")
+    grads, need = _walk(block, [loss], seed, params, no_grad_set,
+                        "append_backward: no op of the program writes the loss", callbacks or ())
     result = []
     for p in block.all_parameters():
         if p.name in params and p.name in need and grads.finish(p.name):
@@ -170,7 +191,7 @@ def gradients(targets, inputs, target_gradients=None, no_grad_set=None) -> list:
     return [block.var(grad_name(n)) if n in need and grads.finish(n) else None for n in names]
 
 
-def _walk(block, targets, seed, wanted: set, no_grad_set, unwritten: str):
+def _walk(block, targets, seed, wanted: set, no_grad_set, unwritten: str, callbacks=()):
     """Seed each target's gradient, then append the grad ops of every forward op up to the last
     one writing a target, in reverse. Returns the partial gradients and the vars needing one."""
     last = -1
@@ -182,7 +203,7 @@ def _walk(block, targets, seed, wanted: set, no_grad_set, unwritten: str):
     fwd_ops = [op for op in block.ops[: last + 1] if op.role == "forward"]
     no_grad = {getattr(n, "name", n) for n in (no_grad_set or ())}
     need = _vars_needing_grad(block, fwd_ops, wanted, no_grad)
-    grads = _Grads(block)
+    grads = _Grads(block, callbacks)
     for t in targets:
         seed(t)
         grads.parts[t.name] = [grad_name(t.name)]

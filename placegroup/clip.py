@@ -1,5 +1,6 @@
 """Gradient clipping (``fluid.clip``): bound each update's gradient before the optimizer
-applies it, as Fluid 1.8 does.
+applies it, as Fluid 1.8 does; and error clipping (``ErrorClipByValue`` with
+``error_clip_callback``), which bounds an activation's gradient inside backward.
 
 * ``GradientClipByValue(max, min=None)``: every element into ``[min, max]`` (``min`` defaults
   to ``-max``);
@@ -41,7 +42,70 @@ from placegroup.ir import unique_name
 from placegroup.ir.framework import LOD_TENSOR, default_main_program
 from placegroup.ops.registry import CROSS_PARAM
 
-__all__ = ["GradientClipByGlobalNorm", "GradientClipByNorm", "GradientClipByValue", "set_gradient_clip"]
+__all__ = ["ErrorClipByValue", "GradientClipByGlobalNorm", "GradientClipByNorm", "GradientClipByValue",
+           "error_clip_callback", "set_gradient_clip"]
+
+
+# -- error clipping: a forward var's gradient, clipped as soon as backward completes it ----------
+
+
+class BaseErrorClipAttr:
+    """Base class of the error clips: what ``error_clip_callback`` asks a var's ``error_clip``."""
+
+    def _append_clip_op(self, block, grad_name: str) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class ErrorClipByValue(BaseErrorClipAttr):
+    """Clip the gradient of a forward var elementwise into ``[min, max]`` (``min`` defaults to
+    ``-max``), right after backward computes it and before any op reads it, as Fluid 1.8 does.
+
+    Set it on the var (``var.error_clip = ErrorClipByValue(...)``) and pass
+    ``error_clip_callback`` to ``append_backward`` (or an optimizer's ``minimize`` that takes
+    callbacks): the callback appends a ``clip`` op that rewrites ``<var>@GRAD`` in place, so the
+    clipped value is what flows on to earlier layers. Unlike ``GradientClipByValue`` it acts on
+    an activation's gradient (the "error"), not on a parameter's update.
+
+    Example::
+
+        hidden = fluid.layers.fc(x, 8, act="relu")
+        hidden.error_clip = fluid.clip.ErrorClipByValue(max=1e-3, min=-1e-3)
+        fluid.append_backward(loss, callbacks=[fluid.clip.error_clip_callback])
+    """
+
+    def __init__(self, max: float, min: float | None = None) -> None:
+        hi = _number("ErrorClipByValue", "max", max)
+        lo = -hi if min is None else _number("ErrorClipByValue", "min", min)
+        if lo > hi:
+            raise ValueError(f"ErrorClipByValue: min {lo} is greater than max {hi}")
+        self.max, self.min = hi, lo
+
+    def __str__(self) -> str:
+        return "ByValue, min=%f, max=%f" % (self.min, self.max)
+
+    def _append_clip_op(self, block, grad_name: str) -> None:
+        block.append_op("clip", {"X": [grad_name]}, {"Out": [grad_name]}, {"min": self.min, "max": self.max},
+                        role="backward")
+
+
+def error_clip_callback(block, context) -> None:
+    """The ``append_backward`` callback that applies error clips: for each gradient backward
+    just completed (``context`` maps its name to the forward var's name), append the forward
+    var's ``error_clip`` op, if it has one.
+
+    Raises:
+        TypeError: a var's ``error_clip`` is not an error clip (``ErrorClipByValue``).
+    """
+    for grad_n, fwd_n in context.items():
+        if not isinstance(fwd_n, str) or not block.has_var(fwd_n):
+            continue
+        error_clip = getattr(block.var(fwd_n), "error_clip", None)
+        if error_clip is None:
+            continue
+        if not isinstance(error_clip, BaseErrorClipAttr):
+            raise TypeError(f"var {fwd_n!r}: error_clip must be an ErrorClipByValue (a BaseErrorClipAttr) or None, "
+                            f"got {error_clip!r}")
+        error_clip._append_clip_op(block, grad_n)
 
 
 

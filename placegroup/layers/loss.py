@@ -1,6 +1,7 @@
 """Loss, distance and normalisation layers, Fluid 1.8 signatures (Fluid's layers/loss.py,
 nn.py and detection.py): sigmoid and ranking losses, regression losses, cos_sim,
-l2_normalize, log_softmax, and the sampled losses nce and hsigmoid with their parameters.
+l2_normalize, log_softmax, the sampled losses nce, hsigmoid and
+sampled_softmax_with_cross_entropy, and center_loss with its centers.
 
 Each function appends its op (ops/loss.py, ops/distance.py, ops/rank_loss.py,
 ops/sampled_loss.py) to the default main program and returns the loss var, whose shape the
@@ -24,14 +25,16 @@ import warnings
 
 import numpy as np
 
-from placegroup.initializer import NumpyArrayInitializer
+from placegroup.initializer import ConstantInitializer, NumpyArrayInitializer
 from placegroup.layer_helper import LayerHelper
 from placegroup.layers import manip, nn, ops, tensor
+from placegroup.ir.framework import Variable
 from placegroup.param_attr import ParamAttr
 
 __all__ = ["sigmoid_cross_entropy_with_logits", "sigmoid_focal_loss", "teacher_student_sigmoid_loss", "log_softmax",
            "cos_sim", "l2_normalize", "smooth_l1", "huber_loss", "log_loss", "kldiv_loss", "mse_loss", "npair_loss",
-           "rank_loss", "margin_rank_loss", "bpr_loss", "nce", "hsigmoid"]
+           "rank_loss", "margin_rank_loss", "bpr_loss", "nce", "hsigmoid", "sampled_softmax_with_cross_entropy",
+           "center_loss"]
 
 
 def _op(op_type: str, inputs: dict, attrs: dict | None = None, outs=("Out",), name=None, helper_type=None,
@@ -488,3 +491,121 @@ def hsigmoid(input, label, num_classes: int, param_attr=None, bias_attr=None, na
                      {"num_classes": int(num_classes), "is_sparse": bool(is_sparse),
                       "remote_prefetch": bool(is_sparse)})
     return out
+
+
+def sampled_softmax_with_cross_entropy(logits, label, num_samples: int, num_true: int = 1,
+                                       remove_accidental_hits: bool = True, use_customized_samples: bool = False,
+                                       customized_samples=None, customized_probabilities=None, seed: int = 0):
+    """Softmax cross entropy over each row's true classes and ``num_samples`` sampled classes
+    instead of all C (op ``sample_logits``, then ``one_hot`` and ``softmax_with_cross_entropy``
+    with soft labels, divided by ``num_true``, as Fluid 1.8 builds it).
+
+    The sampled classes are drawn once per step from a log-uniform distribution over the class
+    ids, shared by every row, and each logit loses log Q(class) (NOTE(sample-logits) in
+    ops/sampled_loss.py).
+
+    Args:
+        logits: [N, C] unscaled logits.
+        label: int64 [N, num_true] true classes.
+        num_samples: how many distinct classes to sample, at most C.
+        num_true: true classes per row. With more than one, the label is the multi-hot row of
+            the true columns (Fluid 1.8's one_hot over [N, num_true] writes past its output).
+        remove_accidental_hits: a sampled class equal to one of the row's true classes gets
+            its logit lowered by 1e20.
+        use_customized_samples: take the columns and their probabilities from
+            ``customized_samples`` (int64 [N, num_true + num_samples], true classes first) and
+            ``customized_probabilities`` (their Q) instead of sampling.
+        seed: 0 samples anew each step; any other seed the same classes every step, as Fluid.
+
+    Returns:
+        The loss [N, 1].
+
+    Raises:
+        ValueError: ``use_customized_samples`` without both customized inputs.
+        ProgramError: from the op, for shapes that do not fit or num_samples > C.
+
+    Example::
+
+        loss = fluid.layers.mean(fluid.layers.sampled_softmax_with_cross_entropy(logits, label, num_samples=25))
+    """
+    helper = LayerHelper("sample_logits")
+    if use_customized_samples and (customized_samples is None or customized_probabilities is None):
+        raise ValueError("sampled_softmax_with_cross_entropy: use_customized_samples needs customized_samples and "
+                         "customized_probabilities")
+    dtype = logits.dtype
+    made = {slot: helper.create_variable_for_type_inference(dt, stop_gradient=slot != "SampledLogits")
+            for slot, dt in (("Samples", "int64"), ("Probabilities", dtype), ("SampledLogits", dtype),
+                             ("SampledLabels", "int64"), ("LogitsDim", dtype), ("LabelsDim", "int64"))}
+    inputs = {"Logits": [logits], "Labels": [label]}
+    if use_customized_samples:
+        inputs.update(CustomizedSamples=[customized_samples], CustomizedProbabilities=[customized_probabilities])
+    helper.append_op("sample_logits", inputs, {k: [v] for k, v in made.items()},
+                     {"use_customized_samples": bool(use_customized_samples), "uniq": True,
+                      "remove_accidental_hits": bool(remove_accidental_hits), "num_samples": int(num_samples),
+                      "seed": int(seed)})
+    soft = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
+    depth = int(num_samples) + int(num_true)  # Fluid's num_samples + 1, for its one true class
+    if int(num_true) == 1:
+        helper.append_op("one_hot", {"X": [made["SampledLabels"]]}, {"Out": [soft]}, {"depth": depth, "dtype": dtype})
+    else:
+        hots = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
+        helper.append_op("one_hot_v2", {"X": [made["SampledLabels"]]}, {"Out": [hots]},
+                         {"depth": depth, "dtype": dtype})
+        helper.append_op("reduce_sum", {"X": [hots]}, {"Out": [soft]}, {"dim": [1], "keep_dim": False,
+                                                                         "reduce_all": False})
+    loss = helper.create_variable_for_type_inference(dtype)
+    softmax = helper.create_variable_for_type_inference(dtype)
+    helper.append_op("softmax_with_cross_entropy", {"Logits": [made["SampledLogits"]], "Label": [soft]},
+                     {"Softmax": [softmax], "Loss": [loss]},
+                     {"soft_label": True, "ignore_index": 0, "numeric_stable_mode": False})
+    return nn.scale(loss, 1.0 / int(num_true))
+
+
+def center_loss(input, label, num_classes: int, alpha, param_attr, update_center: bool = True):
+    """The center loss ``|x_i - c_{label_i}|² / 2`` per row, with one learnt center per class
+    that the op itself moves toward its rows by ``alpha`` each run (NOTE(center-loss) in
+    ops/loss.py), as Fluid 1.8.
+
+    The centers are a parameter ``[num_classes, D]`` (``center_loss_<n>.w_0``, Xavier unless
+    ``param_attr`` says) with no gradient: the optimizer leaves them alone. A float ``alpha``
+    becomes the persistable float32 var ``centerloss_alpha`` (one name for every center_loss
+    of a program, as Fluid names it). In a distributed job each trainer keeps and moves its own
+    centers (a forward op's state, as batch_norm's running statistics); they never go to a
+    pserver.
+
+    Args:
+        input: [N, D] features.
+        label: int64 [N, 1] classes in [0, num_classes).
+        num_classes: the number of centers.
+        alpha: the centers' update rate: a float, or a one-element Variable.
+        param_attr: the centers' ParamAttr (None for the default).
+        update_center: move the centers (False: a fixed set of centers).
+
+    Returns:
+        The loss [N, 1].
+
+    Raises:
+        TypeError: ``alpha`` is neither a float nor a Variable.
+
+    Example::
+
+        loss = fluid.layers.center_loss(feat, label, num_classes=10, alpha=0.1, param_attr=fluid.ParamAttr())
+    """
+    helper = LayerHelper("center_loss")
+    dtype = input.dtype
+    centers = helper.create_parameter(param_attr, [int(num_classes), input.shape[1]], dtype)
+    centers.stop_gradient = True
+    if isinstance(alpha, Variable):
+        rate = alpha
+    elif isinstance(alpha, float):
+        rate = helper.create_global_variable(name="centerloss_alpha", persistable=True, shape=[1], dtype="float32",
+                                             stop_gradient=True)
+        helper.set_variable_initializer(rate, ConstantInitializer(alpha))
+    else:
+        raise TypeError(f"center_loss: alpha must be a float or a Variable, got {alpha!r}")
+    diff = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
+    loss = helper.create_variable_for_type_inference(dtype)
+    helper.append_op("center_loss", {"X": [input], "Label": [label], "Centers": [centers], "CenterUpdateRate": [rate]},
+                     {"SampleCenterDiff": [diff], "Loss": [loss], "CentersOut": [centers]},
+                     {"cluster_num": int(num_classes), "need_update": bool(update_center)})
+    return loss

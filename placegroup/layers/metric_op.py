@@ -1,4 +1,4 @@
-"""Metric layers: accuracy, auc and edit_distance, with Fluid 1.8's signatures.
+"""Metric layers: accuracy, auc, edit_distance and mean_iou, with Fluid 1.8's signatures.
 
 None has a gradient. ``auc`` keeps its counts in persistable int64 vars, zeroed by the startup
 program and updated in place by every run of the main program (NOTE(auc-window) in
@@ -22,7 +22,7 @@ from __future__ import annotations
 from placegroup.initializer import ConstantInitializer
 from placegroup.layer_helper import LayerHelper
 
-__all__ = ["accuracy", "auc", "edit_distance"]
+__all__ = ["accuracy", "auc", "edit_distance", "mean_iou"]
 
 
 def accuracy(input, label, k: int = 1, correct=None, total=None):
@@ -166,3 +166,38 @@ def edit_distance(input, label, normalized: bool = True, ignored_tokens=None, in
     seq_num = helper.create_variable_for_type_inference("int64", stop_gradient=True)
     helper.append_op("edit_distance", inputs, {"Out": [out], "SequenceNum": [seq_num]}, attrs)
     return out, seq_num
+
+
+def mean_iou(input, label, num_classes: int):
+    """The mean intersection-over-union of a batch of class predictions (op ``mean_iou``,
+    NOTE(mean-iou) in ops/metric.py): for each class c, the elements where both ``input`` and
+    ``label`` are c over those where either is; averaged over the classes that occur.
+
+    As Fluid 1.8's layer, it keeps no state across runs: add the returned wrong and correct
+    counts of several batches to get a running figure.
+
+    Args:
+        input: int32 or int64 predicted classes, any shape.
+        label: ``input``'s shape and dtype: the true classes.
+        num_classes: the number of classes; every id must lie in [0, num_classes).
+
+    Returns:
+        ``(mean_iou, out_wrong, out_correct)``: float32 [1], and int32 [num_classes] counts of
+        the elements each class got wrong (in either role) and right.
+
+    Raises:
+        TypeError: ``input`` or ``label`` is not int32/int64.
+
+    Example::
+
+        miou, wrong, correct = fluid.layers.mean_iou(pred, label, num_classes=21)
+    """
+    _check_dtype("mean_iou", "input", input, ("int32", "int64"))
+    _check_dtype("mean_iou", "label", label, ("int32", "int64"))
+    helper = LayerHelper("mean_iou")
+    outs = {"OutMeanIou": helper.create_variable_for_type_inference("float32", stop_gradient=True),
+            "OutWrong": helper.create_variable_for_type_inference("int32", stop_gradient=True),
+            "OutCorrect": helper.create_variable_for_type_inference("int32", stop_gradient=True)}
+    helper.append_op("mean_iou", {"Predictions": [input], "Labels": [label]}, {k: [v] for k, v in outs.items()},
+                     {"num_classes": int(num_classes)})
+    return outs["OutMeanIou"], outs["OutWrong"], outs["OutCorrect"]

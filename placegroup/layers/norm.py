@@ -1,4 +1,5 @@
-"""Normalization and dropout layers, Fluid 1.8 signatures (Fluid's layers/nn.py).
+"""Normalization and dropout layers, Fluid 1.8 signatures (Fluid's layers/nn.py): batch_norm,
+inplace_abn, layer_norm, instance_norm, group_norm, spectral_norm and dropout.
 
 ``batch_norm`` and ``layer_norm`` create their parameters in Fluid's order and under Fluid's
 unique names (``batch_norm_0.w_0`` ...), with their initializers in the startup program;
@@ -22,12 +23,12 @@ from __future__ import annotations
 import hashlib
 import math
 
-from placegroup.initializer import ConstantInitializer
+from placegroup.initializer import ConstantInitializer, NormalInitializer
 from placegroup.ir.framework import Variable
 from placegroup.layer_helper import LayerHelper
 from placegroup.param_attr import ParamAttr
 
-__all__ = ["batch_norm", "layer_norm", "instance_norm", "group_norm", "dropout"]
+__all__ = ["batch_norm", "layer_norm", "instance_norm", "group_norm", "dropout", "inplace_abn", "spectral_norm"]
 
 
 def _channels(layer: str, helper, input, data_layout: str) -> int:
@@ -90,14 +91,23 @@ def batch_norm(input, act=None, is_test: bool = False, momentum=0.9, epsilon: fl
         test_prog = fluid.default_main_program().clone(for_test=True)
     """
     helper = LayerHelper("batch_norm", name=name)
-    channels = _channels("batch_norm", helper, input, data_layout)
+    out = _bn_op(helper, "batch_norm", input, momentum, epsilon, param_attr, bias_attr, data_layout,
+                 moving_mean_name, moving_variance_name, do_model_average_for_mean_and_var,
+                 {"is_test": is_test, "use_global_stats": use_global_stats})
+    return helper.append_activation(out, act)
+
+
+def _bn_op(helper, op_type: str, input, momentum, epsilon, param_attr, bias_attr, data_layout, moving_mean_name,
+           moving_variance_name, do_model_average, attrs: dict):
+    """batch_norm's parameters (in Fluid's order) and its op (``op_type``); returns Y."""
+    channels = _channels(op_type, helper, input, data_layout)
     dtype = input.dtype
     scale = helper.create_parameter(param_attr, [channels], dtype, default_initializer=ConstantInitializer(1.0))
     bias = helper.create_parameter(bias_attr, [channels], dtype, is_bias=True)
     stats = []
     for stat_name, value in ((moving_mean_name, 0.0), (moving_variance_name, 1.0)):
         attr = ParamAttr(name=stat_name, initializer=ConstantInitializer(value), trainable=False,
-                         do_model_average=do_model_average_for_mean_and_var)
+                         do_model_average=do_model_average)
         var = helper.create_parameter(attr, [channels], dtype)
         var.stop_gradient = True
         stats.append(var)
@@ -106,16 +116,58 @@ def batch_norm(input, act=None, is_test: bool = False, momentum=0.9, epsilon: fl
     saved_variance = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
     out = helper.create_variable_for_type_inference(dtype)
     inputs = {"X": [input], "Scale": [scale], "Bias": [bias], "Mean": [mean], "Variance": [variance]}
-    attrs = {"epsilon": epsilon, "is_test": is_test, "data_layout": data_layout,
-             "use_global_stats": use_global_stats}
+    attrs = {"epsilon": epsilon, "data_layout": data_layout, **attrs}
     if isinstance(momentum, Variable):
         inputs["MomentumTensor"] = [momentum]
     else:
         attrs["momentum"] = float(momentum)
-    helper.append_op("batch_norm", inputs,
+    helper.append_op(op_type, inputs,
                      {"Y": [out], "MeanOut": [mean], "VarianceOut": [variance], "SavedMean": [saved_mean],
                       "SavedVariance": [saved_variance]}, attrs)
-    return helper.append_activation(out, act)
+    return out
+
+
+_ABN_ACTS = (None, "identity", "leaky_relu", "elu")
+
+
+def inplace_abn(input, act=None, is_test: bool = False, momentum=0.9, epsilon: float = 1e-05, param_attr=None,
+                bias_attr=None, data_layout: str = "NCHW", name=None, moving_mean_name=None, moving_variance_name=None,
+                do_model_average_for_mean_and_var: bool = True, use_global_stats: bool = False,
+                act_alpha: float = 1.0):
+    """Batch normalization and an activation in one op (``inplace_abn``): the numbers of
+    ``batch_norm`` followed by ``act`` (NOTE(inplace-abn) in ops/norm.py), with batch_norm's
+    four parameters named ``inplace_abn_<n>.w_0, .b_0, .w_1, .w_2``.
+
+    Fluid's op overwrites ``input`` to save memory; here the output is a new var and ``input``
+    keeps its value.
+
+    Args:
+        input, is_test, momentum, epsilon, param_attr, data_layout, name, moving_mean_name,
+        moving_variance_name, do_model_average_for_mean_and_var, use_global_stats: as
+            ``batch_norm``'s.
+        act: None (or "identity"), "leaky_relu" or "elu".
+        bias_attr: the bias's ParamAttr; False is refused, as in Fluid.
+        act_alpha: leaky_relu's slope or elu's alpha.
+
+    Returns:
+        The normalized, activated Variable, ``input``'s shape.
+
+    Raises:
+        ValueError: another ``act``, ``bias_attr=False``, or batch_norm's errors.
+
+    Example::
+
+        y = fluid.layers.inplace_abn(x, act="leaky_relu", act_alpha=0.01)
+    """
+    if act not in _ABN_ACTS:
+        raise ValueError(f"inplace_abn: act must be one of {list(_ABN_ACTS)}, got {act!r}")
+    if bias_attr is False:
+        raise ValueError("inplace_abn: bias_attr must not be False")
+    helper = LayerHelper("inplace_abn", name=name)
+    return _bn_op(helper, "inplace_abn", input, momentum, epsilon, param_attr, bias_attr, data_layout,
+                  moving_mean_name, moving_variance_name, do_model_average_for_mean_and_var,
+                  {"is_test": is_test, "use_global_stats": use_global_stats, "activation": act or "",
+                   "alpha": float(act_alpha)})
 
 
 def layer_norm(input, scale: bool = True, shift: bool = True, begin_norm_axis: int = 1, epsilon: float = 1e-05,
@@ -312,4 +364,54 @@ def dropout(x, dropout_prob: float, is_test: bool = False, seed=None, name=None,
     helper.append_op("dropout", {"X": [x]}, {"Out": [out], "Mask": [mask]},
                      {"dropout_prob": float(dropout_prob), "is_test": is_test, "fix_seed": fixed,
                       "seed": int(seed), "dropout_implementation": dropout_implementation})
+    return out
+
+
+def spectral_norm(weight, dim: int = 0, power_iters: int = 1, eps: float = 1e-12, name=None):
+    """``weight`` divided by its largest singular value, estimated by ``power_iters`` rounds of
+    power iteration (op ``spectral_norm``, NOTE(spectral-norm) in ops/norm.py).
+
+    Two parameters hold the iteration's start vectors, as in Fluid 1.8: U [h]
+    (``spectral_norm_<n>.w_0``) and V [w] (``.w_1``), drawn from N(0, 1) by the startup
+    program, with no gradient; the op never updates them. ``h`` is ``weight``'s dim ``dim`` and
+    ``w`` the product of its other dims.
+
+    Args:
+        weight: a float Variable of rank 2 to 5 (a parameter, typically).
+        dim: 0 for an fc weight, 1 for a conv filter.
+        power_iters: rounds of power iteration per run.
+        eps: added to the norms the iteration divides by.
+        name: the layer's name (default ``spectral_norm_<n>``).
+
+    Returns:
+        A Variable of ``weight``'s shape.
+
+    Raises:
+        TypeError: ``dim``/``power_iters`` not ints, ``eps`` not a float, or ``weight`` not float.
+        ProgramError: from the op, for dim outside {0, 1} or a rank outside 2..5.
+
+    Example::
+
+        w = fluid.layers.create_parameter([8, 4], "float32")
+        w_sn = fluid.layers.spectral_norm(w, dim=0, power_iters=2)
+    """
+    if weight.dtype not in ("float32", "float64"):
+        raise TypeError(f"spectral_norm: weight must be float32 or float64, got {weight.dtype}")
+    for arg, value, kind in (("dim", dim, int), ("power_iters", power_iters, int), ("eps", eps, float)):
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise TypeError(f"spectral_norm: {arg} must be {kind.__name__}, got {value!r}")
+    helper = LayerHelper("spectral_norm", name=name)
+    shape = list(weight.shape)
+    if not 0 <= dim < len(shape) or any(d <= 0 for d in shape):
+        raise ValueError(f"spectral_norm {helper.name}: weight {weight.name!r} {shape} must be fully known and have "
+                         f"a dim {dim}")
+    h = shape[dim]
+    uv = []
+    for size in (h, math.prod(shape) // h):
+        p = helper.create_parameter(ParamAttr(), [size], weight.dtype, default_initializer=NormalInitializer(0.0, 1.0))
+        p.stop_gradient = True
+        uv.append(p)
+    out = helper.create_variable_for_type_inference(weight.dtype)
+    helper.append_op("spectral_norm", {"Weight": [weight], "U": [uv[0]], "V": [uv[1]]}, {"Out": [out]},
+                     {"dim": dim, "power_iters": power_iters, "eps": eps})
     return out
