@@ -28,7 +28,7 @@ from placegroup.errors import (CommTimeout, NotImplementedInPlacegroup, OpError,
 from placegroup.executor import Executor, Scope, global_scope, scope_guard  # noqa: E402
 from placegroup.ir.framework import (Block, Operator, Parameter, Program, Variable,  # noqa: E402
                                   default_main_program, default_startup_program, program_guard)
-from placegroup.param_attr import ParamAttr  # noqa: E402
+from placegroup.param_attr import ParamAttr, WeightNormParamAttr  # noqa: E402
 from placegroup.ir.place_group import ExecutorId, ExecutorRole, PlaceGroup  # noqa: E402
 from placegroup.ir.places import CPUPlace, CUDAPinnedPlace, CUDAPlace, is_compiled_with_cuda  # noqa: E402
 from placegroup.transpiler import (DistributeTranspiler, DistributeTranspilerConfig,  # noqa: E402
@@ -65,7 +65,7 @@ __all__ = [
 ]
 __all__ += ["BuildStrategy", "CompiledProgram", "ExecutionStrategy", "ParallelExecutor", "compiler", "cpu_places",
             "cuda_pinned_places", "cuda_places"]
-__all__ += ["LoDTensor", "Tensor", "average", "clip", "install_check", "load", "load_program_state", "save",
+__all__ += ["LoDTensor", "Tensor", "WeightNormParamAttr", "average", "clip", "install_check", "load", "load_program_state", "save",
             "set_program_state", "data", "gradients", "device_guard", "disable_dygraph", "disable_imperative", "embedding", "enable_dygraph",
             "enable_imperative", "get_flags", "in_dygraph_mode", "learning_rate_decay", "memory_optimize",
             "name_scope", "one_hot", "release_memory", "require_version", "set_flags"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from placegroup.backward import append_backward
-from placegroup.clip import clip_gradients
+from placegroup.clip import clip_gradients, error_clip_callback
 from placegroup.initializer import ConstantInitializer
 from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable, default_main_program, default_startup_program
@@ -104,7 +104,9 @@ class Optimizer:
 
     # -- the public entry points -------------------------------------------------------------
     def backward(self, loss, startup_program=None, parameter_list=None, no_grad_set=None, callbacks=None):
-        return append_backward(loss, parameter_list, no_grad_set)
+        # as Fluid 1.8: error clips (var.error_clip) apply on every minimize
+        return append_backward(loss, parameter_list, no_grad_set,
+                               callbacks if callbacks is not None else [error_clip_callback])
 
     def apply_gradients(self, params_grads) -> list:
         ops = []

@@ -8,6 +8,14 @@ batch dim unknown (-1). ``test_grad`` builds the grad ops through the op's grad 
 compares ``<dX, u>`` with the central difference of ``<Out, V>`` along a random direction
 ``u`` for a random cotangent ``V``; only the slot under test is asked for, and no other
 gradient may be written (OpTest's ``no_grad_set``). ``test_error`` runs the error cases.
+
+Sequence ops: a sampler may give a ``LoDTensor`` (placegroup/values.py). ``_sample`` casts its
+data and keeps its LoD; ``run_kernel`` hands a kernel the data of each LoD input except in the
+slots its OpDef ``wants_lod``, as the executor does (NOTE(lod-run) in executor/plan.py); an
+output that is a LoDTensor is compared with the reference's data and LoD, and its var's
+inferred ``lod_level`` must be its depth; the gradient check perturbs the data and keeps the
+LoD. The rows of an output of an op with a LoD input depend on the LoD, so its dim 0 may be
+-1 in ``infer`` even with every input's shape known.
 """
 from __future__ import annotations
 
@@ -17,10 +25,27 @@ import pytest
 from placegroup.errors import ProgramError
 from placegroup.ir.framework import Program
 from placegroup.ops.registry import EMPTY_VAR, GradOpView, KernelContext, get_op_def, registered_ops
-from tests.op_cases import CASES, OpCase, by_id, sample
+from placegroup.values import LoDTensor, as_host, to_device
+from tests.cases import sequence as sequence_cases
+from tests.op_cases import CASES as TABLE
+from tests.op_cases import OpCase
 
+# TODO(#15): tests/op_cases.py gathers tests/cases/sequence.py once its line is added there;
+# until then its cases join here (a case already in the table is not added twice).
+CASES = TABLE + [c for c in sequence_cases.CASES if all(c is not t for t in TABLE)]
 RTOL, ATOL = 1e-5, 1e-6
 GRAD_RTOL = 1e-5
+
+
+def by_id() -> dict[str, OpCase]:
+    """Case id -> case over ``CASES``; ids are unique."""
+    out: dict[str, OpCase] = {}
+    for c in CASES:
+        assert c.id not in out, f"duplicate OpCase id {c.id}"
+        out[c.id] = c
+    return out
+
+
 IDS = list(by_id())
 
 
@@ -28,10 +53,45 @@ def _attrs(case: OpCase, extra=None) -> dict:
     return {**get_op_def(case.op).attrs, **case.attrs, **(extra or {})}
 
 
+def _data(v):
+    return v.data if isinstance(v, LoDTensor) else v
+
+
+def _lod(v) -> list:
+    return v.lod() if isinstance(v, LoDTensor) else []
+
+
+def _like(v, data):
+    """``data`` with the LoD of ``v`` (``data`` itself when ``v`` has none)."""
+    return v.with_data(data) if isinstance(v, LoDTensor) else data
+
+
+def _sample(case: OpCase, seed: int, dtype) -> dict:
+    """The case's inputs for ``seed`` (op_cases.sample's draws), floating data cast to
+    ``dtype``; a LoDTensor keeps its LoD."""
+    rng = np.random.default_rng(seed)
+
+    def cast(v):
+        if isinstance(v, LoDTensor):
+            return v.with_data(cast(v.data))
+        v = np.asarray(v)
+        return v.astype(dtype) if v.dtype.kind == "f" else v
+
+    return {k: [cast(x) for x in v] if isinstance(v, list) else cast(v) for k, v in case.sample(rng).items()}
+
+
+def _kernel_ins(opdef, ins: dict) -> dict:
+    """What the executor hands the kernel: the data of LoD inputs outside ``wants_lod``."""
+    keep = set(opdef.wants_lod)
+    return {k: v if k in keep else ([_data(x) for x in v] if isinstance(v, list) else _data(v))
+            for k, v in ins.items()}
+
+
 def run_kernel(op: str, ins: dict, attrs: dict, xp=np, device: str = "cpu") -> dict:
     """Run ``op``'s kernel as the executor does (``ctx.outputs`` = every output slot)."""
     opdef = get_op_def(op)
-    return opdef.kernels[device](xp, ins, attrs, KernelContext(outputs=(s.name for s in opdef.outputs)))
+    return opdef.kernels[device](xp, _kernel_ins(opdef, ins), attrs,
+                                 KernelContext(outputs=(s.name for s in opdef.outputs)))
 
 
 def _names(slot: str, value) -> list[str]:
@@ -44,19 +104,21 @@ def _listed(value) -> list:
 
 def _build(op: str, ins: dict, attrs: dict, n_outs: dict, batch=()) -> dict:
     """Append ``op`` to a fresh program (vars shaped like ``ins``, dim 0 of the ``batch``
-    slots unknown); return slot -> [output shapes] as inferred."""
+    slots unknown, a LoDTensor's var of its lod_level); return slot -> [output vars] as
+    inferred."""
     block = Program().global_block()
     inputs = {}
     for slot, value in ins.items():
         inputs[slot] = _names(slot, value)
         for name, arr in zip(inputs[slot], _listed(value)):
-            shape = list(arr.shape)
+            shape = list(_data(arr).shape)
             if slot in batch and shape:
                 shape[0] = -1
-            block.create_var(name, shape=shape, dtype=arr.dtype)
+            block.create_var(name, shape=shape, dtype=_data(arr).dtype,
+                             lod_level=arr.lod_level if isinstance(arr, LoDTensor) else 0)
     outputs = {slot: [f"out.{slot}{i}" for i in range(n)] for slot, n in n_outs.items()}
     block.append_op(op, inputs, outputs, attrs)
-    return {slot: [block.var(n).meta for n in names] for slot, names in outputs.items()}
+    return {slot: [block.var(n) for n in names] for slot, names in outputs.items()}
 
 
 def _default_batch(case: OpCase, ins: dict) -> tuple:
@@ -73,21 +135,28 @@ def test_output(cid):
     if case.ref is None:
         case.check(lambda ins, a: run_kernel(case.op, ins, _attrs(case, a)), attrs)
         return
-    ins = sample(case, 0, np.float32)
+    ins = _sample(case, 0, np.float32)
     got = run_kernel(case.op, ins, attrs)
     want = case.ref(ins, attrs)
     assert set(got) == {s.name for s in get_op_def(case.op).outputs}, f"{cid}: kernel outputs {sorted(got)}"
     for slot, ref in want.items():
         for g, r in zip(_listed(got[slot]), _listed(ref), strict=True):
-            np.testing.assert_allclose(g, r, rtol=RTOL, atol=ATOL, err_msg=f"{cid}: output {slot}")
+            np.testing.assert_allclose(_data(g), _data(r), rtol=RTOL, atol=ATOL, err_msg=f"{cid}: output {slot}")
+            assert _lod(g) == _lod(r), f"{cid}: output {slot} has LoD {_lod(g)}, the reference {_lod(r)}"
+    sequences = any(isinstance(x, LoDTensor) for v in ins.values() for x in _listed(v))
     for batch in ((), _default_batch(case, ins)):
-        metas = _build(case.op, ins, attrs, {s: len(_listed(v)) for s, v in got.items()}, batch)
+        outs = _build(case.op, ins, attrs, {s: len(_listed(v)) for s, v in got.items()}, batch)
         for slot, value in got.items():
-            for meta, arr in zip(metas[slot], _listed(value), strict=True):
+            for var, out in zip(outs[slot], _listed(value), strict=True):
+                meta, arr = var.meta, _data(out)
                 assert meta.dtype == arr.dtype.name, f"{cid}: {slot} is {arr.dtype}, infer says {meta.dtype}"
                 ok = len(meta.shape) == arr.ndim and all(d in (-1, a) for d, a in zip(meta.shape, arr.shape))
-                assert ok and (batch or -1 not in meta.shape), \
+                known = meta.shape[1:] if sequences else meta.shape  # rows may follow the LoD
+                assert ok and (batch or -1 not in known), \
                     f"{cid}: {slot} has shape {arr.shape}, infer says {meta.shape} (batch slots {batch})"
+                if isinstance(out, LoDTensor):
+                    assert var.lod_level == out.lod_level, \
+                        f"{cid}: {slot} has a LoD of {out.lod_level} levels, its var lod_level {var.lod_level}"
 
 
 def _run_grad_ops(specs, scope: dict) -> dict:
@@ -99,9 +168,10 @@ def _run_grad_ops(specs, scope: dict) -> dict:
         opdef = get_op_def(spec.type)
         ins = {s.name: ([scope[n] for n in op.input(s.name)] if s.duplicable else scope[op.input(s.name)[0]])
                for s in opdef.inputs if op.input(s.name)}
-        outs = opdef.kernels["cpu"](np, ins, op.attrs, KernelContext(outputs=op.outputs))
+        outs = opdef.kernels["cpu"](np, _kernel_ins(opdef, ins), op.attrs, KernelContext(outputs=op.outputs))
         for slot, names in op.outputs.items():
             for name, value in zip(names, _listed(outs[slot]), strict=True):
+                value = _data(value)
                 if name != EMPTY_VAR:
                     grads[name] = grads[name] + value if name in grads else value
                     scope[name] = grads[name]
@@ -117,23 +187,25 @@ def test_grad(cid):
     opdef = get_op_def(case.op)
     attrs = _attrs(case)
     rng = np.random.default_rng(1)
-    ins = sample(case, 1, np.float64)
+    ins = _sample(case, 1, np.float64)
     outs = run_kernel(case.op, ins, attrs)
     in_names = {s: _names(s, v) for s, v in ins.items()}
     out_names = {s: _names(s, v) for s, v in outs.items()}
     assert not {n for v in in_names.values() for n in v} & {n for v in out_names.values() for n in v}
-    cot_slots = case.grad_outs or [s for s, v in outs.items() if _listed(v)[0].dtype.kind == "f"]
+    cot_slots = case.grad_outs or [s for s, v in outs.items() if _data(_listed(v)[0]).dtype.kind == "f"]
     scope, cot = {}, {}
     for slot, names in list(in_names.items()) + list(out_names.items()):
         scope.update(zip(names, _listed(ins[slot] if slot in ins else outs[slot])))
     for slot, names in out_names.items():
         for name, arr in zip(names, _listed(outs[slot])):
-            cot[name] = rng.standard_normal(arr.shape) if slot in cot_slots else np.zeros(arr.shape)
+            shape = _data(arr).shape
+            cot[name] = rng.standard_normal(shape) if slot in cot_slots else np.zeros(shape)
             scope[name + "@GRAD"] = cot[name]
 
     def objective(values: dict) -> float:
         out = run_kernel(case.op, values, attrs)
-        return sum(float(np.vdot(a, cot[n])) for s in cot_slots for n, a in zip(out_names[s], _listed(out[s])))
+        return sum(float(np.vdot(_data(a), cot[n])) for s in cot_slots
+                   for n, a in zip(out_names[s], _listed(out[s])))
 
     for slot in case.grad:
         need = frozenset(in_names[slot])
@@ -141,13 +213,13 @@ def test_grad(cid):
         grads = _run_grad_ops(opdef.grad(view), dict(scope))
         others = {n + "@GRAD" for s, names in in_names.items() if s != slot for n in names}
         assert not others & set(grads), f"{cid}: wrote gradients nobody asked for: {sorted(others & set(grads))}"
-        u = [rng.standard_normal(a.shape) for a in _listed(ins[slot])]
+        u = [rng.standard_normal(_data(a).shape) for a in _listed(ins[slot])]
         analytic = sum(float(np.vdot(grads[n + "@GRAD"], d)) for n, d in zip(in_names[slot], u))
         h = 1e-6
 
         def moved(t):
             vals = _listed(ins[slot])
-            new = [v + t * d for v, d in zip(vals, u)]
+            new = [_like(v, _data(v) + t * d) for v, d in zip(vals, u)]
             return {**ins, slot: new if isinstance(ins[slot], list) else new[0]}
 
         numeric = (objective(moved(h)) - objective(moved(-h))) / (2 * h)
@@ -179,7 +251,8 @@ OWNED_ELSEWHERE: dict[str, str] = {
     "shard_lookup": "tests/test_sparse_ops.py",
     "merge_selected_rows": "tests/test_sparse_ops.py",
     "split_selected_rows": "tests/test_sparse_ops.py",
-    "ema_debias": "tests/test_optimizer_wrappers.py",  # reads optimizer state: checked over steps there
+    "ema_debias": "tests/test_optimizer_wrappers.py",
+    "get_tensor_from_selected_rows": "tests/test_misc_layers.py",  # a SelectedRows input  # reads optimizer state: checked over steps there
 }
 
 
@@ -218,9 +291,9 @@ def test_output_gpu(cid, cupy):
     attrs = _attrs(case)
 
     def on_gpu(ins, a):
-        dev = {k: [cupy.asarray(x) for x in v] if isinstance(v, list) else cupy.asarray(v) for k, v in ins.items()}
+        dev = {k: [to_device(cupy, x) for x in v] if isinstance(v, list) else to_device(cupy, v) for k, v in ins.items()}
         out = run_kernel(case.op, dev, a, xp=cupy, device="gpu")
-        return {k: [cupy.asnumpy(x) for x in v] if isinstance(v, list) else cupy.asnumpy(v) for k, v in out.items()}
+        return {k: [as_host(x) for x in v] if isinstance(v, list) else as_host(v) for k, v in out.items()}
 
     if case.ref is None and get_op_def(case.op).role != "init":  # a property case (dropout): on the gpu
         case.check(on_gpu, attrs)
@@ -230,9 +303,9 @@ def test_output_gpu(cid, cupy):
             np.testing.assert_allclose(on_gpu({}, _attrs(case, a))["Out"],
                                        run_kernel(case.op, {}, _attrs(case, a))["Out"], rtol=RTOL, atol=ATOL)
         return
-    ins = sample(case, 0, np.float32)
+    ins = _sample(case, 0, np.float32)
     got, want = on_gpu(ins, attrs), case.ref(ins, attrs)
     for slot, ref in want.items():
         for g, r in zip(_listed(got[slot]), _listed(ref), strict=True):
-            np.testing.assert_allclose(g, r, rtol=RTOL, atol=ATOL, err_msg=f"{cid}: output {slot} on gpu")
-            assert g.dtype == _listed(run_kernel(case.op, ins, attrs)[slot])[0].dtype
+            np.testing.assert_allclose(_data(g), _data(r), rtol=RTOL, atol=ATOL, err_msg=f"{cid}: output {slot} on gpu")
+            assert _data(g).dtype == _data(_listed(run_kernel(case.op, ins, attrs)[slot])[0]).dtype

@@ -7,6 +7,7 @@ from placegroup.layers import (collective, control_flow, conv, ctr, distribution
                                loss, manip, metric_op, nn, norm, ops, tensor, vision)
 from placegroup.layers.math_op_patch import monkey_patch_variable
 from placegroup.layers.collective import *  # noqa: F401,F403
+from placegroup.layers.control_flow import Print, is_empty  # noqa: F401
 from placegroup.layers.conv import *  # noqa: F401,F403
 from placegroup.layers.ctr import *  # noqa: F401,F403
 from placegroup.layers.distributions import *  # noqa: F401,F403
@@ -18,11 +19,13 @@ from placegroup.layers.metric_op import *  # noqa: F401,F403
 from placegroup.layers.nn import *  # noqa: F401,F403
 from placegroup.layers.norm import *  # noqa: F401,F403
 from placegroup.layers.ops import *  # noqa: F401,F403
+from placegroup.layers.py_func import *  # noqa: F401,F403  (its module name is its function's)
+from placegroup.layers.py_func import __all__ as _py_func_names
 from placegroup.layers.tensor import *  # noqa: F401,F403
 from placegroup.layers.vision import *  # noqa: F401,F403
 
 __all__ = (collective.__all__ + conv.__all__ + ctr.__all__ + distributions.__all__ + io.__all__
            + learning_rate_scheduler.__all__ + loss.__all__ + manip.__all__ + metric_op.__all__ + nn.__all__
-           + norm.__all__ + ops.__all__ + tensor.__all__ + vision.__all__)
+           + norm.__all__ + ops.__all__ + _py_func_names + tensor.__all__ + vision.__all__ + ["Print", "is_empty"])
 
 monkey_patch_variable()
