@@ -33,7 +33,8 @@ bottom the rest, *and the dilation becomes 1*; "VALID" zeroes them. A conv's out
 conv's is ``(in - 1)*stride - top - bottom + d*(k-1) + 1``, or ``output_size`` when given,
 which must lie in [that, that + stride). SAME for a transposed conv reads its input's size.
 ``use_cudnn`` is accepted and ignored; only channels-first layouts run (NCHW, NCDHW, and
-Fluid's "AnyLayout"; fluid.layers.conv3d_transpose writes "NCHW" for NCDHW, as 1.8 does).
+Fluid's "AnyLayout"; conv3d_transpose's layout is "NCHW" by default and in what
+fluid.layers.conv3d_transpose writes for NCDHW, as in 1.8).
 """
 from __future__ import annotations
 
@@ -228,8 +229,10 @@ def conv_filter_grad(xp, x, gout, w_shape, s, d, pads, groups: int):
 
 def _attrs(nd: int, transpose: bool) -> dict:
     one, zero = [1] * nd, [0] * nd
+    # a transposed conv's layout says NCHW also in 3-D: Fluid 1.8.5's conv3d_transpose refuses
+    # "NCDHW" (its layer writes "NCHW"); we take either
     attrs = {"strides": one, "paddings": zero, "dilations": one, "groups": 1, "padding_algorithm": "EXPLICIT",
-             "data_format": _FIRST[nd], "use_cudnn": False}
+             "data_format": "NCHW" if transpose else _FIRST[nd], "use_cudnn": False}
     return {**attrs, "output_size": []} if transpose else attrs
 
 

@@ -5,7 +5,8 @@ The kernels themselves are checked against numpy references in tests/cases/conv.
 table); here: the layers' shapes, parameter names, initializers and op sequences, whole
 programs run by the Executor (forward against the references, float64 gradients against
 central differences), the max-pool tie rule, and training; with paddle, every OpCase of the
-table (outputs and gradients) and the two CNNs' per-step SGD losses against Paddle 2.6's.
+table (outputs and gradients) against Paddle 2.6 and Fluid 1.8.5 (PLACEGROUP_PADDLE18_PYTHON),
+and the two CNNs' per-step SGD losses against Paddle 2.6's.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from placegroup.ops.registry import GradOpView, KernelContext, get_op_def
 from tests.cases.conv import CASES, conv_ref, conv_t_ref, max_index_ref, pool_ref
 from tests.op_cases import sample
 from tests.test_layers import check_program_gradients, fresh, value
+from tests.test_manip_layers import PADDLE18_PYTHON, run_in_paddle
 
 L = fluid.layers
 
@@ -512,3 +514,11 @@ def test_a_small_3d_cnn_trains_as_in_paddle(tmp_path):
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     np.testing.assert_allclose(_cnn3d(clips, labels, init), np.load(spec["out"]), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.paddle
+@pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python with paddle 1.8.5")
+def test_ops_match_paddle_18(tmp_path):
+    """Every case of the table, 2-D and 3-D, in Fluid 1.8.5 itself (its inclusive average with
+    ceil_mode included, NOTE(pool-inclusive))."""
+    run_in_paddle(CASES, tmp_path, fluid18=True)

@@ -3,9 +3,14 @@ grid_sampler, crop, fsp_matrix, similarity_focus, add_position_encoding) build F
 programs, which the Executor runs to the loop references of tests/cases/grid.py; their
 Variable forms (affine_grid's out_shape, crop's shape and offsets) read their values when the
 op runs; gradients flow through a whole program (float64, central differences); a small
-spatial transformer trains. Where PLACEGROUP_PADDLE_PYTHON names a python with paddle, every
-OpCase of tests/cases/grid.py runs in Paddle 2.6 too (outputs and gradients), and the spatial
-transformer's per-step SGD losses equal Paddle's built from the same 1.x ops.
+spatial transformer trains.
+
+With paddle (marked ``paddle``): where PLACEGROUP_PADDLE_PYTHON names a python with Paddle 2.6,
+every OpCase of tests/cases/grid.py runs there too (outputs and gradients) and the spatial
+transformer's per-step SGD losses equal Paddle's built from the same 1.x ops; where
+PLACEGROUP_PADDLE18_PYTHON names one with Fluid 1.8.5, the OpCases run there, and one Fluid
+script of these layers and the 3-D ones (MODEL), run unchanged by Fluid 1.8.5 and by
+placegroup, gives the same parameter names and per-step losses.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ from placegroup.initializer import NumpyArrayInitializer
 from tests.cases.grid import (CASES, _distinct, _grid_points, affine_ref, crop_ref, encoding_ref, focus_ref, fsp_ref,
                               sampler_ref, shift_ref, unfold_ref)
 from tests.test_layers import check_program_gradients, fresh
-from tests.test_manip_layers import PADDLE_PYTHON, run_in_paddle
+from tests.test_manip_layers import PADDLE18_PYTHON, PADDLE_PYTHON, run_in_paddle
 
 L = fluid.layers
 
@@ -287,3 +292,112 @@ def test_a_spatial_transformer_trains_as_in_paddle(tmp_path):
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     np.testing.assert_allclose(_stn_losses(images, labels, init, 10), np.load(spec["out"]), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.paddle
+@pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python with paddle 1.8.5")
+def test_ops_match_paddle_18(tmp_path):
+    run_in_paddle(CASES, tmp_path, fluid18=True)
+
+
+# -- one Fluid 1.8 script, run unchanged by Fluid 1.8.5 and by placegroup ----------------------
+
+# The 3-D layers of placegroup/layers/conv.py and every layer of vision.py, with Fluid's
+# default names: the parameters are set by name after the startup program, in both.
+MODEL = textwrap.dedent("""
+    def build(fluid):
+        L = fluid.layers
+        x = L.data("x", shape=[2, 4, 8, 8])
+        label = L.data("label", shape=[1], dtype="int64")
+        h = L.conv3d(x, 4, 3, padding=1, act="relu")                                  # [N, 4, 4, 8, 8]
+        h = L.pool3d(h, [1, 2, 2], "max", [1, 2, 2])                                  # [N, 4, 4, 4, 4]
+        u = L.conv3d_transpose(h, 2, filter_size=[1, 2, 2], stride=[1, 2, 2], act="tanh")
+        a = L.adaptive_pool3d(u, [2, 2, 2], "avg")                                    # [N, 2, 2, 2, 2]
+        m = L.adaptive_pool3d(h, [1, 3, 3], "max")                                    # [N, 4, 1, 3, 3]
+        frames = L.reshape(L.transpose(h, [0, 2, 1, 3, 4]), [-1, 4, 4, 4])            # [N*4, 4, 4, 4]
+        shifted = L.reshape(L.temporal_shift(frames, seg_num=4, shift_ratio=0.25), [-1, 256])
+        theta = L.reshape(L.fc(a, 6), [-1, 2, 3])
+        img = L.reshape(L.pool3d(h, [4, 1, 1], "avg"), [-1, 4, 4, 4])  # not reduce_mean: 1.8.5's is wrong in 5-D
+        warped = L.grid_sampler(img, L.affine_grid(theta, [-1, 4, 4, 4]))
+        cols = L.add_position_encoding(L.transpose(L.unfold(warped, 2, strides=2), [0, 2, 1]), 1.0, 0.5)
+        corner = L.crop(warped, shape=[-1, 4, 2, 2], offsets=[0, 0, 1, 1])
+        fsp = L.fsp_matrix(corner, L.crop(warped, shape=[-1, 4, 2, 2], offsets=[0, 0, 2, 2]))
+        focus = L.similarity_focus(warped, axis=1, indexes=[0, 2])
+        feat = L.concat([L.reshape(m, [-1, 36]), shifted, L.reshape(cols, [-1, 64]), L.reshape(fsp, [-1, 16]),
+                         L.reshape(warped * focus, [-1, 64])], axis=1)
+        loss = L.mean(L.softmax_with_cross_entropy(L.fc(feat, 2), label))
+        fluid.optimizer.SGD(0.05).minimize(loss)
+        return loss
+""")
+
+PADDLE18_MODEL_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import paddle.fluid as fluid
+    spec = json.loads(sys.argv[1])
+    d = dict(np.load(spec["data"]))
+    exec(spec["model"])
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        loss = build(fluid)
+    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    with fluid.scope_guard(scope):
+        exe.run(startup)
+        names = sorted(p.name for p in main.global_block().all_parameters())
+        for name in names:
+            scope.find_var(name).get_tensor().set(d["param." + name], fluid.CPUPlace())
+        losses = [float(exe.run(main, feed={"x": d["x"][s], "label": d["label"][s]}, fetch_list=[loss])[0][0])
+                  for s in range(len(d["x"]))]
+    print("RESULT " + json.dumps({"names": names, "losses": losses}))
+""")
+
+
+def _fluid_model_losses(data, params, steps):
+    env: dict = {}
+    exec(MODEL, env)
+    with fresh() as (main, startup, exe):
+        loss = env["build"](fluid)
+        exe.run(startup)
+        for name, arr in params.items():
+            fluid.global_scope().find_var(name).get_tensor().set(arr)
+        return sorted(p.name for p in main.all_parameters()), [
+            float(exe.run(main, feed={"x": data["x"][s], "label": data["label"][s]}, fetch_list=[loss])[0][0])
+            for s in range(steps)]
+
+
+def _fluid_model_data(steps):
+    rng = np.random.default_rng(12)
+    env: dict = {}
+    exec(MODEL, env)
+    with fresh() as (main, startup, exe):
+        env["build"](fluid)
+        shapes = {p.name: p.shape for p in main.all_parameters()}
+    params = {n: (0.1 * rng.standard_normal(s)).astype("float32") for n, s in shapes.items()}
+    params["fc_0.b_0"] = np.array([1.0, 0.1, 0.0, -0.1, 0.9, 0.05], "float32")  # near the identity transform
+    data = {"x": rng.standard_normal((steps, 4, 2, 4, 8, 8)).astype("float32"),
+            "label": rng.integers(0, 2, (steps, 4, 1)).astype("int64")}
+    return data, params
+
+
+def test_the_fluid_script_builds_and_trains():
+    data, params = _fluid_model_data(3)
+    names, losses = _fluid_model_losses(data, params, 3)
+    assert names == sorted(["conv3d_0.w_0", "conv3d_0.b_0", "conv3d_transpose_0.w_0", "conv3d_transpose_0.b_0",
+                            "fc_0.w_0", "fc_0.b_0", "fc_1.w_0", "fc_1.b_0"])
+    assert all(np.isfinite(losses))
+
+
+@pytest.mark.paddle
+@pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python with paddle 1.8.5")
+def test_the_fluid_script_trains_as_in_fluid_18(tmp_path):
+    steps = 6
+    data, params = _fluid_model_data(steps)
+    np.savez(tmp_path / "data.npz", **data, **{"param." + k: v for k, v in params.items()})
+    spec = {"data": str(tmp_path / "data.npz"), "model": MODEL}
+    done = subprocess.run([PADDLE18_PYTHON, "-c", PADDLE18_MODEL_SCRIPT, json.dumps(spec)], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    theirs = json.loads(done.stdout.split("RESULT ", 1)[1])
+    names, losses = _fluid_model_losses(data, params, steps)
+    assert names == theirs["names"]
+    np.testing.assert_allclose(losses, theirs["losses"], rtol=1e-5, atol=1e-6)
