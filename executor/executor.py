@@ -1,7 +1,8 @@
 """The Executor: what a user calls to run a Program, in one process or as one executor of many.
 
 ``Executor(place).run(program, feed=..., fetch_list=...)`` feeds the named vars, runs one step
-of the program and returns the fetched values as numpy arrays (Fluid's contract). Whether the
+of the program and returns the fetched values as numpy arrays (Fluid's contract), or as
+``LoDTensor``s with ``return_numpy=False``. Whether the
 program runs alone or as one executor of a cluster, the step is the same interpreter over a
 plan compiled once per program (executor/plan.py, executor/interpreter.py); a distributed
 program (one ``t.get_program(endpoint, role)`` returned) only adds a link to the peers
@@ -11,6 +12,16 @@ NOTE(pserver-run): a pserver's first ``run`` of the main program serves the whol
 runs its ops step after step until every trainer has said done. As Fluid's classic training
 scripts run the trainers' loop on pservers too, later calls return at once, and each fetch is the value
 this pserver holds, or None for a var held elsewhere.
+
+NOTE(lod-feed): a var declared with ``lod_level >= 1`` holds a batch of sequences. It is fed a
+``LoDTensor`` (``fluid.create_lod_tensor``, ``DataFeeder``) whose LoD has exactly that many
+levels and fits its data; anything else (a plain array, a LoDTensor without LoD, another depth,
+offsets that do not fit) is a ProgramError naming the feed, raised before any op runs (Fluid
+1.8 takes some of these and fails later in a sequence op, or not at all). A LoDTensor fed to a
+var declared ``lod_level=0`` (``fluid.data``'s default, which Fluid 1.8 says users need not
+set) keeps its LoD, as in Fluid: the step runs with the plan for that depth (NOTE(lod-run) in
+executor/plan.py). A fetched sequence var needs ``return_numpy=False`` (Fluid 1.8's
+``as_numpy`` refuses to drop a LoD), which returns every fetched value as a ``LoDTensor``.
 
 Thread-safety: one executor runs one program at a time; use one executor per thread.
 """
@@ -34,6 +45,7 @@ from placegroup.ir.framework import default_main_program
 from placegroup.ir.place_group import ExecutorRole
 from placegroup.ir.places import CPUPlace
 from placegroup.reader_registry import reader_feed
+from placegroup.values import LoDTensor, check_lod, is_selected_rows
 
 
 def _fetch_name(f: Any) -> str:
@@ -124,34 +136,57 @@ class Executor:
         ck = self._checkpointer()
         return ck.resumed_step if ck is not None else 0
 
-    def _plan(self, program, dist: _Distributed | None) -> Plan:
-        key = id(program)
+    def _plan(self, program, dist: _Distributed | None, fed_lod: dict | None = None) -> Plan:
+        """The plan of ``program`` (compiled once per version); ``fed_lod``: data vars fed a
+        deeper LoD than declared get a plan of their own (NOTE(lod-feed))."""
+        key = id(program) if not fed_lod else (id(program), tuple(sorted(fed_lod.items())))
         hit = self._plans.get(key)
         if hit is not None and hit[0]() is program and hit[1] == program._version:
             return hit[2]
         if dist is None:
-            plan = compile_plan(program, None, None, self.xp)
+            plan = compile_plan(program, None, None, self.xp, fed_lod)
         else:
-            plan = compile_plan(program, dist.me, dist.cluster, self.xp)
+            plan = compile_plan(program, dist.me, dist.cluster, self.xp, fed_lod)
             dist.link.expect(plan)
         self._plans[key] = (weakref.ref(program), program._version, plan)
         return plan
 
-    def _feed(self, plan: Plan, vals: dict, feed: dict) -> None:
+    def _feed(self, plan: Plan, vals: dict, feed: dict) -> dict | None:
+        """Put ``feed`` into ``vals``, checked (NOTE(lod-feed)); return the vars declared
+        lod_level=0 that were fed a LoD, var -> its depth (None when there are none)."""
         xp = self.xp
+        deeper = None
         for name, value in feed.items():
             meta = plan.feed_meta.get(name)
             if meta is None:
                 raise ProgramError(f"feed {name!r} is not a var of the program; its data vars are "
                                    f"{sorted(n for n, m in plan.feed_meta.items() if m[0].is_data)}")
             var, dtype, shape = meta
+            lod = None
+            if type(value) is LoDTensor:
+                if value.data is None:
+                    raise ProgramError(f"feed {name!r} is a LoDTensor that holds no data: call "
+                                       f"set(array, place) on it first")
+                lod, value = value.offsets or None, value.data
+                if var.lod_level and lod is None:
+                    raise ProgramError(_not_sequences(name, var, "a LoDTensor with no LoD"))
+            if var.lod_level and lod is None:
+                raise ProgramError(_not_sequences(name, var, _describe(value)))
             arr = value if hasattr(value, "__cuda_array_interface__") else np.asarray(value)
             if arr.dtype != dtype:
                 arr = arr.astype(dtype)
             if shape is not None and (len(arr.shape) != len(shape) or any(
                     d != -1 and d != a for d, a in zip(shape, arr.shape))):
                 arr = _reshaped_feed(name, var, arr, shape)
-            vals[name] = xp.asarray(arr) if xp is not np else arr
+            arr = xp.asarray(arr) if xp is not np else arr
+            if lod is None:
+                vals[name] = arr
+                continue
+            _check_fed_lod(name, var, lod, arr)
+            if not var.lod_level:
+                deeper = {**(deeper or {}), name: len(lod)}
+            vals[name] = LoDTensor(arr, lod, check=False)
+        return deeper
 
     def run(self, program=None, feed: dict | None = None, fetch_list: Sequence | None = None,
             scope: Scope | None = None, return_numpy: bool = True, **_compat: Any) -> list:
@@ -187,7 +222,9 @@ class Executor:
         vals = scope.vars
         feed = reader_feed(program, feed, batches=batches)
         if feed:
-            self._feed(plan, vals, feed)
+            fed_lod = self._feed(plan, vals, feed)
+            if fed_lod:
+                plan = self._plan(program, None, fed_lod)
         # the step a kernel sees (dropout's masks, a sampler's draws): this program's runs so far,
         # so a forward-only program that samples draws anew each run; for the training program
         # it is the training step, as a trainer's is
@@ -222,7 +259,9 @@ class Executor:
         feed = reader_feed(program, feed, plan.remote_of, batches)
         try:
             if feed:
-                self._feed(plan, vals, feed)
+                fed_lod = self._feed(plan, vals, feed)
+                if fed_lod:
+                    plan = self._plan(program, dist, fed_lod)
             if plan.startup:
                 interp.run_step(plan, vals, -1)
                 if ck is not None:
@@ -243,7 +282,7 @@ class Executor:
             remote = [fetch_edge(plan, n) for n in names if n not in vals and plan.remote_of(n)]
             if remote:  # a var held elsewhere: its holder's value of this step (the fetch rule)
                 got = link.fetch(remote, link.step - 1, self.xp, interp.describe(None, link.step - 1))
-                return [(to_numpy(got[n]) if return_numpy else got[n]) if n in got
+                return [_fetched(n, got[n], return_numpy, False) if n in got
                         else self._fetch(vals, n, return_numpy, plan) for n in names]
         except BaseException as e:
             link.fail(e)
@@ -258,11 +297,11 @@ class Executor:
             where = f" (held by {', '.join(map(str, holders))})" if holders else ""
             raise ProgramError(f"fetch {name!r} has no value after the step{where}; is it a var of "
                                f"this program?")
-        if not return_numpy:
-            return vals[name]
-        value = to_numpy(vals[name])
-        # an op may update a persistable var in place later (NOTE(sparse-copy)): hand out a copy
-        return value.copy() if value is vals[name] and name in plan.persistable else value
+        value = vals[name]
+        if return_numpy and type(value) is np.ndarray:  # the common case, first
+            # an op may update a persistable var in place later (NOTE(sparse-copy)): hand out a copy
+            return value.copy() if name in plan.persistable else value
+        return _fetched(name, value, return_numpy, name in plan.persistable)
 
     @property
     def staleness(self) -> int:
@@ -289,6 +328,49 @@ class Executor:
         if self._dist is not None:
             self._dist.close()
             self._dist = None
+
+
+def _fetched(name: str, value, return_numpy: bool, persistable: bool):
+    """A fetched value as ``exe.run`` returns it: a numpy array (``return_numpy``), else a
+    LoDTensor (a SelectedRows stays one). NOTE(lod-feed): a value with a LoD is no array."""
+    if is_selected_rows(value):
+        return value.to_host() if return_numpy else value
+    lod = value.offsets if type(value) is LoDTensor else ()
+    if lod and return_numpy:
+        raise ProgramError(f"fetch {name!r} holds LoD information (sequence lengths "
+                           f"{value.recursive_sequence_lengths()}), which a numpy array cannot carry: "
+                           f"run with return_numpy=False to get LoDTensors (np.array(t) gives the data, "
+                           f"t.recursive_sequence_lengths() the lengths)")
+    data = value.data if lod or type(value) is LoDTensor else value
+    arr = to_numpy(data)
+    # an op may update a persistable var in place later (NOTE(sparse-copy)): hand out a copy
+    arr = arr.copy() if arr is data and persistable else arr
+    return arr if return_numpy else LoDTensor(arr, lod, check=False)
+
+
+def _not_sequences(name: str, var, got: str) -> str:
+    """The error for a sequence var fed no LoD (NOTE(lod-feed))."""
+    return (f"feed {name!r} is declared lod_level={var.lod_level} (a batch of sequences), but it was fed {got}: "
+            f"build it with fluid.create_lod_tensor(data, recursive_seq_lens, place) or feed the samples "
+            f"through fluid.DataFeeder, which makes the LoD from lists of lists")
+
+
+def _describe(value) -> str:
+    if hasattr(value, "shape"):
+        return f"a {type(value).__name__} of shape {list(value.shape)}"
+    return f"a {type(value).__name__}" + (f" of {len(value)} items" if hasattr(value, "__len__") else "")
+
+
+def _check_fed_lod(name: str, var, lod: tuple, arr) -> None:
+    """The fed LoD has the var's depth and fits the data (NOTE(lod-feed))."""
+    lengths = [np.diff(o).tolist() for o in lod]
+    if var.lod_level and len(lod) != var.lod_level:
+        raise ProgramError(f"feed {name!r} has a LoD of {len(lod)} level{'s' if len(lod) > 1 else ''} "
+                           f"(sequence lengths {lengths}), but the var is declared lod_level={var.lod_level}")
+    why = check_lod(lod, int(arr.shape[0]) if arr.ndim else 1)
+    if why is not None:
+        raise ProgramError(f"feed {name!r}: its LoD (sequence lengths {lengths}) does not fit its data "
+                           f"of shape {list(arr.shape)}: {why}")
 
 
 def _saver(exe, ck, link: Link, program, scope):

@@ -32,15 +32,29 @@ from typing import Callable
 
 from placegroup import config
 from placegroup.comm.mailbox import PeersDone
-from placegroup.errors import OpError
+from placegroup.errors import OpError, ProgramError
 from placegroup.executor.edges import RULES, InEdge
 from placegroup.executor.plan import Plan, PlannedOp
 from placegroup.executor.policy import CARRIED, CONSTANT, Sync
 from placegroup.ir.printer import format_op
-from placegroup.values import as_host, to_device
+from placegroup.values import LoDTensor, as_host, to_device
 
 log = logging.getLogger("placegroup.executor")
 EACH_HOLD_S = 0.002  # NOTE(each-batching)
+
+
+def wire_value(var: str, value, peers):
+    """``value`` as it is posted to ``peers``: on the host.
+
+    Raises:
+        ProgramError: for a LoDTensor, naming the var (TODO(#15): LoD on the wire).
+    """
+    if type(value) is LoDTensor:
+        raise ProgramError(f"var {var!r} holds a LoD tensor (sequence lengths "
+                           f"{value.recursive_sequence_lengths()}) that would be sent to {', '.join(map(str, peers))}: "
+                           f"LoD values cannot cross processes yet (issue #15); keep the sequence ops and "
+                           f"their inputs on one executor, or pool the sequences before the value is sent")
+    return as_host(value)
 
 
 def debug_hook(who: str) -> Callable:
@@ -130,10 +144,7 @@ class Interpreter:
         if op.group is not None and ctx.comm is None:  # a collective: its group's communicator, once
             ctx.comm = self.link.communicator(op.group, lambda missing: self.describe(op, ctx.step)(missing))
         try:
-            ins = op.inputs(vals) if not gathered else {
-                **{s: ([vals[n] for n in names] if dup else vals[names[0]])
-                   for s, names, dup in op.ins if s not in gathered}, **gathered}
-            op.call(ins, vals)
+            op.call(op.inputs(vals) if not gathered else op.gathered_inputs(vals, gathered), vals)
         except Exception as e:
             raise self._op_error(op, vals, step, e) from e
 
@@ -144,7 +155,7 @@ class Interpreter:
 
     def _deliver_all(self, outs, vals: dict, version: int) -> None:
         for out in outs:
-            value = as_host(vals[out.var])
+            value = wire_value(out.var, vals[out.var], out.peers)
             for peer in out.peers:
                 self.mailbox.post(peer, out.var, version, value)
 
@@ -269,7 +280,7 @@ class Interpreter:
             reply = policy.reply_version(step, key[1])
             for out in op.pushes:  # to the instance that triggered it (the each rule)
                 if src in out.peers:
-                    mb.post(src, out.var, reply, as_host(vals[out.var]))
+                    mb.post(src, out.var, reply, wire_value(out.var, vals[out.var], (src,)))
             if not one:
                 mb.flush_peer(src)
 

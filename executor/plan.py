@@ -16,6 +16,15 @@ executor/interpreter.py):
 
 One process is the same plan with no remote edges: ``me`` is None and every op runs here.
 
+NOTE(lod-run): LoD costs nothing to a program without it. The plan walks the program once
+(``lod_walk``: each op's LoD rule, NOTE(lod-rule) in ops/registry.py, from the data vars'
+declared lod_level and what the feed gave) and knows which vars hold ``LoDTensor`` values at
+run time. Only an op that reads or writes such a var, or whose kernel wants a LoD, becomes a
+``LoDOp``: it hands its kernel the data of each LoD input (the LoDTensor itself for the slots
+of ``OpDef.wants_lod``) and wraps each sequence output in the LoD of the input it shares it
+with (that input's offsets, not a copy). Every other op is the ``PlannedOp`` it always was,
+so dense ops never see a LoDTensor and the lean loop (NOTE(lean-loop)) is unchanged.
+
 Thread-safety: a plan is built once and then only read.
 """
 from __future__ import annotations
@@ -29,8 +38,10 @@ from placegroup.errors import PlacementError
 from placegroup.executor.edges import RULES, InEdge, OutEdge
 from placegroup.executor.policy import CARRIED, CONSTANT, SAME
 from placegroup.ir.cluster import Cluster, classify
+from placegroup.ir.framework import infer_lod
 from placegroup.ir.place_group import ExecutorRole
 from placegroup.ops.registry import EMPTY_VAR, ROUND_END, KernelContext
+from placegroup.values import LoDTensor
 
 
 class LocalComm:
@@ -114,6 +125,11 @@ class PlannedOp:
             elif names[0] != EMPTY_VAR:
                 vals[names[0]] = value
 
+    def gathered_inputs(self, vals: dict, gathered: dict) -> dict:
+        """The inputs with those taken from other executors (``gathered``) in place."""
+        return {**{s: ([vals[n] for n in names] if dup else vals[names[0]])
+                   for s, names, dup in self.ins if s not in gathered}, **gathered}
+
     def run(self, vals: dict) -> None:
         self.call(self.inputs(vals), vals)
 
@@ -128,8 +144,62 @@ class PlannedOp:
                 return (f"{head}\n  input {missing[0]!r} has no value: feed it, or run the startup "
                         f"program first")
             return f"{head}\n  the kernel did not produce output {err}"
-        shapes = {n: tuple(getattr(vals.get(n), "shape", ())) for _, names, _ in self.ins for n in names}
+        shapes = {n: _shape_of(vals.get(n)) for _, names, _ in self.ins for n in names}
         return f"{head}\n  input shapes {shapes}\n  {type(err).__name__}: {err}"
+
+
+def _shape_of(value) -> tuple | str:
+    if isinstance(value, LoDTensor):  # its data's shape and sequence lengths
+        return f"{tuple(value.data.shape)} lod={value.recursive_sequence_lengths()}"
+    return tuple(getattr(value, "shape", ()))
+
+
+def _data(value):
+    return value.data if type(value) is LoDTensor else value
+
+
+class LoDOp(PlannedOp):
+    """A PlannedOp that reads or writes sequences (NOTE(lod-run)): its kernel gets the data of
+    each LoD input (the LoDTensor for the slots its OpDef ``wants_lod``), and each output that
+    shares an input's LoD gets it back."""
+
+    __slots__ = ("keep", "wrap", "flat")
+
+    def __init__(self, index: int, op, xp, rank: int, levels: dict, sources: dict) -> None:
+        super().__init__(index, op, xp, rank)
+        self.keep = frozenset(op.opdef.wants_lod)
+        outs = op.output_arg_names
+        # (output, the input whose LoD it keeps) for the "share" outputs; outputs that are no
+        # sequences, to unwrap should a kernel return a LoDTensor there
+        self.wrap = tuple((n, sources[n]) for n in outs if levels.get(n, 0) > 0 and n in sources)
+        self.flat = tuple(n for n in outs if levels.get(n, 0) == 0)
+
+    def inputs(self, vals: dict, gathered: dict | None = None) -> dict:
+        keep, ins = self.keep, {}
+        for slot, names, dup in self.ins:
+            if gathered and slot in gathered:
+                ins[slot] = gathered[slot]  # from other executors: never a LoDTensor yet
+            elif dup:
+                ins[slot] = [vals[n] for n in names] if slot in keep else [_data(vals[n]) for n in names]
+            else:
+                ins[slot] = vals[names[0]] if slot in keep else _data(vals[names[0]])
+        return ins
+
+    def gathered_inputs(self, vals: dict, gathered: dict) -> dict:
+        return self.inputs(vals, gathered)
+
+    def call(self, ins: dict, vals: dict) -> None:
+        sources = [vals.get(src) for _, src in self.wrap]  # before the kernel may replace one
+        super().call(ins, vals)
+        for (name, _), src in zip(self.wrap, sources):
+            value = vals.get(name)
+            # the output keeps the rows it shares the LoD of (a reshape may not: left plain)
+            if (type(src) is LoDTensor and src.offsets and value is not None and type(value) is not LoDTensor
+                    and getattr(value, "ndim", 0) and value.shape[0] == src.offsets[-1][-1]):
+                vals[name] = src.with_data(value)
+        for name in self.flat:
+            if type(vals.get(name)) is LoDTensor:
+                vals[name] = vals[name].data
 
 
 @dataclasses.dataclass
@@ -154,6 +224,39 @@ class Plan:
         return bool(holders) and self.me is not None and self.me not in holders
 
 
+def lod_walk(block, fed: dict | None = None) -> tuple[dict, dict] | None:
+    """NOTE(lod-run): var -> lod_level at run time, and var -> the input var whose LoD it
+    shares, from one walk over ``block``'s ops in program order; ``fed`` gives the lod_level of
+    data vars fed a deeper LoD than declared (Executor._feed). None for a program with no LoD
+    anywhere (no var declares one, nothing fed has one, no op makes one)."""
+    if not fed and not any(v.lod_level for v in block.vars.values()) and not any(
+            callable(op.opdef.lod) or op.opdef.wants_lod for op in block.ops):
+        return None
+    levels = {n: v.lod_level for n, v in block.vars.items()}
+    levels.update(fed or {})
+    sources: dict[str, str] = {}
+    for op in block.ops:
+        for name, (level, src) in infer_lod(op, levels).items():
+            v = block.vars.get(name)
+            if v is not None and v.is_data:
+                continue
+            levels[name] = level
+            if src is not None:
+                sources[name] = src
+            else:
+                sources.pop(name, None)
+    return levels, sources
+
+
+def planned_op(index: int, op, xp, rank: int, lod: tuple | None) -> PlannedOp:
+    """A LoDOp where the op touches a sequence (NOTE(lod-run)), else a PlannedOp."""
+    if lod is not None:
+        levels, sources = lod
+        if op.opdef.wants_lod or any(levels.get(n, 0) for n in op.input_arg_names + op.output_arg_names):
+            return LoDOp(index, op, xp, rank, levels, sources)
+    return PlannedOp(index, op, xp, rank)
+
+
 def _last_writers(block) -> dict[str, int]:
     last = {}
     for i, op in enumerate(block.ops):
@@ -162,9 +265,11 @@ def _last_writers(block) -> dict[str, int]:
     return last
 
 
-def compile_plan(program, me, cluster: Cluster | None, xp) -> Plan:
-    """The plan of executor ``me`` (None: one process) for ``program``."""
+def compile_plan(program, me, cluster: Cluster | None, xp, fed_lod: dict | None = None) -> Plan:
+    """The plan of executor ``me`` (None: one process) for ``program``; ``fed_lod``: data vars
+    fed a deeper LoD than they declare, var -> lod_level (NOTE(lod-run))."""
     block = program.global_block()
+    lod = lod_walk(block, fed_lod)
     meta = {name: (v, np.dtype(v.dtype), v.shape) for name, v in block.vars.items()}
     persistable = {name for name, v in block.vars.items() if v.persistable}
     ops = block.ops
@@ -172,17 +277,17 @@ def compile_plan(program, me, cluster: Cluster | None, xp) -> Plan:
                  initializes=bool(ops) and all(op.role == "init" for op in ops),
                  trains=any(op.role == "optimize" for op in ops))
     if me is None:
-        planned = [PlannedOp(i, op, xp) for i, op in enumerate(ops)]
+        planned = [planned_op(i, op, xp, 0, lod) for i, op in enumerate(ops)]
         for p in planned:  # one process: nobody else can see a value
             p.grant_inplace(set())
             if p.group is not None:  # a group of one
                 p.group, p.ctx.comm = None, LOCAL_COMM
             p.settle_edges()
         return Plan(None, planned, [], [], {}, startup=False, **facts)
-    return _distributed(program, block, me, cluster, xp, facts)
+    return _distributed(program, block, me, cluster, xp, facts, lod)
 
 
-def _distributed(program, block, me, cluster: Cluster, xp, facts: dict) -> Plan:
+def _distributed(program, block, me, cluster: Cluster, xp, facts: dict, lod) -> Plan:
     last = _last_writers(block)
     runners = [cluster.matching(op.place) for op in block.ops]
     # consumers[v] = {executor name: edge kind}: who reads v here-held but does not hold it
@@ -215,7 +320,7 @@ def _distributed(program, block, me, cluster: Cluster, xp, facts: dict) -> Plan:
         if len(each) > 1:
             raise PlacementError(f"op #{i} `{op.type}` has {len(each)} each-edges; an op runs once per "
                                  f"arriving instance of one input")
-        p = PlannedOp(i, op, xp, rank=runners[i].index(me))
+        p = planned_op(i, op, xp, runners[i].index(me), lod)
         p.remote, p.each = tuple(remote), (each[0] if each else None)
         p.pushes = tuple(OutEdge(n, tuple(sorted(consumers[n])), _kind(consumers[n]))
                          for n in op.output_arg_names if last.get(n) == i and n in consumers)

@@ -1,7 +1,9 @@
 """Scope: where an executor keeps the values of vars, by name (Fluid's ``Scope``).
 
 ``global_scope().find_var(name).get_tensor()`` gives a ``Tensor`` view whose ``set(array,
-place)`` writes the value and ``numpy.array(tensor)`` reads it, as in Fluid.
+place)`` writes the value and ``numpy.array(tensor)`` reads it, as in Fluid; ``lod()`` /
+``set_lod()`` (and the recursive sequence lengths) read and set the LoD of a sequence var's
+value, a ``LoDTensor`` (placegroup/values.py).
 
 Thread-safety: a scope belongs to one executor; reading it from another thread while that
 executor runs gives whichever value was last written.
@@ -13,15 +15,18 @@ from typing import Any
 
 import numpy as np
 
-from placegroup.values import is_selected_rows
+from placegroup.values import LoDTensor, is_selected_rows
 
 
 def to_numpy(value: Any) -> np.ndarray:
-    """A host numpy array for a numpy or cupy array (SelectedRows keep their own type)."""
+    """A host numpy array for a numpy or cupy array (SelectedRows keep their own type; a
+    LoDTensor gives its data: the caller decides about its LoD)."""
     if isinstance(value, np.ndarray):
         return value
     if is_selected_rows(value):
         return value.to_host()
+    if isinstance(value, LoDTensor):
+        return to_numpy(value._held())
     get = getattr(value, "get", None)  # cupy.ndarray.get() copies to the host
     if get is not None and not isinstance(value, dict):
         return get()
@@ -46,17 +51,66 @@ class Tensor:
                              f"(run the startup program, or feed it)") from None
 
     def set(self, array: Any, place: Any = None) -> None:
-        """Write ``array`` as the value (on ``place``'s device; CPU when None)."""
+        """Write ``array`` as the value (on ``place``'s device; CPU when None). A LoDTensor
+        brings its LoD; an array keeps the LoD the var held if it still fits the rows (Fluid
+        keeps it regardless), so ``set`` then ``set_lod`` works as in Fluid."""
         guard = self._scope.set_guard
         if guard is not None:
             guard(self._name)
+        lod = array.offsets if isinstance(array, LoDTensor) else None
+        if lod is not None:
+            array = array._held()
         arr = np.asarray(array) if not hasattr(array, "__cuda_array_interface__") else array
         if place is not None and getattr(place, "device", "cpu") == "gpu":
             arr = place.array_module().asarray(arr)
-        self._scope.vars[self._name] = arr
+        if lod is None:
+            old = self._scope.vars.get(self._name)
+            if isinstance(old, LoDTensor) and old.offsets and arr.ndim and arr.shape[0] == old.offsets[-1][-1]:
+                lod = old.offsets
+        self._scope.vars[self._name] = LoDTensor(arr, lod, check=False) if lod else arr
 
     def shape(self) -> list[int]:
-        return list(self._value().shape)
+        value = self._value()
+        return list((value._held() if isinstance(value, LoDTensor) else value).shape)
+
+    def _dtype(self):
+        value = self._value()
+        return (value._held() if isinstance(value, LoDTensor) else value).dtype
+
+    # -- the LoD of a sequence var's value (Fluid's LoDTensor methods) ---------------------------
+    def lod(self) -> list:
+        """The offset-based LoD of the value (``[]``: none)."""
+        value = self._value()
+        return value.lod() if isinstance(value, LoDTensor) else []
+
+    def recursive_sequence_lengths(self) -> list:
+        value = self._value()
+        return value.recursive_sequence_lengths() if isinstance(value, LoDTensor) else []
+
+    def set_lod(self, lod) -> None:
+        """Give the value the offset-based LoD ``lod`` (``[]``: none).
+
+        Raises:
+            ValueError: the LoD does not fit the value's rows (naming what is wrong).
+        """
+        self._relod(lambda t: t.set_lod(lod))
+
+    def set_recursive_sequence_lengths(self, lengths) -> None:
+        """Give the value the LoD of ``lengths`` (``[[2, 3]]``); ValueError when it does not fit."""
+        self._relod(lambda t: t.set_recursive_sequence_lengths(lengths))
+
+    def has_valid_recursive_sequence_lengths(self) -> bool:
+        value = self._value()
+        return value.has_valid_recursive_sequence_lengths() if isinstance(value, LoDTensor) else True
+
+    def _relod(self, setter) -> None:
+        guard = self._scope.set_guard
+        if guard is not None:
+            guard(self._name)
+        value = self._value()
+        t = LoDTensor(value._held() if isinstance(value, LoDTensor) else value)
+        setter(t)  # a new value: one the executor holds may be shared (NOTE(lod-offsets))
+        self._scope.vars[self._name] = t if t.offsets else t.data
 
     def __array__(self, dtype=None, copy=None):
         # a copy: an op may update the var in place later (NOTE(sparse-copy), ops/optimizer.py)
@@ -64,7 +118,8 @@ class Tensor:
         return a.astype(dtype) if dtype is not None else (a if copy is False else a.copy())
 
     def __repr__(self) -> str:
-        return f"Tensor({self._name}: {np.asarray(self)!r})"
+        lod = self.recursive_sequence_lengths()
+        return f"Tensor({self._name}: {np.asarray(self)!r}{f', recursive_sequence_lengths={lod}' if lod else ''})"
 
 
 class ScopeVar:

@@ -17,7 +17,20 @@ An OpDef says everything the rest of the system needs to know about an op type:
   (``append_backward`` only walks the graph and sums fan-in);
 * ``role``: ``forward``, ``loss``, ``backward``, ``optimize``, ``lr_sched``, ``init`` or ``comm``;
 * ``uses_step``: the kernel reads ``ctx.step`` (dropout's masks), so the executor keeps it
-  current for the op (it is never run as a plain op, NOTE(lean-loop)).
+  current for the op (it is never run as a plain op, NOTE(lean-loop));
+* ``lod``: its LoD rule, which outputs are sequences (NOTE(lod-rule)); ``wants_lod``: the
+  input slots whose kernel gets the ``LoDTensor`` itself (sequence ops) instead of its data.
+
+NOTE(lod-rule): Fluid's ShareLoD, as a table entry. ``"share"`` (the default): an output
+keeps the LoD of the first input (in slot order) that has one when it keeps that input's rows,
+i.e. its dim 0 is that input's dim 0 (-1 and -1 included): elementwise ops keep X's, ``mul``
+(fc) keeps its input's, ``lookup_table`` keeps the ids', a grad op's X@GRAD keeps X's, while
+``mean`` ([1]) or a weight's gradient ([V, D]) get none. ``"drop"``: no output is a
+sequence. A callable ``(levels, attrs) -> {out slot: lod_level}`` (``levels``: input slot ->
+[lod_level per var]) says it for ops that make or change LoD (sequence_pool: one level less);
+their kernels return ``LoDTensor`` outputs themselves. ``Block.append_op`` sets each output's
+``lod_level`` by the rule; the executor wraps a "share" output's data in the input's LoD at
+run time (executor/plan.py, NOTE(lod-run)).
 
 Kernels import nothing from the framework, the executor or comm.
 
@@ -138,6 +151,10 @@ class OpDef:
     # the kernel reads ``ctx.step`` (a counter-based random op keyed by the step): the plan
     # never marks it plain, so the interpreter sets ``ctx.step`` before each call
     uses_step: bool = False
+    # NOTE(lod-rule): "share", "drop", or (levels, attrs) -> {out slot: lod_level}
+    lod: str | Callable = "share"
+    # input slots whose kernel takes the LoDTensor itself (its data otherwise)
+    wants_lod: tuple = ()
     doc: str = ""
 
     def slot(self, name: str) -> Slot:
@@ -165,19 +182,23 @@ def register(type: str, *, ins: Sequence[str | Slot], outs: Sequence[str | Slot]
              attrs: Mapping[str, Any] | None = None, infer: Callable | None = None,
              grad: Callable | None = None, role: str = "forward", gpu: Callable | None = None,
              inplace: Mapping[str, str] | None = None, wants_comm: bool = False,
-             collective_calls: Sequence[str] = ("",), uses_step: bool = False):
+             collective_calls: Sequence[str] = ("",), uses_step: bool = False,
+             lod: str | Callable = "share", wants_lod: Sequence[str] = ()):
     """Register the decorated function as the cpu kernel of op ``type``.
 
     Every kernel is called as ``f(xp, ins, attrs, ctx)`` (``ctx``: a ``KernelContext``). The
     same function serves cupy arrays on CUDA places unless ``gpu`` gives another. A kernel
     that reads ``ctx.step`` must say ``uses_step=True`` (the executor keeps ``ctx.step``
-    current only for such ops and the non-plain ones, NOTE(lean-loop)).
+    current only for such ops and the non-plain ones, NOTE(lean-loop)). ``lod`` and
+    ``wants_lod``: NOTE(lod-rule).
 
     Raises:
-        ValueError: if ``type`` is registered twice or ``role`` is unknown.
+        ValueError: if ``type`` is registered twice, or ``role`` or ``lod`` is unknown.
     """
     if role not in ROLES:
         raise ValueError(f"op {type!r}: unknown role {role!r}; expected one of {ROLES}")
+    if not callable(lod) and lod not in ("share", "drop"):
+        raise ValueError(f"op {type!r}: unknown lod rule {lod!r}; expected 'share', 'drop' or a callable")
 
     def deco(fn: Callable) -> Callable:
         if type in _REGISTRY:
@@ -186,7 +207,7 @@ def register(type: str, *, ins: Sequence[str | Slot], outs: Sequence[str | Slot]
             type=type, inputs=_slots(ins), outputs=_slots(outs), attrs=dict(attrs or {}),
             kernels={"cpu": fn, "gpu": gpu or fn}, infer=infer, grad=grad, role=role,
             inplace=dict(inplace or {}), wants_comm=wants_comm, collective_calls=tuple(collective_calls),
-            uses_step=uses_step, doc=fn.__doc__ or "")
+            uses_step=uses_step, lod=lod, wants_lod=tuple(wants_lod), doc=fn.__doc__ or "")
         return fn
 
     return deco

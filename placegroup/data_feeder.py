@@ -5,9 +5,15 @@ As Fluid 1.x's ``fluid.DataFeeder``: sample ``i`` is a tuple with one element pe
 ``k``, in that var's dtype and shape, the batch dimension (``-1``) becoming the number of
 samples. A label var declared ``shape=[1], dtype="int64"`` accepts ``3`` or ``[3]`` alike.
 
-NOTE(lod-feed): placegroup keeps no LoD. For a var with ``lod_level >= 1`` the samples'
-elements may have different lengths; they are concatenated along the first dimension, as
-Fluid's LoDTensor lays them out, and the sequence offsets are dropped (no op here reads them).
+NOTE(feeder-lod): for a var with ``lod_level >= 1`` each sample's element is a sequence (a list
+of steps; with ``lod_level=2`` a list of such sequences, and so on), as Fluid's
+``DataToLoDTensorConverter`` reads it: a sequence's length is ``len()`` of its list, the steps
+of all samples are stacked in order into the data, shaped as the var declares (``[-1, 1]`` ids
+give data ``[steps, 1]``), and ``feed`` returns a ``LoDTensor`` with the sequences' offsets.
+Each innermost sequence becomes one numpy array (a sample's words in one ``np.asarray``), so
+the Python work is per sequence, not per step. An element nested less deeply than the
+lod_level, or whose steps do not have the var's shape, is an error naming the sample, the var
+and the depth found.
 
 Example::
 
@@ -17,6 +23,9 @@ Example::
     feeder = fluid.DataFeeder(feed_list=[x, y], place=fluid.CPUPlace())
     feed = feeder.feed([(np.zeros(13), 1), (np.ones(13), [0])])
     # {"x": float32 array (2, 13), "y": int64 array (2, 1)}
+    words = fluid.layers.data(name="words", shape=[1], dtype="int64", lod_level=1)
+    fluid.DataFeeder([words], fluid.CPUPlace()).feed([([1, 2, 3],), ([4],)])["words"]
+    # LoDTensor(int64[4, 1], recursive_sequence_lengths=[[3, 1]])
 
 Thread-safety: a DataFeeder holds only the vars' names, dtypes and shapes; ``feed`` may be
 called from several threads at once.
@@ -29,6 +38,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from placegroup.errors import ProgramError
+from placegroup.values import LoDTensor, lengths_to_offsets
 
 __all__ = ["DataFeeder"]
 
@@ -87,20 +97,49 @@ class _Slot:
             arr = np.stack(rows)
         return arr.reshape(shape)
 
-    def _convert_lod(self, elements: list) -> np.ndarray:
-        parts = []
+    def _convert_lod(self, elements: list) -> LoDTensor:
+        """NOTE(feeder-lod): the elements as sequences of ``lod_level`` levels."""
+        lengths: list[list[int]] = [[] for _ in range(self.lod_level)]
+        parts: list[np.ndarray] = []
         for i, e in enumerate(elements):
-            a = np.asarray(e, dtype=self.dtype)
-            if self.inner_size is not None:
-                if a.size % max(self.inner_size, 1):
-                    raise ProgramError(
-                        f"DataFeeder: sample {i}: the element for {self.where()} (lod_level "
-                        f"{self.lod_level}) has {a.size} values, not a whole number of rows of "
-                        f"shape {list(self.inner)}")
-                a = a.reshape((-1,) + tuple(self.inner))
-            parts.append(a)
-        return np.concatenate(parts, axis=0)
+            self._walk(e, 0, lengths, parts, i)
+        step = tuple(self.inner)
+        try:
+            data = np.concatenate(parts, axis=0) if parts else np.zeros((0,) + step, dtype=self.dtype)
+        except ValueError:
+            shapes = sorted({tuple(p.shape[1:]) for p in parts})
+            raise ProgramError(f"DataFeeder: the steps of the sequences for {self.where()} have different "
+                               f"shapes {[list(x) for x in shapes]}") from None
+        rows = data.shape[0]
+        if self.inner_size is not None:
+            if data.size != rows * self.inner_size:
+                raise ProgramError(f"DataFeeder: the steps for {self.where()} (lod_level {self.lod_level}) "
+                                   f"have shape {list(data.shape[1:])}, but one step of the var is "
+                                   f"{list(step)}")
+            data = data.reshape((rows,) + step)
+        return LoDTensor(data, [lengths_to_offsets(level) for level in lengths], check=False)
 
+    def _walk(self, e: Any, level: int, lengths: list, parts: list, i: int) -> None:
+        """Sequence ``e`` of LoD level ``level`` of sample ``i``: its length, and its steps
+        into ``parts`` at the last level."""
+        if not hasattr(e, "__len__") or isinstance(e, (str, bytes)) or getattr(e, "ndim", 1) == 0:
+            raise ProgramError(
+                f"DataFeeder: sample {i}: the element for {self.where()} is nested {level} "
+                f"level{'s' if level != 1 else ''} deep ({type(e).__name__} {e!r:.40} where a sequence was "
+                f"expected), but the var's lod_level {self.lod_level} wants {self.lod_level} level"
+                f"{'s' if self.lod_level > 1 else ''} of lists, then the steps")
+        if level < self.lod_level - 1:
+            lengths[level].append(len(e))
+            for sub in e:
+                self._walk(sub, level + 1, lengths, parts, i)
+            return
+        try:
+            a = np.asarray(e, dtype=self.dtype)
+        except (ValueError, TypeError) as err:
+            raise ProgramError(f"DataFeeder: sample {i}: a sequence for {self.where()} is not "
+                               f"{self.dtype.name} steps of one shape: {err}") from None
+        lengths[level].append(a.shape[0])
+        parts.append(a)
 
 class DataFeeder:
     """Turns minibatches of sample tuples into feed dicts.
@@ -142,7 +181,7 @@ class DataFeeder:
             self._slots.append(_Slot(v))
         self.feed_names = [s.name for s in self._slots]
 
-    def feed(self, iterable: Iterable[Sequence[Any]]) -> dict[str, np.ndarray]:
+    def feed(self, iterable: Iterable[Sequence[Any]]) -> dict[str, Any]:
         """Convert one minibatch.
 
         Args:
@@ -151,11 +190,13 @@ class DataFeeder:
 
         Returns:
             ``{var name: np.ndarray}`` with each var's dtype, and shape with ``-1`` replaced
-            by the number of samples.
+            by the number of samples; a ``LoDTensor`` for a var with ``lod_level >= 1``
+            (NOTE(feeder-lod)).
 
         Raises:
             ProgramError: an empty minibatch; a sample with the wrong number of elements; an
-                element with the wrong number of values; naming the var and the sample index.
+                element with the wrong number of values, or nested less deeply than its var's
+                lod_level; naming the var and the sample index.
         """
         samples = iterable if isinstance(iterable, list) else list(iterable)
         if not samples:

@@ -1,6 +1,6 @@
 """Values that cross the wire, shared by ops, comm and the executor (they import nothing of
-placegroup's): ``SelectedRows``, and ``as_host`` / ``to_device`` to move values between a
-device and the host.
+placegroup's): ``SelectedRows``, ``LoDTensor``, and ``as_host`` / ``to_device`` to move values
+between a device and the host.
 
 SelectedRows: some rows of a tall var, as Fluid's ``SelectedRows`` (the value of a var
 whose ``Variable.type`` is ``"selected_rows"``).
@@ -168,6 +168,224 @@ class SelectedRows:
         return f"SelectedRows(height={self.height}, rows=[{shown}], values={self.dtype}{list(self.values.shape)})"
 
 
+# -- LoDTensor -------------------------------------------------------------------------------
+
+
+def lengths_to_offsets(lengths) -> numpy.ndarray:
+    """Sequence lengths -> offsets: ``[2, 0, 3]`` -> ``array([0, 2, 2, 5])`` (int64)."""
+    out = numpy.zeros(len(lengths) + 1, dtype=numpy.int64)
+    numpy.cumsum(numpy.asarray(lengths, dtype=numpy.int64), out=out[1:])
+    return out
+
+
+def check_lod(offsets, rows: int | None = None) -> str | None:
+    """What is wrong with ``offsets`` as the LoD of ``rows`` rows (None: not known yet), or
+    None when it is valid: Fluid's ``CheckLoD``, made strict about the rows.
+
+    Each level is a 1-D offsets array that starts at 0 and never decreases; an upper level
+    ends at the number of sequences of the level below (its length minus one); the last
+    level ends at ``rows``.
+    """
+    for k, o in enumerate(offsets):
+        if o.ndim != 1 or o.shape[0] < 1:
+            return f"level {k} holds no offsets (shape {list(o.shape)}); it needs at least the offset 0"
+        if int(o[0]) != 0:
+            return f"level {k} starts at {int(o[0])}, not at 0"
+        down = numpy.flatnonzero(o[1:] < o[:-1])
+        if down.shape[0]:
+            i = int(down[0])
+            return (f"level {k} is not monotone: offset {int(o[i])} at position {i} is followed by "
+                    f"{int(o[i + 1])}")
+        if k + 1 < len(offsets) and int(o[-1]) != offsets[k + 1].shape[0] - 1:
+            return (f"level {k} ends at {int(o[-1])}, but level {k + 1} holds "
+                    f"{offsets[k + 1].shape[0] - 1} sequences (an upper level's last offset counts "
+                    f"the sequences of the level below)")
+    if rows is not None and offsets and int(offsets[-1][-1]) != rows:
+        return f"the last level ends at {int(offsets[-1][-1])}, but the data has {rows} rows"
+    return None
+
+
+def _as_offsets(lod) -> tuple:
+    """Offsets as Fluid's ``set_lod`` takes them (lists or arrays, top level first) -> a tuple
+    of 1-D int64 numpy arrays."""
+    if not isinstance(lod, (list, tuple)):
+        raise ValueError(f"a LoD is a list of offset lists, one per level; got {type(lod).__name__}")
+    out = []
+    for k, level in enumerate(lod):
+        a = numpy.asarray(level.get() if hasattr(level, "get") and not isinstance(level, (list, tuple))
+                          else level)
+        if a.size and a.dtype.kind not in "iu":
+            raise ValueError(f"LoD level {k} holds {a.dtype} values {a.tolist()[:8]}; offsets are integers")
+        out.append(a.astype(numpy.int64, copy=False).reshape(-1) if a.ndim <= 1 else a)
+    return tuple(out)
+
+
+class LoDTensor:
+    """A tensor whose rows form sequences: ``data`` (rows along dim 0) and its LoD, Fluid's
+    ``LoDTensor``. ``fluid.core.LoDTensor`` (and ``fluid.LoDTensor``) is this class.
+
+    NOTE(lod-offsets): the LoD is kept as Fluid's offset-based form, ``offsets``: a tuple of
+    levels, top level first, each a 1-D int64 numpy array on the host (on a GPU place too:
+    they are small and kernels do index arithmetic with them). Sequence ``i`` of the last
+    level is ``data[o[i]:o[i + 1]]``; an upper level groups the sequences of the level
+    below. ``recursive_sequence_lengths()`` gives the length-based form Fluid's Python API
+    prefers (``[[2, 3]]`` for offsets ``[[0, 2, 5]]``). A value is never changed in place by
+    the executor or a kernel: an op that keeps the rows of its input shares the input's
+    ``offsets`` tuple (``with_data``), and a value crossing the wire is its data plus one
+    offsets array per level.
+
+    Args:
+        data: the rows (a numpy or cupy array), or None for an empty tensor to ``set``
+            later. A list of lists here, alone, is Fluid's ``LoDTensor(recursive_sequence_lengths)``.
+        lod: the offsets, top level first (lists or arrays); ``()`` for none.
+        check: validate ``lod`` against ``data`` (``check_lod``).
+
+    Raises:
+        ValueError: naming what is wrong with the LoD (a level not starting at 0, not
+            monotone, not ending at the rows or at the level below's sequence count).
+
+    Example::
+
+        import numpy as np
+        from placegroup.values import LoDTensor
+        t = LoDTensor.from_lengths(np.arange(5.0).reshape(5, 1), [[2, 3]])
+        t.lod()                          # [[0, 2, 5]]
+        t.recursive_sequence_lengths()   # [[2, 3]]
+        t.set_recursive_sequence_lengths([[4, 4]])   # ValueError: ... ends at 8, but the data has 5 rows
+
+    Thread-safety: a plain value; share it between threads only while nobody calls ``set``
+    or ``set_lod`` on it.
+    """
+
+    __slots__ = ("data", "offsets")
+
+    def __init__(self, data=None, lod=(), *, check: bool = True) -> None:
+        if isinstance(data, (list, tuple)) and not lod:  # LoDTensor(recursive_sequence_lengths)
+            data, lod = None, [lengths_to_offsets(level) for level in data]
+        self.data = data
+        self.offsets = lod if type(lod) is tuple and not check else _as_offsets(lod)
+        if check:
+            self.validate()
+
+    @classmethod
+    def from_lengths(cls, data, lengths) -> "LoDTensor":
+        """``data`` with the LoD of ``lengths`` (Fluid's recursive sequence lengths)."""
+        return cls(data, [lengths_to_offsets(level) for level in lengths])
+
+    # -- what placegroup reads ---------------------------------------------------------------
+    @property
+    def lod_level(self) -> int:
+        """How many levels the LoD has (0: none)."""
+        return len(self.offsets)
+
+    @property
+    def dtype(self):
+        return self._held().dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._held().ndim
+
+    def validate(self) -> None:
+        """Raise ValueError naming what is wrong with the LoD (against the rows once ``data`` is set)."""
+        why = check_lod(self.offsets, self._rows())
+        if why is not None:
+            raise ValueError(f"invalid LoD {self.lod()}: {why}")
+
+    def with_data(self, data) -> "LoDTensor":
+        """``data`` with this LoD (shared, not copied): what an op that keeps its rows makes."""
+        return LoDTensor(data, self.offsets, check=False)
+
+    def to_host(self) -> "LoDTensor":
+        """The same LoDTensor with its data on the host (numpy)."""
+        if self.data is None or isinstance(self.data, numpy.ndarray):
+            return self
+        return LoDTensor(self.data.get(), self.offsets, check=False)
+
+    def _rows(self) -> int | None:
+        return None if self.data is None else (int(self.data.shape[0]) if self.data.ndim else 1)
+
+    def _held(self):
+        if self.data is None:
+            raise ValueError("this LoDTensor holds no value yet: call set(array, place) first")
+        return self.data
+
+    # -- Fluid's Python API ------------------------------------------------------------------
+    def set(self, array, place=None) -> None:
+        """Hold a copy of ``array`` (on ``place``'s device; the host when None). The LoD is
+        kept, as in Fluid: set it again if the rows changed."""
+        arr = array.copy() if hasattr(array, "__cuda_array_interface__") else numpy.array(array)
+        if place is not None and getattr(place, "device", "cpu") == "gpu":
+            arr = place.array_module().asarray(arr)
+        self.data = arr
+
+    def shape(self) -> list:
+        """The data's shape, as a list (Fluid's ``LoDTensor.shape()``)."""
+        return list(self._held().shape)
+
+    def _dtype(self):
+        return self._held().dtype
+
+    def _is_initialized(self) -> bool:
+        return self.data is not None
+
+    def __array__(self, dtype=None, copy=None):
+        held = self._held()
+        a = held if isinstance(held, numpy.ndarray) else held.get()
+        return a.astype(dtype) if dtype is not None else a
+
+    def lod(self) -> list:
+        """The offset-based LoD as lists of ints, top level first (``[]``: none)."""
+        return [o.tolist() for o in self.offsets]
+
+    def set_lod(self, lod) -> None:
+        """Set the offset-based LoD (e.g. ``[[0, 2, 5]]``).
+
+        Raises:
+            ValueError: naming what is wrong (checked against the rows when data is set).
+        """
+        offsets = _as_offsets(lod)
+        why = check_lod(offsets, self._rows())
+        if why is not None:
+            raise ValueError(f"set_lod({lod!r}): {why}")
+        self.offsets = offsets
+
+    def recursive_sequence_lengths(self) -> list:
+        """The length-based LoD: ``[[2, 3]]`` for offsets ``[[0, 2, 5]]``."""
+        return [numpy.diff(o).tolist() for o in self.offsets]
+
+    def set_recursive_sequence_lengths(self, lengths) -> None:
+        """Set the LoD from sequence lengths (``[[2, 3]]``: two sequences of 2 and 3 rows).
+
+        Raises:
+            ValueError: naming what is wrong, e.g. lengths that do not add up to the rows.
+        """
+        if not isinstance(lengths, (list, tuple)) or not all(isinstance(x, (list, tuple, numpy.ndarray))
+                                                            for x in lengths):
+            raise ValueError(f"set_recursive_sequence_lengths({lengths!r}): give one list of lengths per "
+                             f"level, e.g. [[2, 3]]")
+        if any(int(n) < 0 for level in lengths for n in level):
+            raise ValueError(f"set_recursive_sequence_lengths({lengths!r}): lengths must be >= 0")
+        offsets = tuple(lengths_to_offsets(level) for level in lengths)
+        why = check_lod(offsets, self._rows())
+        if why is not None:
+            raise ValueError(f"set_recursive_sequence_lengths({lengths!r}): {why}")
+        self.offsets = offsets
+
+    def has_valid_recursive_sequence_lengths(self) -> bool:
+        """Whether the LoD is valid for the data (an empty LoD is)."""
+        return check_lod(self.offsets, self._rows()) is None
+
+    def __repr__(self) -> str:
+        held = "no data" if self.data is None else f"{self.data.dtype}{list(self.data.shape)}"
+        return f"LoDTensor({held}, recursive_sequence_lengths={self.recursive_sequence_lengths()})"
+
+
+def is_lod_tensor(x) -> bool:
+    """True for a ``LoDTensor`` value."""
+    return isinstance(x, LoDTensor)
+
+
 def is_selected_rows(x) -> bool:
     """True for a ``SelectedRows`` value (False for dense arrays and everything else)."""
     return isinstance(x, SelectedRows)
@@ -181,6 +399,8 @@ def as_host(value: Any) -> Any:
         if isinstance(value.values, numpy.ndarray):
             return value
         return SelectedRows(as_host(value.rows), as_host(value.values), value.height)
+    if isinstance(value, LoDTensor):
+        return value.to_host()
     return value.get() if hasattr(value, "get") else value
 
 
@@ -190,7 +410,10 @@ def to_device(xp, value: Any) -> Any:
         return value
     if isinstance(value, SelectedRows):
         return SelectedRows(xp.asarray(value.rows), xp.asarray(value.values), value.height)
+    if isinstance(value, LoDTensor):  # the offsets stay on the host (NOTE(lod-offsets))
+        return value.with_data(xp.asarray(value.data))
     return xp.asarray(value)
 
 
-__all__ = ["SelectedRows", "array_module", "as_host", "is_selected_rows", "scatter_add", "to_device"]
+__all__ = ["LoDTensor", "SelectedRows", "array_module", "as_host", "check_lod", "is_lod_tensor", "is_selected_rows",
+           "lengths_to_offsets", "scatter_add", "to_device"]

@@ -291,7 +291,8 @@ def test_output_gpu(cid, cupy):
     attrs = _attrs(case)
 
     def on_gpu(ins, a):
-        dev = {k: [to_device(cupy, x) for x in v] if isinstance(v, list) else to_device(cupy, v) for k, v in ins.items()}
+        dev = {k: [to_device(cupy, x) for x in v] if isinstance(v, list) else to_device(cupy, v)
+               for k, v in ins.items()}
         out = run_kernel(case.op, dev, a, xp=cupy, device="gpu")
         return {k: [as_host(x) for x in v] if isinstance(v, list) else as_host(v) for k, v in out.items()}
 

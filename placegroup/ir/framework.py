@@ -33,7 +33,7 @@ from placegroup.ir.verify import verify_program
 from placegroup.ops.registry import EMPTY_VAR, ROLES, get_op_def
 
 __all__ = ["Block", "Operator", "Parameter", "Program", "Variable", "LOD_TENSOR", "SELECTED_ROWS",
-           "default_main_program", "default_startup_program", "infer_op", "normalize_dtype",
+           "default_main_program", "default_startup_program", "infer_lod", "infer_op", "normalize_dtype",
            "program_guard", "switch_main_program", "switch_startup_program"]
 
 
@@ -114,6 +114,9 @@ class Block:
         op = Operator(self, type, ins, outs, attrs, role, place)
         if infer:
             self._infer_outputs(op)
+        for name, (level, _) in infer_lod(op).items():  # NOTE(lod-rule) in ops/registry.py
+            if self.has_var(name) and not self.var(name).is_data:
+                self.var(name).lod_level = level
         return op
 
     def append_op(self, type: str, inputs: Mapping[str, Any] | None = None,
@@ -164,6 +167,43 @@ class Block:
                 if var.shape is None:
                     var.shape = tuple(meta.shape)
                     var.dtype = normalize_dtype(meta.dtype)
+
+
+def infer_lod(op: Operator, levels: Mapping[str, int] | None = None) -> dict[str, tuple[int, str | None]]:
+    """The LoD rule of ``op`` (NOTE(lod-rule) in ops/registry.py): output var -> (its
+    lod_level, the input var whose LoD it shares at run time, or None).
+
+    ``levels`` (var -> lod_level) stands in for the vars' declared ``lod_level`` where it names
+    them: the executor's walk over a whole program (NOTE(lod-run) in executor/plan.py).
+    """
+    block = op.block
+
+    def level(name: str) -> int:
+        if levels is not None and name in levels:
+            return levels[name]
+        return block.var(name).lod_level if block.has_var(name) else 0
+
+    opdef = op.opdef
+    rule = opdef.lod
+    outs = [(s.name, n) for s in opdef.outputs for n in op.outputs.get(s.name, ()) if n != EMPTY_VAR]
+    if rule == "drop":
+        return {n: (0, None) for _, n in outs}
+    if callable(rule):
+        got = rule({s.name: [level(n) for n in op.inputs.get(s.name, ())] for s in opdef.inputs}, op.attrs)
+        return {n: (int(got.get(slot, 0)), None) for slot, n in outs}
+    sources = [(n, lv) for s in opdef.inputs for n in op.inputs.get(s.name, ()) if (lv := level(n)) > 0]
+    result: dict[str, tuple[int, str | None]] = {}
+    for _, n in outs:
+        result[n] = (0, None)
+        v = block.var(n) if sources and block.has_var(n) else None
+        if v is None or v.type == SELECTED_ROWS or not v.shape:
+            continue
+        for src, lv in sources:  # the first sequence input whose rows the output keeps
+            shape = block.var(src).shape if block.has_var(src) else None
+            if shape and shape[0] == v.shape[0]:
+                result[n] = (lv, src)
+                break
+    return result
 
 
 class Program:

@@ -5,6 +5,7 @@ One header line, then per block its vars (sorted by name) and its ops (in progra
     program seed=0 executor=- passes=[]
     block 0 parent=-1
       var fc_0.w_0 : float32[13, 1] param persistable @pserver/127.0.0.1:7164
+      var words : int64[-1, 1] lod_level=1 data
       #0 mul(X=%x, Y=%fc_0.w_0) -> (Out=%fc_0.tmp_0) {x_num_col_dims=1, y_num_col_dims=1} @trainer
 """
 from __future__ import annotations
@@ -56,6 +57,8 @@ def format_var(v) -> str:
     flags = []
     if v.type != "lod_tensor":
         flags.append(v.type)
+    if v.lod_level:  # a sequence var (NOTE(lod-rule) in ops/registry.py)
+        flags.append(f"lod_level={v.lod_level}")
     if v.is_parameter:
         flags.append("param" if v.trainable else "param(frozen)")
     if v.persistable:
