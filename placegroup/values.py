@@ -208,6 +208,8 @@ def check_lod(offsets, rows: int | None = None) -> str | None:
 def _as_offsets(lod) -> tuple:
     """Offsets as Fluid's ``set_lod`` takes them (lists or arrays, top level first) -> a tuple
     of 1-D int64 numpy arrays."""
+    if lod is None:
+        return ()
     if not isinstance(lod, (list, tuple)):
         raise ValueError(f"a LoD is a list of offset lists, one per level; got {type(lod).__name__}")
     out = []
