@@ -67,7 +67,7 @@ class _Grads:
 
     def _make(self, fwd: str, name: str, type: str | None = None) -> str:
         v = self.block.var(fwd)
-        self.block.create_var(name, shape=v.shape, dtype=v.dtype, type=type or v.type)
+        self.block.create_var(name, shape=v.shape, dtype=v.dtype, type=type or v.type, lod_level=v.lod_level)
         return name
 
     def name_for(self, fwd: str) -> str:

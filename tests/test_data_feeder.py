@@ -45,10 +45,11 @@ def test_feed_list_of_variables_and_the_default_main_program():
         assert feeder.feed([([1, 2],)])["x"].shape == (1, 2)
 
 
-def test_lod_vars_concatenate_their_samples(prog):
-    out = DataFeeder(["words"], None, program=prog).feed([([1, 2, 3],), ([4],), ([5, 6],)])
-    assert out["words"].shape == (6, 1) and out["words"].dtype == np.int64
-    np.testing.assert_array_equal(out["words"][:, 0], [1, 2, 3, 4, 5, 6])
+def test_lod_vars_become_lod_tensors_of_their_samples(prog):
+    words = DataFeeder(["words"], None, program=prog).feed([([1, 2, 3],), ([4],), ([5, 6],)])["words"]
+    assert words.shape() == [6, 1] and np.array(words).dtype == np.int64
+    assert words.recursive_sequence_lengths() == [[3, 1, 2]]
+    np.testing.assert_array_equal(np.array(words)[:, 0], [1, 2, 3, 4, 5, 6])
 
 
 def test_decorate_reader_feeds_each_minibatch(prog):
@@ -73,7 +74,7 @@ BAD = [
      r"sample 0: the element for var 'label' \(shape \[-1, 1\], int64\) has 2 values"),
     (["x"], [(["a", "b", "c"],)], r"sample 0: the element for var 'x' .* is not float32 data"),
     (["x"], [], r"the minibatch for \['x'\] is empty"),
-    (["words"], [([1, 2],), ([[1, 2], [3, 4]],)], None),  # lod rows of 1: 4 values is fine
+    (["words"], [([1, 2],), ([[1, 2], [3, 4]],)], r"steps of the sequences for var 'words' .* have different shapes"),
 ]
 
 

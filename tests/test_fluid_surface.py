@@ -135,7 +135,7 @@ def test_backward_makes_no_zero_gradients_for_outputs_that_never_have_one():
     assert not [op for op in ops if op.type == "fill_zeros_like"]
 
 
-def test_a_lod_tensor_holds_dense_data_and_feeds_it():
+def test_a_lod_tensor_holds_data_and_feeds_it():
     t = fluid.core.LoDTensor()
     with pytest.raises(ValueError, match="holds no value yet"):
         t.shape()
@@ -144,9 +144,8 @@ def test_a_lod_tensor_holds_dense_data_and_feeds_it():
     x = fluid.layers.data(name="x", shape=[3])
     got, = fluid.Executor().run(feed={"x": t}, fetch_list=[fluid.layers.scale(x, 2.0)])
     np.testing.assert_array_equal(got, 2 * np.array(t))
-    t.set_lod([])
-    with pytest.raises(NotImplementedInPlacegroup, match="LoD"):
-        t.set_recursive_sequence_lengths([[1, 1]])
+    t.set_recursive_sequence_lengths([[1, 1]])
+    assert t.lod() == [[0, 1, 2]]
     assert fluid.LoDTensor is fluid.core.LoDTensor is fluid.Tensor
 
 
@@ -172,3 +171,10 @@ def test_each_run_of_a_forward_program_draws_anew_unless_seeded():
     (a1, b1), (a2, b2) = (exe.run(feed=feed, fetch_list=[free, fixed]) for _ in range(2))
     assert not np.array_equal(a1, a2)
     np.testing.assert_array_equal(b1, b2)
+
+
+def test_layers_data_takes_fluids_argument_order_and_explicit_batch_dims():
+    assert fluid.layers.data("a", [13]).shape == (-1, 13)
+    assert fluid.layers.data("b", [None, 13]).shape == (-1, 13)  # a batch dim given: none added
+    c = fluid.layers.data("c", [4], False, "int64")  # (name, shape, append_batch_size, dtype)
+    assert c.shape == (4,) and c.dtype == "int64"

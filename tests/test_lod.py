@@ -28,7 +28,6 @@ import numpy as np
 import pytest
 
 import placegroup as fluid
-import placegroup.ops.sequence  # noqa: F401  TODO(#15): registered by ops/__init__.py once it imports it
 from placegroup.errors import OpError, ProgramError
 from placegroup.executor.edges import OutEdge
 from placegroup.executor.interpreter import Interpreter

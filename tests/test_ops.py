@@ -26,24 +26,10 @@ from placegroup.errors import ProgramError
 from placegroup.ir.framework import Program
 from placegroup.ops.registry import EMPTY_VAR, GradOpView, KernelContext, get_op_def, registered_ops
 from placegroup.values import LoDTensor, as_host, to_device
-from tests.cases import sequence as sequence_cases
-from tests.op_cases import CASES as TABLE
-from tests.op_cases import OpCase
+from tests.op_cases import CASES, OpCase, by_id
 
-# TODO(#15): tests/op_cases.py gathers tests/cases/sequence.py once its line is added there;
-# until then its cases join here (a case already in the table is not added twice).
-CASES = TABLE + [c for c in sequence_cases.CASES if all(c is not t for t in TABLE)]
 RTOL, ATOL = 1e-5, 1e-6
 GRAD_RTOL = 1e-5
-
-
-def by_id() -> dict[str, OpCase]:
-    """Case id -> case over ``CASES``; ids are unique."""
-    out: dict[str, OpCase] = {}
-    for c in CASES:
-        assert c.id not in out, f"duplicate OpCase id {c.id}"
-        out[c.id] = c
-    return out
 
 
 IDS = list(by_id())

@@ -15,18 +15,19 @@ from placegroup.reader_registry import ReaderSpec, add_reader, readers_of
 __all__ = ["create_py_reader_by_data", "data", "double_buffer", "py_reader", "read_file"]
 
 
-def data(name: str, shape, dtype: str = "float32", lod_level: int = 0, append_batch_size: bool = True,
-         stop_gradient: bool = True, type=None):
-    """A var fed by ``exe.run(feed={name: array})``.
+def data(name: str, shape, append_batch_size: bool = True, dtype: str = "float32", lod_level: int = 0,
+         type=None, stop_gradient: bool = True):
+    """A var fed by ``exe.run(feed={name: array})`` (Fluid 1.8's signature and argument order).
 
     With ``append_batch_size`` (the default) the batch dimension is prepended:
-    ``data("x", shape=[13])`` has shape ``[-1, 13]``.
+    ``data("x", shape=[13])`` has shape ``[-1, 13]``; a shape that already has a ``None`` or
+    negative dim is taken as it is, as in Fluid.
     """
-    shape = [int(d) for d in shape]
-    if append_batch_size:
-        shape = [-1] + shape
+    dims = [-1 if d is None else int(d) for d in shape]
+    if append_batch_size and all(d >= 0 for d in dims):
+        dims = [-1] + dims
     return default_main_program().global_block().create_var(
-        name, shape=shape, dtype=dtype, is_data=True, stop_gradient=stop_gradient, lod_level=lod_level)
+        name, shape=dims, dtype=dtype, is_data=True, stop_gradient=stop_gradient, lod_level=lod_level)
 
 
 def _reader(slots: list, capacity, name: str | None) -> PyReaderVar:
