@@ -303,7 +303,7 @@ def test_build_errors_name_the_layer_and_values():
         with pytest.raises(ValueError, match="image_resize_short: input must be 4-D"):
             L.image_resize_short(vol, 2)
         with pytest.raises(ValueError, match=r"image_resize_short: H and W of .*\[-1, 3, -1, 4\] must be known"):
-            L.image_resize_short(L.data("hw", shape=[3, -1, 4]), 2)
+            L.image_resize_short(L.data("hw", shape=[-1, 3, -1, 4]), 2)  # a -1 dim: no batch dim added
         with pytest.raises(ValueError, match="one of out_shape and scale"):
             L.resize_bilinear(L.unsqueeze(x, [1]))
         with pytest.raises(ProgramError, match="elementwise_floordiv: X must be int32 or int64"):
