@@ -28,6 +28,7 @@ from placegroup.layers.vision import *  # noqa: F401,F403
 
 __all__ = (collective.__all__ + conv.__all__ + ctr.__all__ + distributions.__all__ + io.__all__
            + learning_rate_scheduler.__all__ + loss.__all__ + manip.__all__ + metric_op.__all__ + nn.__all__
-           + norm.__all__ + ops.__all__ + _py_func_names + sequence.__all__ + sequence_pad.__all__ + tensor.__all__ + vision.__all__ + ["Print", "is_empty"])
+           + norm.__all__ + ops.__all__ + _py_func_names + sequence.__all__ + sequence_pad.__all__
+           + tensor.__all__ + vision.__all__ + ["Print", "is_empty"])
 
 monkey_patch_variable()
