@@ -180,7 +180,8 @@ CASES: list[OpCase] = [
                    ({"X": np.zeros((9, 3), np.float32)}, {"target_lod": [0, 5, 2, 9], "append": False}, ValueError,
                     "never decrease"),
                    ({"X": np.zeros((9, 3), np.float32), "Y": LoDTensor(np.zeros((3, 1), np.float32), [[0, 1, 3]])},
-                    {"target_lod": [], "append": False}, ValueError, r"Y's LoD \[\[0, 1, 3\]\] ends at 3, but X has 9"))),
+                    {"target_lod": [], "append": False}, ValueError,
+                    r"Y's LoD \[\[0, 1, 3\]\] ends at 3, but X has 9"))),
     OpCase("lod_reset", _seq((9, 3), Y=lambda r: np.array([0, 2, 9], np.int32)), _reset_ref, grad=("X",),
            name="y_offsets"),
     OpCase("lod_reset", _seq((9, 3), Y=lambda r: LoDTensor(N(r, 9, 1), [[0, 3, 9]])), _reset_ref,
@@ -197,5 +198,6 @@ CASES: list[OpCase] = [
                    ({"X": np.zeros((6, 4), np.float32), "Ids": LoDTensor(np.full((9, 1), 4, np.int64), LOD1),
                      "Updates": np.zeros((9, 1), np.float32)}, {}, ValueError, r"Ids must lie in \[0, 4\)"),
                    ({"X": np.zeros((2, 4), np.float32), "Ids": LoDTensor(np.zeros((9, 1), np.int64), LOD1),
-                     "Updates": np.zeros((9, 1), np.float32)}, {}, ValueError, "Ids has 6 sequences but X has 2 rows"))),
+                     "Updates": np.zeros((9, 1), np.float32)}, {}, ValueError,
+                    "Ids has 6 sequences but X has 2 rows"))),
 ]
