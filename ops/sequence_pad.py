@@ -19,7 +19,8 @@ and each gradient is the other direction. The mask is built on the host from the
 Length (small) and moved to the device with ``xp.asarray``.
 
 NOTE(pad-1.8): as Fluid 1.8.5's kernels, checked against its wheel. sequence_pad pads the
-sequences of X's *top* level (with 2 levels, the top sequences' rows in absolute offsets),
+sequences of X's top level; 1.8.5 refuses a 2-level X (it compares the top level's last offset
+with the rows), here the top sequences are padded with all their rows (absolute offsets). It
 appends PadValue (a [1] scalar or one step's shape) at each tail; Out has no LoD and Length
 is int64 [n]; padded_length -1 means the longest sequence, and a shorter one than the
 longest is an error. At build time Fluid writes 1 for an unknown padded length; here it is
