@@ -1,8 +1,7 @@
 """``fluid.nets``: Fluid 1.8's composite networks, built from layers exactly as Fluid builds
 them (the same ops in the same order, so parameters get the same names).
 
-``sequence_conv_pool`` needs variable-length (LoD) data and is not here yet: it raises
-``NotImplementedInPlacegroup`` (docs/fluid_compat.md).
+``sequence_conv_pool`` (a text CNN's convolution over LoD sequences) is here too.
 
 Example (the MNIST chapter's convolutional network)::
 
@@ -17,7 +16,7 @@ from __future__ import annotations
 
 from placegroup import layers
 
-__all__ = ["glu", "img_conv_group", "scaled_dot_product_attention", "simple_img_conv_pool"]
+__all__ = ["glu", "img_conv_group", "scaled_dot_product_attention", "sequence_conv_pool", "simple_img_conv_pool"]
 
 
 def simple_img_conv_pool(input, num_filters, filter_size, pool_size, pool_stride, pool_padding=0,
@@ -127,3 +126,29 @@ def scaled_dot_product_attention(queries, keys, values, num_heads=1, dropout_rat
     if dropout_rate:
         weights = layers.dropout(weights, dropout_prob=dropout_rate, is_test=False)
     return combine_heads(layers.matmul(weights, v))
+
+
+def sequence_conv_pool(input, num_filters, filter_size, param_attr=None, act="sigmoid", pool_type="max",
+                       bias_attr=None):
+    """``sequence_conv`` (with its bias and ``act``) then ``sequence_pool``: one row per sequence.
+
+    Args:
+        input: a float32/float64 var [N, width] with lod_level 1 (e.g. an embedding of word ids).
+        num_filters, filter_size: the convolution's output width and context length.
+        param_attr, bias_attr: of the convolution's filter and bias.
+        act: the convolution's activation (default ``"sigmoid"``, as Fluid 1.8).
+        pool_type: ``"max"``, ``"average"``, ``"sum"`` or ``"sqrt"``.
+
+    Example::
+
+        words = fluid.layers.data(name="words", shape=[1], dtype="int64", lod_level=1)
+        emb = fluid.layers.embedding(input=words, size=[100, 128], is_sparse=True)
+        conv = fluid.nets.sequence_conv_pool(input=emb, num_filters=512, filter_size=3, act="tanh",
+                                             pool_type="sqrt")
+    """
+    from placegroup.layers.sequence import _check
+
+    _check(input, "input")
+    conv_out = layers.sequence_conv(input=input, num_filters=num_filters, filter_size=filter_size,
+                                    param_attr=param_attr, bias_attr=bias_attr, act=act)
+    return layers.sequence_pool(input=conv_out, pool_type=pool_type)
