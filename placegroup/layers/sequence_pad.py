@@ -241,10 +241,3 @@ def lod_append(x, level):
         attrs["target_lod"] = list(level)
     helper.append_op("lod_reset", inputs, {"Out": [out]}, attrs)
     return out
-
-
-# NOTE(module-shadow): this module's name is one of its functions' (as layers/py_func.py), so
-# after ``from placegroup.layers.sequence_pad import *`` the name ``sequence_pad`` in
-# placegroup/layers/__init__.py is the function, whose ``__all__`` that file reads. Until it
-# imports ``__all__ as _sequence_pad_names`` as it does for py_func, the function carries it.
-sequence_pad.__all__ = __all__
