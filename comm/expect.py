@@ -24,12 +24,12 @@ import dataclasses
 import numpy as np
 
 from placegroup import config
-from placegroup.values import SelectedRows
+from placegroup.values import LoDTensor, SelectedRows
 
 MIN_MESSAGE = 256 << 20  # NOTE(max-message)
 MESSAGE_MARGIN = 2
 
-UNEXPECTED, DTYPE, SHAPE = "unexpected", "dtype", "shape"
+UNEXPECTED, DTYPE, SHAPE, LOD = "unexpected", "dtype", "shape", "lod"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +38,7 @@ class Expect:
     dtype: np.dtype
     shape: tuple | None  # None: any; -1 in a dim: any size there
     rows: bool = False   # a SelectedRows var: its values' row width, and its height, are checked
+    lod: int = 0         # the LoD depth its values have (the var's lod_level; 0: a plain tensor)
 
 
 class Expectations:
@@ -53,9 +54,10 @@ class Expectations:
         self.vars: dict[tuple, Expect] = {}    # (var, src) -> Expect
         self.tags: dict[str, set] = {}         # src -> tags of the collectives it joins with us
 
-    def allow(self, var: str, src: str, dtype, shape, rows: bool = False) -> None:
-        """``src`` may send ``var`` of ``dtype`` and ``shape`` (-1: any size in that dim)."""
-        self.vars[(var, src)] = Expect(np.dtype(dtype), None if shape is None else tuple(shape), rows)
+    def allow(self, var: str, src: str, dtype, shape, rows: bool = False, lod: int = 0) -> None:
+        """``src`` may send ``var`` of ``dtype`` and ``shape`` (-1: any size in that dim), with
+        a LoD of ``lod`` levels (NOTE(lod-expect))."""
+        self.vars[(var, src)] = Expect(np.dtype(dtype), None if shape is None else tuple(shape), rows, int(lod))
 
     def allow_collective(self, tag: str, src: str) -> None:
         """``src`` is in the group of the collective call ``tag``: any part of it (their dtypes
@@ -73,7 +75,8 @@ class Expectations:
 
     def check(self, src: str, var: str, value) -> tuple[str, str] | None:
         """None if ``value`` of ``var`` from ``src`` is wanted, else ``(reason, detail)``;
-        reason is ``UNEXPECTED`` (no plan receives ``var`` from ``src``), ``DTYPE`` or ``SHAPE``.
+        reason is ``UNEXPECTED`` (no plan receives ``var`` from ``src``), ``DTYPE``, ``SHAPE``
+        or ``LOD`` (NOTE(lod-expect)).
         A ``var`` that is a ``(tag, part)`` pair is a part of a collective call: wanted when
         ``src`` joins the collective ``tag`` with this executor."""
         if type(var) is tuple:
@@ -84,6 +87,17 @@ class Expectations:
         exp = self.vars.get((var, src))
         if exp is None:
             return UNEXPECTED, f"{var!r} is not a var this executor receives from {src}"
+        # NOTE(lod-expect): a LoD that comes with a value has the depth of its var's lod_level:
+        # another depth would reach a sequence kernel with levels it does not read, and a LoD on
+        # a plain var an op that is no LoDOp (executor/plan.py). A plain tensor is taken for a
+        # sequence var: the executor itself makes those where an op "shares" a LoD but not the
+        # rows (NOTE(lod-run): split_ids' shard ids of LoD ids), so the sender's plan did too.
+        # unpack already checked the offsets against the data.
+        depth = value.lod_level if type(value) is LoDTensor else 0
+        if depth and depth != exp.lod:
+            return LOD, f"{var!r}: a LoD of {depth} level(s), expected {exp.lod} (its lod_level)"
+        if depth:
+            value = value.data
         rows = isinstance(value, SelectedRows)
         data = np.asarray(value.values) if rows else value
         if not isinstance(data, np.ndarray):

@@ -9,6 +9,14 @@ business (comm/expect.py, docs/protocol.md "What is dropped").
 
 A value's ``var`` is a str, or for a part of a collective call a ``(tag, part)`` pair, which
 travels as a ``coll`` entry whose tag is a field of its own (docs/protocol.md, "Collectives").
+
+NOTE(lod-frame): a ``LoDTensor`` travels as a ``lod`` entry: one int64 frame of offsets per
+level (top level first), then the data's frame, all zero-copy like a dense array; the entry's
+sixth element is the offsets count of each level, so the frame sizes are checked before any
+view is made. ``unpack`` refuses offsets that are not a LoD of the data (``check_lod``: not
+starting at 0, not monotone, not ending at the level below's sequence count or at the data's
+rows); whether the depth is the one the receiving var declares is ``comm/expect.py``'s check.
+A LoDTensor without offsets is sent as the dense array it is.
 """
 from __future__ import annotations
 
@@ -19,12 +27,13 @@ from typing import Any, Sequence
 import msgpack
 import numpy as np
 
-from placegroup.values import SelectedRows
+from placegroup.values import LoDTensor, SelectedRows, check_lod
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3  # 3: the `lod` entry kind (NOTE(lod-frame))
 KINDS = ("hello", "values", "done", "error", "fetch")
 MAX_HEADER = 64 * 1024
 MAX_DIMS = 32  # numpy 1.x's limit (2.x allows 64): a deeper shape is refused, not a numpy error
+MAX_LOD_LEVELS = 8  # Fluid's data uses 1 or 2; a header claiming thousands is refused
 _NUMERIC = frozenset("biuf")
 
 
@@ -49,11 +58,20 @@ def _buf(a: np.ndarray):
 
 def pack(kind: str, src: str, step: int, vals: Sequence[tuple] = (), msg: str = "",
          digest: str = "") -> list:
-    """Frames of one message. ``vals``: ``(var, version, value)`` with numpy arrays or
-    ``SelectedRows``; device arrays must be copied to the host first. A ``var`` that is a
-    ``(tag, part)`` pair is a collective's (a dense value)."""
+    """Frames of one message. ``vals``: ``(var, version, value)`` with numpy arrays,
+    ``SelectedRows`` or ``LoDTensor`` (NOTE(lod-frame)); device arrays must be copied to the
+    host first. A ``var`` that is a ``(tag, part)`` pair is a collective's (a dense value)."""
     entries, frames = [], []
     for var, version, value in vals:
+        if type(value) is LoDTensor:
+            if value.offsets:
+                v = np.asarray(value.data)
+                entries.append([var, int(version), v.dtype.str, list(v.shape), "lod",
+                                [int(o.shape[0]) for o in value.offsets]])
+                frames += [_buf(np.asarray(o, dtype=np.int64)) for o in value.offsets]
+                frames.append(_buf(v))
+                continue
+            value = value.data  # no LoD: the dense array it is
         if isinstance(value, SelectedRows):
             v = np.asarray(value.values)
             entries.append([var, int(version), v.dtype.str, list(v.shape), "rows", value.height])
@@ -128,6 +146,24 @@ def _dims(shape) -> bool:
     return True
 
 
+def _lod_counts(counts) -> bool:
+    """Whether ``counts`` is a lod entry's level table: 1..MAX_LOD_LEVELS counts >= 1."""
+    return (type(counts) is list and 0 < len(counts) <= MAX_LOD_LEVELS
+            and all(type(n) is int and n >= 1 for n in counts))
+
+
+def _lod_value(var, frames, counts: list, dtype: np.dtype, shape: list) -> LoDTensor:
+    """The LoDTensor of a ``lod`` entry (NOTE(lod-frame)): views of its offsets frames and its
+    data frame, refused unless the offsets are a LoD of the data's rows."""
+    if not shape:
+        raise FrameError(f"var {_short(var)}: a LoD tensor needs a row dimension")
+    offsets = tuple(_view(f, np.dtype(np.int64), (n,)) for f, n in zip(frames, counts))
+    why = check_lod(offsets, shape[0])
+    if why is not None:
+        raise FrameError(f"var {_short(var)}: bad LoD: {why[:200]}")
+    return LoDTensor(_view(frames[-1], dtype, tuple(shape)), offsets, check=False)
+
+
 def unpack(frames: Sequence) -> Message:
     """Validate and decode one message (frames as received, header first).
 
@@ -166,7 +202,8 @@ def unpack(frames: Sequence) -> Message:
         n_e = len(e) if type(e) is list else 0
         rows_entry = n_e == 6 and e[4] == "rows" and type(e[5]) is int and e[5] >= 0
         coll_entry = n_e == 6 and e[4] == "coll" and type(e[5]) is str
-        if not ((n_e == 5 and e[4] == "dense" or rows_entry or coll_entry) and type(e[0]) is str
+        lod_entry = n_e == 6 and e[4] == "lod" and _lod_counts(e[5])
+        if not ((n_e == 5 and e[4] == "dense" or rows_entry or coll_entry or lod_entry) and type(e[0]) is str
                 and type(e[1]) is int and type(e[2]) is str and type(e[3]) is list):
             raise FrameError(f"bad vals entry {_short(e)}")
         var, version, dts, shape, vkind = e[:5]
@@ -178,7 +215,7 @@ def unpack(frames: Sequence) -> Message:
             raise FrameError(f"var {_short(var)}: unknown dtype {_short(dts)}")
         if dtype.kind not in _NUMERIC or not _dims(shape):
             raise FrameError(f"var {_short(var)}: dtype {_short(dts)} / shape {_short(shape)} not allowed")
-        need = 2 if vkind == "rows" else 1
+        need = 2 if vkind == "rows" else len(e[5]) + 1 if lod_entry else 1
         if i + need > len(frames):
             raise FrameError(f"var {_short(var)}: missing frames ({len(frames)} frames for {len(entries)} values)")
         if vkind == "rows":
@@ -190,6 +227,8 @@ def unpack(frames: Sequence) -> Message:
                 raise FrameError(f"var {_short(var)}: row ids {int(rows.min())}..{int(rows.max())} "
                                  f"outside its height {e[5]}")
             value = SelectedRows(rows, _view(frames[i + 1], dtype, tuple(shape)), e[5])
+        elif lod_entry:
+            value = _lod_value(var, frames[i:i + need], e[5], dtype, shape)
         else:
             value = _view(frames[i], dtype, tuple(shape))
         out.vals.append(((e[5], var) if coll_entry else var, version, value))

@@ -227,7 +227,8 @@ class Mailbox:
             self.values[(var, version, peer)] = value
             return
         reason, detail = why
-        nbytes = getattr(value, "nbytes", 0) or getattr(getattr(value, "values", None), "nbytes", 0)
+        inner = getattr(value, "values", None) if hasattr(value, "height") else getattr(value, "data", None)
+        nbytes = getattr(value, "nbytes", 0) or getattr(inner, "nbytes", 0)  # SelectedRows, LoDTensor
         room = self.held_bytes + nbytes <= self.HOLD_BYTES and len(self.held) < self.HOLD_COUNT
         if reason == "unexpected" and room:
             self.held[(var, version, peer)] = value

@@ -32,28 +32,20 @@ from typing import Callable
 
 from placegroup import config
 from placegroup.comm.mailbox import PeersDone
-from placegroup.errors import OpError, ProgramError
+from placegroup.errors import OpError
 from placegroup.executor.edges import RULES, InEdge
 from placegroup.executor.plan import Plan, PlannedOp
 from placegroup.executor.policy import CARRIED, CONSTANT, Sync
 from placegroup.ir.printer import format_op
-from placegroup.values import LoDTensor, as_host, to_device
+from placegroup.values import as_host, to_device
 
 log = logging.getLogger("placegroup.executor")
 EACH_HOLD_S = 0.002  # NOTE(each-batching)
 
 
 def wire_value(var: str, value, peers):
-    """``value`` as it is posted to ``peers``: on the host.
-
-    Raises:
-        ProgramError: for a LoDTensor, naming the var (TODO(#15): LoD on the wire).
-    """
-    if type(value) is LoDTensor:
-        raise ProgramError(f"var {var!r} holds a LoD tensor (sequence lengths "
-                           f"{value.recursive_sequence_lengths()}) that would be sent to {', '.join(map(str, peers))}: "
-                           f"LoD values cannot cross processes yet (issue #15); keep the sequence ops and "
-                           f"their inputs on one executor, or pool the sequences before the value is sent")
+    """``value`` as it is posted to ``peers``: on the host. A LoDTensor travels with its
+    offsets (NOTE(lod-frame) in comm/framing.py)."""
     return as_host(value)
 
 

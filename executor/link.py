@@ -201,14 +201,17 @@ def expectations(plan, senders) -> Expectations:
     """What executor ``plan.me`` accepts while running ``plan`` (comm/expect.py): each remote
     input (broadcast, gather, each) from its sources with the var's declared dtype and shape;
     the messages of each collective from its group; and, for a trainer, any var another
-    executor holds, from its first holder (the answer to a fetch). ``senders``: the names that
-    may send anything (the executors it is linked to)."""
+    executor holds, from its first holder (the answer to a fetch). Each var's values carry a
+    LoD of its lod_level (the plan's run-time one where it knows it). ``senders``: the names
+    that may send anything (the executors it is linked to)."""
     exp = Expectations(senders)
     meta = plan.feed_meta
 
+    levels = getattr(plan, "lod_levels", None) or {}  # NOTE(lod-expect) in comm/expect.py
+
     def allow(n: str, src: str) -> None:
         v = meta[n][0]
-        exp.allow(n, src, meta[n][1], v.shape, v.type == SELECTED_ROWS)
+        exp.allow(n, src, meta[n][1], v.shape, v.type == SELECTED_ROWS, levels.get(n, v.lod_level))
 
     for p in plan.ops:
         for e in p.remote + ((p.each,) if p.each is not None else ()):

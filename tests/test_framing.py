@@ -95,3 +95,79 @@ def test_random_bytes_only_ever_raise_frame_error(frames):
         unpack(frames)
     except FrameError:
         pass
+
+
+# -- LoD tensors (NOTE(lod-frame)) -------------------------------------------------------------
+def _lod(data, lengths):
+    from placegroup.values import LoDTensor
+    return LoDTensor.from_lengths(data, lengths)
+
+
+def test_a_lod_tensor_travels_with_its_offsets_one_frame_per_level():
+    ids = _lod(np.arange(7, dtype=np.int64).reshape(7, 1), [[2, 1], [3, 0, 4]])
+    frames = pack("values", "trainer:0", 2, [("words", 2, ids), ("w", 2, np.ones(1, np.float32))])
+    assert msgpack.unpackb(frames[0])["vals"][0] == ["words", 2, "<i8", [7, 1], "lod", [3, 4]]
+    assert len(frames) == 1 + 3 + 1
+    m = unpack(frames)
+    got = m.vals[0][2]
+    assert got.lod() == [[0, 2, 3], [0, 3, 3, 7]]
+    np.testing.assert_array_equal(got.data, ids.data)
+    np.testing.assert_array_equal(m.vals[1][2], np.ones(1, np.float32))
+
+
+def test_a_lod_tensor_without_offsets_is_sent_dense():
+    from placegroup.values import LoDTensor
+    frames = pack("values", "a", 0, [("x", 0, LoDTensor(np.ones((2, 3), np.float32), None))])
+    assert msgpack.unpackb(frames[0])["vals"][0][4] == "dense"
+    assert isinstance(unpack(frames).vals[0][2], np.ndarray)
+
+
+def test_lod_frames_are_zero_copy_over_a_real_socket():
+    ctx = zmq.Context.instance()
+    a, b = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
+    try:
+        port = a.bind_to_random_port("tcp://127.0.0.1")
+        b.connect(f"tcp://127.0.0.1:{port}")
+        x = _lod(np.random.default_rng(0).normal(size=(300, 64)).astype(np.float32), [[100, 0, 200]])
+        b.send_multipart(pack("values", "x", 1, [("emb", 1, x)]), copy=False)
+        got = unpack(a.recv_multipart(copy=False)).vals[0][2]
+        np.testing.assert_array_equal(got.data, x.data)
+        assert got.recursive_sequence_lengths() == [[100, 0, 200]]
+        assert not got.data.flags.owndata and not got.offsets[0].flags.owndata
+    finally:
+        a.close(0)
+        b.close(0)
+
+
+def _lod_frames(levels, rows=4, counts=None):
+    head = {"v": V, "kind": "values", "src": "a", "step": 0,
+            "vals": [["x", 0, "<f4", [rows, 2], "lod", counts if counts is not None else [len(o) for o in levels]]]}
+    return ([msgpack.packb(head)] + [np.asarray(o, np.int64).tobytes() for o in levels]
+            + [np.zeros((rows, 2), np.float32).tobytes()])
+
+
+@pytest.mark.parametrize("levels, rows, counts, why", [
+    ([[1, 4]], 4, None, "starts at 1, not at 0"),
+    ([[0, 3, 2, 4]], 4, None, "not monotone"),
+    ([[0, 2, 3]], 4, None, "ends at 3, but the data has 4 rows"),
+    ([[0, 1, 3], [0, 2, 4]], 4, None, "level 0 ends at 3, but level 1 holds 2 sequences"),
+    ([[0, -1, 4]], 4, None, "not monotone"),
+    ([[0, 4]], 4, [3], "does not hold"),            # the level table and the frame disagree
+    ([[0, 4]], 4, [], "bad vals entry"),            # no levels
+    ([[0, 4]], 4, [0], "bad vals entry"),
+    ([[0, 4]], 4, [True], "bad vals entry"),
+    ([[0, 4]] * 9, 4, None, "bad vals entry"),      # deeper than MAX_LOD_LEVELS
+    ([[0, 4], [0, 4]], 4, [2], "does not hold"),   # one level announced, two sent
+])
+def test_offsets_that_are_no_lod_of_the_data_are_malformed(levels, rows, counts, why):
+    with pytest.raises(FrameError, match=why):
+        unpack(_lod_frames(levels, rows, counts))
+
+
+def test_a_lod_entry_needs_its_frames_and_a_row_dim():
+    frames = _lod_frames([[0, 4]])
+    with pytest.raises(FrameError, match="missing frames"):
+        unpack(frames[:2])
+    head = {"v": V, "kind": "values", "src": "a", "step": 0, "vals": [["x", 0, "<f4", [], "lod", [1]]]}
+    with pytest.raises(FrameError, match="row dimension"):
+        unpack([msgpack.packb(head), np.zeros(1, np.int64).tobytes(), b"\0" * 4])

@@ -29,7 +29,7 @@ from placegroup.comm.framing import PROTOCOL_VERSION, FrameError, pack, unpack
 from placegroup.comm.mailbox import Mailbox
 from placegroup.comm.transport import Transport
 from placegroup.errors import RemoteError
-from placegroup.values import SelectedRows
+from placegroup.values import LoDTensor, SelectedRows
 from tests.conftest import TIME_FACTOR, build_fit_a_line
 
 F4 = np.float32
@@ -59,6 +59,8 @@ def _table() -> Expectations:
     t.allow("w@GRAD", "trainer:0", F4, (13, 1))
     t.allow("x", "trainer:0", F4, (-1, 13))
     t.allow("emb@GRAD", "trainer:0", F4, (100, 4), rows=True)
+    t.allow("words", "trainer:0", np.int64, (-1, 1), lod=1)     # NOTE(lod-expect)
+    t.allow("para", "trainer:0", F4, (-1, 4), lod=2)
     t.allow_collective("op7", "trainer:1")
     t.allow_collective("op9m", "trainer:1")  # a call op 9 declares (OpDef.collective_calls)
     return t
@@ -160,6 +162,15 @@ VALUE_CASES = [  # (src, var, value, what happens: None taken, "held", or the dr
     ("trainer:0", "emb@GRAD", SelectedRows(ROWS, np.ones((2, 4), np.float64), 100), "dtype"),
     ("trainer:0", "emb@GRAD", np.ones((100, 4), F4), "shape"),  # dense for a SelectedRows var
     ("trainer:0", "w@GRAD", SelectedRows(ROWS % 13, np.ones((2, 1), F4), 13), "shape"),
+    ("trainer:0", "words", LoDTensor.from_lengths(np.zeros((5, 1), np.int64), [[2, 0, 3]]), None),
+    ("trainer:0", "words", np.zeros((5, 1), np.int64), None),  # plain, as an op keeping no rows makes it
+    ("trainer:0", "words", LoDTensor.from_lengths(np.zeros((5, 1), np.int64), [[1, 1], [2, 3]]), "lod"),
+    ("trainer:0", "words", LoDTensor.from_lengths(np.zeros((5, 2), np.int64), [[5]]), "shape"),
+    ("trainer:0", "words", LoDTensor.from_lengths(np.zeros((5, 1), np.int32), [[5]]), "dtype"),
+    ("trainer:0", "para", LoDTensor.from_lengths(np.zeros((3, 4), F4), [[1, 1], [2, 1]]), None),
+    ("trainer:0", "para", LoDTensor.from_lengths(np.zeros((3, 4), F4), [[2, 1]]), "lod"),
+    ("trainer:0", "x", LoDTensor.from_lengths(np.zeros((5, 13), F4), [[5]]), "lod"),  # a LoD on a plain var
+    ("trainer:0", "emb@GRAD", LoDTensor.from_lengths(np.ones((100, 4), F4), [[100]]), "lod"),
     ("trainer:1", ("op7", "h0"), np.zeros((0, 3), F4), None),   # parts of a collective's calls
     ("trainer:1", ("op9m", "rs1.0"), np.zeros(5, F4), None),     # a declared call of op 9
     ("trainer:1", ("op7m", "rs1.0"), np.zeros(5, F4), "held"),   # a call op 7 did not declare
@@ -554,3 +565,18 @@ def test_a_flood_on_the_pservers_ports_changes_nothing_in_the_losses(tmp_path):
     assert "dropped" not in clean_log
     assert "not an executor this one is linked to" in log
     assert log.count("\n") < 20, log[-3000:]  # thousands dropped, a few lines (rate-limited)
+
+
+# -- LoD on the wire (NOTE(lod-frame), NOTE(lod-expect)) ----------------------------------------
+@pytest.mark.parametrize("lod", [[[1, 5]], [[0, 3, 2, 5]], [[0, 2, 4]], [[0, 1, 9], [0, 2, 5]]])
+def test_hostile_offsets_are_dropped_and_the_mailbox_goes_on(lod):
+    """Offsets that are no LoD of the data: malformed, dropped with a log line; the next good
+    value is filed as ever."""
+    mb = _mailbox()
+    bad = LoDTensor(np.zeros((5, 1), np.int64), [np.asarray(o, np.int64) for o in lod], check=False)
+    mb._file("trainer:0", _values("trainer:0", "words", bad))
+    assert mb.dropped == {"malformed": 1} and not mb.values
+    good = LoDTensor.from_lengths(np.arange(5, dtype=np.int64).reshape(5, 1), [[4, 1]])
+    mb._file("trainer:0", _values("trainer:0", "words", good))
+    got = mb.values[("words", 3, "trainer:0")]
+    assert got.lod() == [[0, 4, 5]] and got.data[:, 0].tolist() == [0, 1, 2, 3, 4]
