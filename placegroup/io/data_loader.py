@@ -36,6 +36,10 @@ nested list) per var; a *sample list generator* yields lists of samples (``fluid
 output), turned into arrays by a ``DataFeeder``; a *sample generator* yields single samples,
 grouped ``batch_size`` at a time.
 
+A var with ``lod_level`` > 0 (``py_reader(..., lod_levels=[1, 0])``, a ``lod_level=1`` data var
+in a DataLoader's ``feed_list``) takes a LoDTensor or nested lists (one list per sequence) and
+is fed as a LoDTensor (NOTE(reader-lod)).
+
 NOTE(double-buffer): Fluid's ``use_double_buffer`` adds a second reader that prefetches the
 next batch to the device. Here the queue already holds the next batches on the host and the
 executor copies each to its device when it runs, so ``use_double_buffer`` and
@@ -58,6 +62,7 @@ from placegroup.ir.framework import Program, Variable
 from placegroup.ir.unique_name import UniqueNameGenerator
 from placegroup.reader import batch as batch_reader
 from placegroup.reader_registry import EOFException, ReaderSpec, add_reader, register
+from placegroup.values import LoDTensor
 
 __all__ = ["DataLoader", "GeneratorLoader", "PyReader", "PyReaderVar", "QueueReader"]
 
@@ -139,7 +144,10 @@ class Slot:
         return cls(var.name, var.shape, var.dtype, var.lod_level)
 
     def convert(self, what: str, index: int, item: Any):
-        """``item`` as an array of this var's dtype, checked against its declared shape."""
+        """``item`` as an array of this var's dtype, checked against its declared shape; for a
+        slot with a lod level, a ``LoDTensor`` of that depth (NOTE(reader-lod))."""
+        if self.lod_level:
+            return self._sequences(what, index, item)
         if hasattr(item, "__cuda_array_interface__"):
             arr = item
         else:
@@ -157,6 +165,55 @@ class Slot:
             raise ProgramError(f"{what}: batch {index}: var {self.name!r} gets shape {list(arr.shape)}, but it "
                                f"is declared {list(self.shape)} (-1 is any size)")
         return arr
+
+    def _sequences(self, what: str, index: int, item: Any) -> LoDTensor:
+        """NOTE(reader-lod): a slot of lod level L takes a ``LoDTensor`` with L levels (what a
+        DataFeeder makes of a sample list) or nested lists L deep whose leaves are the rows
+        (``[[3, 1, 4], [1, 5]]`` for two sentences of ids, lod level 1), and gives the
+        LoDTensor the executor feeds (NOTE(lod-feed) in executor/executor.py). Rows of a
+        ``[-1, 1]`` slot may be scalars, as Fluid's DataFeeder takes them."""
+        if type(item) is LoDTensor:
+            if item.lod_level != self.lod_level:
+                raise ProgramError(f"{what}: batch {index}: var {self.name!r} is declared lod_level="
+                                   f"{self.lod_level}, the LoDTensor has {item.lod_level} level(s) "
+                                   f"(recursive sequence lengths {item.recursive_sequence_lengths()})")
+            data, lengths = item._held(), item.recursive_sequence_lengths()
+        elif isinstance(item, (list, tuple)):
+            lengths = [[] for _ in range(self.lod_level)]
+            rows = []
+            for seq in item:  # the batch: its sequences, each lod_level lists deep
+                rows += _flatten(seq, self.lod_level, lengths, what, index, self.name)
+            try:
+                data = np.asarray(rows) if rows else np.zeros((0,) + tuple(max(d, 0) for d in self.shape[1:]))
+            except ValueError as e:  # rows of different lengths, or lists deeper than lod_level
+                raise ProgramError(f"{what}: batch {index}: the rows of var {self.name!r} (lod_level="
+                                   f"{self.lod_level}) are not one array ({e})") from None
+        else:
+            raise ProgramError(f"{what}: batch {index}: var {self.name!r} is declared lod_level={self.lod_level} "
+                               f"(a batch of sequences), but it got {type(item).__name__}: give a LoDTensor "
+                               f"(fluid.create_lod_tensor) or lists of lists, one list per sequence")
+        if data.ndim == len(self.shape) - 1 and self.shape[-1:] == (1,):
+            data = data.reshape(data.shape + (1,))  # scalar rows of a [-1, 1] slot
+        arr = Slot(self.name, self.shape, self.dtype).convert(what, index, data)
+        try:
+            return LoDTensor.from_lengths(arr, lengths)
+        except ValueError as e:
+            raise ProgramError(f"{what}: batch {index}: var {self.name!r}: {e}") from None
+
+
+def _flatten(item, depth: int, lengths: list, what: str, index: int, name: str) -> list:
+    """The rows of one sequence, nested lists ``depth`` deep, appending each level's lengths."""
+    level = len(lengths) - depth
+    if not isinstance(item, (list, tuple, np.ndarray)):
+        raise ProgramError(f"{what}: batch {index}: var {name!r} is declared lod_level={len(lengths)}, but "
+                           f"the data is only {level} list(s) deep below the batch (found {item!r})")
+    lengths[level].append(len(item))
+    if depth == 1:
+        return list(item)
+    rows = []
+    for sub in item:
+        rows += _flatten(sub, depth - 1, lengths, what, index, name)
+    return rows
 
 
 class QueueReader:
