@@ -68,7 +68,7 @@ def _split_ids_infer(ins, a):
 
 
 @register("split_ids", ins=(Slot("Ids", no_grad=True),), outs=(Slot("Out", duplicable=True),),
-          attrs={"num_shards": 1, "height": 0, "table": ""}, infer=_split_ids_infer)
+          attrs={"num_shards": 1, "height": 0, "table": ""}, infer=_split_ids_infer, lod="drop")
 def split_ids(xp, ins, a, ctx):
     """Out[k] = the sorted unique ids ``i`` of Ids with ``i % num_shards == k``, int64 [n_k, 1]
     (NOTE(row-shards)); a shard no id falls in gets [0, 1].

@@ -394,14 +394,12 @@ class _Link:
         self.mailbox = _Mailbox()
 
 
-def test_a_lod_value_is_never_sent_to_another_process():
+def test_a_lod_value_is_posted_whole_to_another_process():
     interp = Interpreter(me="trainer#0", link=_Link(), xp=np)
     vals = {"dense": np.zeros(3), "emb": _words([[2, 3]])}
-    interp._deliver_all([OutEdge("dense", ("pserver@1",), "broadcast")], vals, 0)
-    assert interp.mailbox.posted == [("pserver@1", "dense")]
-    with pytest.raises(ProgramError, match=r"var 'emb' holds a LoD tensor .* would be sent to pserver@1: LoD "
-                                           r"values cannot cross processes yet"):
-        interp._deliver_all([OutEdge("emb", ("pserver@1",), "broadcast")], vals, 0)
+    interp._deliver_all([OutEdge("dense", ("pserver@1",), "broadcast"), OutEdge("emb", ("pserver@1",), "broadcast")],
+                        vals, 0)
+    assert interp.mailbox.posted == [("pserver@1", "dense"), ("pserver@1", "emb")]  # framed with its LoD
 
 
 # -- against Paddle 2.6 ----------------------------------------------------------------------
