@@ -3,10 +3,11 @@
 Importing this package registers every op. Kernels here import nothing from the framework,
 the executor or comm: a collective's communicator comes in the kernel's ``ctx``.
 """
-from placegroup.ops import (activation, averaging, clip, collective, compare, conv, ctr, distance,  # noqa: F401
-                            dropout, elementwise, grid, index, lars_dpsgd, linalg, lookup, loss, lr_schedule, math,
-                            metric, misc, norm, optimizer, parallel_loss, pool, random, rank_loss, resample,
-                            sampled_loss, sequence, sequence_pad, shape, sparse, tensor, unary)  # importing them registers their ops
+from placegroup.ops import (activation, averaging, clip, collective, compare, conv, ctr, distance,
+                            dropout, elementwise, grid, index, lars_dpsgd, linalg, lookup, loss, lr_schedule,
+                            math, metric, misc, norm, optimizer, parallel_loss, pool, random, rank_loss,
+                            resample, rnn, sampled_loss, sequence, sequence_pad, shape, sparse, tensor,  # noqa: F401
+                            unary)  # importing them registers their ops
 from placegroup.ops.registry import (EMPTY_VAR, GRAD_SUFFIX, Meta, OpDef, OpSpec, Slot, get_op_def,
                                      grad_name, register, registered_ops)
 

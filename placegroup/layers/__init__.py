@@ -4,7 +4,7 @@ Each module lists its public layers in ``__all__``; this package re-exports them
 ``fluid.layers.fc`` and ``fluid.layers.piecewise_decay`` work as in Fluid.
 """
 from placegroup.layers import (collective, control_flow, conv, ctr, distributions, io, learning_rate_scheduler,
-                               loss, manip, metric_op, nn, norm, ops, sequence, tensor, vision)
+                               loss, manip, metric_op, nn, norm, ops, rnn, sequence, tensor, vision)
 from placegroup.layers.math_op_patch import monkey_patch_variable
 from placegroup.layers.collective import *  # noqa: F401,F403
 from placegroup.layers.control_flow import Print, is_empty  # noqa: F401
@@ -21,6 +21,7 @@ from placegroup.layers.norm import *  # noqa: F401,F403
 from placegroup.layers.ops import *  # noqa: F401,F403
 from placegroup.layers.py_func import *  # noqa: F401,F403  (its module name is its function's)
 from placegroup.layers.py_func import __all__ as _py_func_names
+from placegroup.layers.rnn import *  # noqa: F401,F403
 from placegroup.layers.sequence import *  # noqa: F401,F403
 from placegroup.layers.sequence_pad import *  # noqa: F401,F403  (its module name is its function's)
 from placegroup.layers.sequence_pad import __all__ as _sequence_pad_names
@@ -29,7 +30,7 @@ from placegroup.layers.vision import *  # noqa: F401,F403
 
 __all__ = (collective.__all__ + conv.__all__ + ctr.__all__ + distributions.__all__ + io.__all__
            + learning_rate_scheduler.__all__ + loss.__all__ + manip.__all__ + metric_op.__all__ + nn.__all__
-           + norm.__all__ + ops.__all__ + _py_func_names + sequence.__all__ + _sequence_pad_names
+           + norm.__all__ + ops.__all__ + _py_func_names + rnn.__all__ + sequence.__all__ + _sequence_pad_names
            + tensor.__all__ + vision.__all__ + ["Print", "is_empty"])
 
 monkey_patch_variable()
