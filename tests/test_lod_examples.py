@@ -142,3 +142,29 @@ def test_ctr_slots_runs_alone_and_prints_auc(capsys):
     example("ctr_slots").main(["--steps", "20", "--batch-size", "64", "--vocab", "2600"])
     out = capsys.readouterr().out
     assert "step   20  loss" in out and "final AUC" in out
+
+
+# --- (b) word2vec, skip-gram over a fixed window ---------------------------------------------
+
+def _w2v(steps: int):
+    w2v = example("word2vec")
+    batches = w2v.pairs(w2v.corpus(2_000, 200), window=2, batch=32)[:steps]
+    # each batch as a list of (centre, context) pairs, so the runner's slice is by examples
+    return w2v, [list(zip(c.ravel(), t.ravel())) for c, t in batches]
+
+
+def test_word2vec_2x2_sync_equals_one_process():
+    w2v, batches = _w2v(12)
+    local = check_sync(lambda: w2v.build(dict_size=200, dim=16), w2v.feed, batches)
+    assert np.mean(local[-4:]) < np.mean(local[:4])
+
+
+def test_word2vec_trains_in_async_mode():
+    w2v, batches = _w2v(30)
+    check_async(lambda: w2v.build(dict_size=200, dim=16), w2v.feed, batches)
+
+
+def test_word2vec_runs_alone(capsys):
+    example("word2vec").main(["--steps", "50", "--dict-size", "200", "--corpus", "2000", "--batch-size", "64"])
+    out = capsys.readouterr().out
+    assert "step   50  loss" in out and "final top-1 accuracy" in out
