@@ -1,4 +1,90 @@
-"""(being written)"""
+"""Recurrent layers, Fluid 1.8 signatures: ``dynamic_lstm`` and ``dynamic_gru`` over LoD
+sequences, ``lstm_unit`` and ``gru_unit`` for one dense step (ops/rnn.py has the kernels and
+the gate layouts, NOTE(rnn-gates)).
+
+The sequence layers take input that is already projected to the gates (an ``fc`` of width
+4 * hidden or 3 * hidden before them) and hold only the recurrent weight and the bias, named
+as Fluid names them (``lstm_0.w_0``, ``lstm_0.b_0``, ``gru_0.w_0``, ...), so initial values
+set by name carry over. Building is single-threaded, as in Fluid.
+
+Example::
+
+    import placegroup as fluid
+    words = fluid.layers.data("words", shape=[1], dtype="int64", lod_level=1)
+    emb = fluid.layers.embedding(words, size=[1000, 16])
+    hidden, cell = fluid.layers.dynamic_lstm(fluid.layers.fc(emb, 4 * 32), size=4 * 32)
+    sentence = fluid.layers.sequence_pool(hidden, "max")
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+from placegroup.layer_helper import LayerHelper
+
+__all__ = ["dynamic_lstm"]
+
+
+def _check_float(layer: str, slot: str, v) -> None:
+    if v.dtype not in ("float32", "float64"):
+        raise TypeError(f"{layer}: {slot} {v.name!r} must be float32 or float64, got {v.dtype}")
+
+
+def _check_init(layer: str, slot: str, v, size: int) -> None:
+    if v is None:
+        return
+    _check_float(layer, slot, v)
+    if len(v.shape) != 2 or v.shape[1] != size:
+        raise ValueError(f"{layer}: {slot} {v.name!r} must be [batch_size, {size}], got {list(v.shape)}")
+
+
+def dynamic_lstm(input, size: int, h_0=None, c_0=None, param_attr=None, bias_attr=None, use_peepholes: bool = True,
+                 is_reverse: bool = False, gate_activation: str = "sigmoid", cell_activation: str = "tanh",
+                 candidate_activation: str = "tanh", dtype: str = "float32", name=None):
+    """An LSTM over each sequence of a 1-level LoD tensor (Fluid's ``lstm`` op).
+
+    Gates are ordered [candidate, input, forget, output]; with peepholes the bias is
+    [1, 7 * hidden] and its last 3 * hidden numbers are the diagonal cell-to-gate weights.
+
+    Args:
+        input: the projected input, [T, 4 * hidden], lod_level 1, float32 or float64.
+        size: 4 * hidden (Fluid's convention: the width of ``input``).
+        h_0, c_0: optional initial hidden and cell states, [batch_size, hidden], one row per
+            sequence; both or neither.
+        param_attr: the recurrent weight [hidden, 4 * hidden] (Xavier by default).
+        bias_attr: the bias (zeros by default); it may not be False.
+        use_peepholes, is_reverse, gate_activation, cell_activation, candidate_activation:
+            as Fluid ("sigmoid", "tanh", "relu" or "identity").
+        dtype: the parameters' dtype.
+
+    Returns:
+        (hidden, cell): [T, hidden] each, with the input's LoD.
+
+    Raises:
+        ValueError: bias_attr False, size not a multiple of 4 or not the input's width, or
+            h_0/c_0 of the wrong shape or only one of them.
+
+    Example::
+
+        hidden, cell = fluid.layers.dynamic_lstm(fluid.layers.fc(emb, 128), size=128, use_peepholes=False)
+    """
+    if bias_attr is False:
+        raise ValueError("dynamic_lstm: bias_attr should not be False (the lstm op needs its bias)")
+    _check_float("dynamic_lstm", "input", input)
+    if size % 4 or input.shape[-1] != size:
+        raise ValueError(f"dynamic_lstm: size must be 4 * hidden size and input's width, "
+                         f"got size={size} for input {input.name!r}{list(input.shape)}")
+    if (h_0 is None) != (c_0 is None):
+        raise ValueError("dynamic_lstm: h_0 and c_0 can be None only at the same time")
+    helper = LayerHelper("lstm", name=name)
+    d = size // 4
+    _check_init("dynamic_lstm", "h_0", h_0, d)
+    _check_init("dynamic_lstm", "c_0", c_0, d)
+    weight = helper.create_parameter(param_attr, [d, 4 * d], dtype)
+    bias = helper.create_parameter(bias_attr, [1, (7 if use_peepholes else 4) * d], dtype, is_bias=True)
+    outs = {slot: [helper.create_variable_for_type_inference(dtype)]
+            for slot in ("Hidden", "Cell", "BatchGate", "BatchCellPreAct")}
+    inputs = {"Input": [input], "Weight": [weight], "Bias": [bias]}
+    if h_0 is not None:
+        inputs["H0"], inputs["C0"] = [h_0], [c_0]
+    helper.append_op("lstm", inputs, outs,
+                     {"use_peepholes": use_peepholes, "is_reverse": is_reverse, "gate_activation": gate_activation,
+                      "cell_activation": cell_activation, "candidate_activation": candidate_activation})
+    return outs["Hidden"][0], outs["Cell"][0]

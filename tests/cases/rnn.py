@@ -1,6 +1,93 @@
-"""OpCases (being written); tests/op_cases.py gathers them."""
+"""OpCases for the recurrent ops (ops/rnn.py); tests/op_cases.py gathers them.
+
+The references run one sequence at a time, one row at a time, written from Fluid 1.8's
+kernels (math/detail/lstm_kernel.h, gru_kernel.h, lstm_unit_op.h, gru_unit_op.h), so they
+check the batched, reordered kernels by another route. The LoD has an empty sequence and
+sequences of different lengths, so the batch order differs from the input's. Only Hidden (and
+lstm_unit's H and C) get a cotangent in the gradient check: the Batch* outputs are internal,
+and Fluid's lstm_grad ignores Cell@GRAD (NOTE(rnn-gates)).
+"""
 from __future__ import annotations
 
-from tests.op_case import OpCase  # noqa: F401
+import numpy as np
 
-CASES: list[OpCase] = []
+from placegroup.errors import ProgramError
+from placegroup.values import LoDTensor
+from tests.op_case import N, OpCase, spec
+
+LOD = [[0, 3, 3, 4, 8]]  # lengths 3, 0, 1, 4
+D = 3
+
+
+def _sig(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+ACT = {"sigmoid": _sig, "tanh": np.tanh, "relu": lambda x: np.maximum(x, 0), "identity": lambda x: x}
+
+
+def _steps(o, k, reverse):
+    rows = range(o[k], o[k + 1])
+    return reversed(rows) if reverse else rows
+
+
+# -- lstm ------------------------------------------------------------------------------------
+
+
+def _lstm_sample(peep=True, init=False):
+    def sample(r):
+        ins = {"Input": LoDTensor(N(r, 8, 4 * D) * 0.7, LOD), "Weight": N(r, D, 4 * D) * 0.5,
+               "Bias": N(r, 1, (7 if peep else 4) * D) * 0.5}
+        if init:
+            ins["H0"], ins["C0"] = N(r, 4, D), N(r, 4, D)
+        return ins
+    return sample
+
+
+def _lstm_ref(i, a):
+    x, w, b = i["Input"], i["Weight"], i["Bias"]
+    o, data = x.offsets[0], x.data
+    ga, ca, na = (ACT[a[k]] for k in ("gate_activation", "cell_activation", "candidate_activation"))
+    peep = b[0, 4 * D:] if a["use_peepholes"] else np.zeros(3 * D, b.dtype)
+    hidden, cell = np.zeros((len(data), D), data.dtype), np.zeros((len(data), D), data.dtype)
+    for k in range(len(o) - 1):
+        h = i["H0"][k] if "H0" in i else np.zeros(D, data.dtype)
+        c = i["C0"][k] if "C0" in i else np.zeros(D, data.dtype)
+        for row in _steps(o, k, a["is_reverse"]):
+            g = data[row] + b[0, :4 * D] + h @ w
+            cand = na(g[:D])
+            ig = ga(g[D:2 * D] + c * peep[:D])
+            fg = ga(g[2 * D:3 * D] + c * peep[D:2 * D])
+            c = cand * ig + c * fg
+            og = ga(g[3 * D:] + c * peep[2 * D:])
+            h = og * ca(c)
+            hidden[row], cell[row] = h, c
+    return {"Hidden": hidden, "Cell": cell}  # the executor gives them Input's LoD ("share")
+
+
+_LSTM_ERR_ATTRS = {"use_peepholes": True, "is_reverse": False, "gate_activation": "sigmoid",
+                   "cell_activation": "tanh", "candidate_activation": "tanh"}
+_LSTM_GRADS = ("Input", "Weight", "Bias")
+
+CASES: list[OpCase] = [
+    OpCase("lstm", _lstm_sample(), _lstm_ref, grad=_LSTM_GRADS, grad_outs=("Hidden",), name="peephole",
+           errors=(({"Input": spec(8, 10), "Weight": spec(2, 8), "Bias": spec(1, 14)}, _LSTM_ERR_ATTRS,
+                    ProgramError, r"lstm: Input's width must be 4 \* hidden size, got Input\[8, 10\]"),
+                   ({"Input": spec(8, 12), "Weight": spec(3, 8), "Bias": spec(1, 21)}, _LSTM_ERR_ATTRS,
+                    ProgramError, r"Weight must be \[3, 12\] .* got Weight\[3, 8\]"),
+                   ({"Input": spec(8, 12), "Weight": spec(3, 12), "Bias": spec(1, 12)}, _LSTM_ERR_ATTRS,
+                    ProgramError, r"Bias must be \[1, 21\] \(use_peepholes=True\), got Bias\[1, 12\]"),
+                   ({"Input": spec(8, 12), "Weight": spec(3, 12), "Bias": spec(1, 21), "H0": spec(4, 3)},
+                    _LSTM_ERR_ATTRS, ProgramError, "H0 and C0 must be given together"),
+                   ({"Input": spec(8, 12), "Weight": spec(3, 12), "Bias": spec(1, 21)},
+                    {**_LSTM_ERR_ATTRS, "gate_activation": "softmax"}, ProgramError,
+                    r"gate_activation 'softmax' is not one of"),
+                   ({"Input": np.zeros((8, 12), np.float32), "Weight": spec(3, 12), "Bias": spec(1, 21)},
+                    _LSTM_ERR_ATTRS, ValueError, "lstm: Input is a dense array, not a sequence"))),
+    OpCase("lstm", _lstm_sample(peep=False, init=True), _lstm_ref, attrs={"use_peepholes": False},
+           grad=_LSTM_GRADS + ("H0", "C0"), grad_outs=("Hidden",), name="h0_c0"),
+    OpCase("lstm", _lstm_sample(init=True), _lstm_ref,
+           attrs={"is_reverse": True, "gate_activation": "tanh", "cell_activation": "relu",
+                  "candidate_activation": "identity"},
+           grad=_LSTM_GRADS + ("H0", "C0"), grad_outs=("Hidden",), name="reverse_acts"),
+]

@@ -1,0 +1,168 @@
+"""The recurrent layers (placegroup/layers/rnn.py) in whole programs.
+
+``MODEL`` is a Fluid 1.x text classifier, words -> embedding -> fc -> dynamic_lstm or
+dynamic_gru -> sequence_pool(max) -> fc softmax -> cross entropy, SGD, written once as source
+text against a ``fluid`` module: here it runs with placegroup, and in the ``paddle``-marked
+tests the same text runs in a subprocess with Fluid 1.8.5 (``PLACEGROUP_PADDLE18_PYTHON``)
+from the same initial values (array initializers) and the same batches, and the per-step
+losses, the first step's RNN outputs and its parameter gradients must agree (rtol 1e-4).
+Without that python those tests skip. The ops' own numerics are in tests/cases/rnn.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import placegroup as fluid
+
+V, E, H, C = 30, 8, 6, 3
+
+MODEL = r'''
+import numpy as np
+
+def build(fluid, cell, init, lr, opts):
+    """The classifier; returns (main, startup, fetch names)."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        def attr(n):
+            return fluid.ParamAttr(name=n, initializer=fluid.initializer.NumpyArrayInitializer(np.array(init[n])))
+        words = fluid.layers.data("words", [1], dtype="int64", lod_level=1)
+        label = fluid.layers.data("label", [1], dtype="int64")
+        emb = fluid.layers.embedding(words, size=list(np.shape(init["emb"])), param_attr=attr("emb"))
+        width = np.shape(init["proj.w"])[1]
+        proj = fluid.layers.fc(emb, width, param_attr=attr("proj.w"), bias_attr=attr("proj.b"))
+        if cell == "lstm":
+            hidden, _ = fluid.layers.dynamic_lstm(proj, size=width, param_attr=attr("rnn.w"), bias_attr=attr("rnn.b"),
+                                                  **opts)
+        else:
+            hidden = fluid.layers.dynamic_gru(proj, size=width // 3, param_attr=attr("rnn.w"),
+                                              bias_attr=attr("rnn.b"), **opts)
+        pooled = fluid.layers.sequence_pool(hidden, "max")
+        prob = fluid.layers.fc(pooled, np.shape(init["out.w"])[1], act="softmax", param_attr=attr("out.w"),
+                               bias_attr=attr("out.b"))
+        loss = fluid.layers.mean(fluid.layers.cross_entropy(prob, label))
+        fluid.optimizer.SGD(lr).minimize(loss)
+    return main, startup, [loss.name, hidden.name, "rnn.w@GRAD", "rnn.b@GRAD", "proj.w@GRAD"]
+
+
+def train(fluid, cell, init, lr, opts, batches):
+    """Per-step losses, and the first step's hidden and gradients (as lists)."""
+    main, startup, fetch = build(fluid, cell, init, lr, opts)
+    exe = fluid.Executor(fluid.CPUPlace())
+    losses, first = [], None
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        for ids, lens, labels in batches:
+            feed = {"words": fluid.create_lod_tensor(np.array(ids, "int64").reshape(-1, 1), [lens], fluid.CPUPlace()),
+                    "label": np.array(labels, "int64").reshape(-1, 1)}
+            out = exe.run(main, feed=feed, fetch_list=fetch, return_numpy=False)
+            losses.append(float(np.array(out[0]).reshape(-1)[0]))
+            if first is None:
+                first = [np.array(v).tolist() for v in out[1:]]
+    return {"losses": losses, "first": first}
+'''
+
+RUNNER = MODEL + r'''
+import json, sys
+import paddle.fluid as fluid
+args = json.loads(sys.stdin.read())
+print("RESULT " + json.dumps(train(fluid, args["cell"], args["init"], args["lr"], args["opts"], args["batches"])))
+'''
+
+
+def _model():
+    ns: dict = {}
+    exec(compile(MODEL, "<rnn MODEL>", "exec"), ns)  # noqa: S102 - our own source text
+    return ns
+
+
+def _init(cell: str, opts: dict, seed: int = 0) -> dict:
+    r = np.random.default_rng(seed)
+    gates = 4 if cell == "lstm" else 3
+    bias = 7 if cell == "lstm" and opts.get("use_peepholes", True) else gates
+    return {"emb": r.normal(0, 0.5, (V, E)), "proj.w": r.normal(0, 0.3, (E, gates * H)),
+            "proj.b": r.normal(0, 0.1, (gates * H,)), "rnn.w": r.normal(0, 0.3, (H, gates * H)),
+            "rnn.b": r.normal(0, 0.1, (1, bias * H)), "out.w": r.normal(0, 0.3, (H, C)), "out.b": np.zeros(C)}
+
+
+def _batches(n: int, seed: int = 1) -> list:
+    """Sentences whose class is which third of the vocabulary most of their words come from."""
+    r = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        labels = r.integers(0, C, 8)
+        lens = r.integers(1, 7, 8)
+        ids = [int(r.integers(c * V // C, (c + 1) * V // C)) if r.random() < 0.8 else int(r.integers(0, V))
+               for c, k in zip(labels, lens) for _ in range(k)]
+        out.append((ids, lens.tolist(), labels.tolist()))
+    return out
+
+
+def _as_lists(init: dict) -> dict:
+    return {k: v.astype("float32").tolist() for k, v in init.items()}
+
+
+LSTM_OPTS = [{}, {"use_peepholes": False}, {"is_reverse": True, "gate_activation": "sigmoid",
+                                            "cell_activation": "relu", "candidate_activation": "tanh"}]
+
+
+@pytest.mark.parametrize("opts", LSTM_OPTS, ids=["peephole", "plain", "reverse_relu"])
+def test_lstm_classifier_trains(opts):
+    got = _model()["train"](fluid, "lstm", _as_lists(_init("lstm", opts)), 0.5, opts, _batches(60))
+    losses = got["losses"]
+    assert all(np.isfinite(losses)), losses
+    assert np.mean(losses[-10:]) < 0.7 * np.mean(losses[:10]), losses
+
+
+def test_dynamic_lstm_builds_fluids_parameters_and_checks_its_arguments():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data("x", [12], lod_level=1)
+        hidden, cell = fluid.layers.dynamic_lstm(x, size=12)
+        assert list(hidden.shape) == [-1, 3] and list(cell.shape) == [-1, 3]
+        assert hidden.lod_level == 1 and cell.lod_level == 1
+        params = {p.name: list(p.shape) for p in main.global_block().all_parameters()}
+        assert params == {"lstm_0.w_0": [3, 12], "lstm_0.b_0": [1, 21]}
+        with pytest.raises(ValueError, match="bias_attr should not be False"):
+            fluid.layers.dynamic_lstm(x, size=12, bias_attr=False)
+        with pytest.raises(ValueError, match=r"size must be 4 \* hidden size and input's width, got size=8"):
+            fluid.layers.dynamic_lstm(x, size=8)
+        h0 = fluid.layers.data("h0", [3])
+        with pytest.raises(ValueError, match="h_0 and c_0 can be None only at the same time"):
+            fluid.layers.dynamic_lstm(x, size=12, h_0=h0)
+
+
+# -- against Fluid 1.8.5 ----------------------------------------------------------------------
+
+PADDLE18 = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
+
+
+def _fluid18(cell: str, init: dict, lr: float, opts: dict, batches: list) -> dict:
+    if not PADDLE18:
+        pytest.skip("PLACEGROUP_PADDLE18_PYTHON does not name a python with paddlepaddle 1.8")
+    args = json.dumps({"cell": cell, "init": init, "lr": lr, "opts": opts, "batches": batches})
+    done = subprocess.run([PADDLE18, "-c", RUNNER], input=args, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "GLOG_minloglevel": "3", "CUDA_VISIBLE_DEVICES": ""})
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def _compare(cell: str, opts: dict) -> None:
+    init, batches = _as_lists(_init(cell, opts)), _batches(20)
+    want = _fluid18(cell, init, 0.5, opts, batches)
+    got = _model()["train"](fluid, cell, init, 0.5, opts, batches)
+    names = ["hidden", "rnn.w@GRAD", "rnn.b@GRAD", "proj.w@GRAD"]
+    for name, g, w in zip(names, got["first"], want["first"], strict=True):
+        np.testing.assert_allclose(np.array(g), np.array(w), rtol=1e-4, atol=1e-6, err_msg=f"{cell} {opts}: {name}")
+    np.testing.assert_allclose(got["losses"], want["losses"], rtol=1e-4, atol=1e-6, err_msg=f"{cell} {opts}: losses")
+
+
+@pytest.mark.paddle
+@pytest.mark.parametrize("opts", LSTM_OPTS, ids=["peephole", "plain", "reverse_relu"])
+def test_lstm_classifier_equals_fluid18(opts):
+    _compare("lstm", opts)
