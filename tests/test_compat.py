@@ -84,7 +84,7 @@ def test_paddle_fluid_builds_a_model(aliased):
     ("fluid.dygraph", "fluid.dygraph"),
     ("fluid.optimizer.PipelineOptimizer", "fluid.optimizer.PipelineOptimizer"),
     ("fluid.metrics.DetectionMAP", "fluid.metrics.DetectionMAP"),
-    ("fluid.layers.sequence_conv", "fluid.layers.sequence_conv"),  # more sequence ops come next
+    ("fluid.layers.beam_search", "fluid.layers.beam_search"),
 ])
 def test_a_fluid_name_placegroup_lacks_says_so(expr, label):
     with pytest.raises(NotImplementedError, match=re.escape(f"placegroup does not implement {label} yet")):
