@@ -168,3 +168,24 @@ def test_word2vec_runs_alone(capsys):
     example("word2vec").main(["--steps", "50", "--dict-size", "200", "--corpus", "2000", "--batch-size", "64"])
     out = capsys.readouterr().out
     assert "step   50  loss" in out and "final top-1 accuracy" in out
+
+
+# --- (c) text classification: text CNN and bag of words over LoD word ids --------------------
+
+@pytest.mark.parametrize("model", ["cnn", "bow"])
+def test_text_classification_2x2_sync_equals_one_process(model):
+    tc = example("text_classification")
+    local = check_sync(lambda: tc.build(dict_size=300, model=model), tc.feed,
+                       tc.sentences(steps=12, batch=16, dict_size=300))
+    assert np.mean(local[-4:]) < np.mean(local[:4])
+
+
+def test_text_classification_trains_in_async_mode():
+    tc = example("text_classification")
+    check_async(lambda: tc.build(dict_size=300), tc.feed, tc.sentences(steps=30, batch=16, dict_size=300))
+
+
+def test_text_classification_runs_alone(capsys):
+    example("text_classification").main(["--steps", "25", "--dict-size", "300", "--batch-size", "16"])
+    out = capsys.readouterr().out
+    assert "step   25  loss" in out and "final accuracy" in out
