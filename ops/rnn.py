@@ -276,3 +276,147 @@ def lstm_grad(xp, ins, a, ctx):
     if "C0@GRAD" in ctx.outputs and c0 is not None:
         out["C0@GRAD"] = _scatter_init(xp, c0, dc0, s)
     return out
+
+
+# -- gru -------------------------------------------------------------------------------------
+
+
+def _gru_weights(w):
+    """The gate [D, 2D] and candidate [D, D] weights from Weight's flat memory (NOTE(rnn-gates))."""
+    d = w.shape[0]
+    flat = w.reshape(-1)
+    return flat[:2 * d * d].reshape(d, 2 * d), flat[2 * d * d:].reshape(d, d)
+
+
+def _gru_checks(op: str, ins, a, x_slot: str, acts) -> int:
+    x, w, b = ins[x_slot], ins["Weight"], ins.get("Bias")
+    _rank2(op, x_slot, x)
+    check(x.shape[1] % 3 == 0, f"{op}: {x_slot}'s width must be 3 * hidden size, got {x_slot}{list(x.shape)}")
+    d = x.shape[1] // 3
+    check(tuple(w.shape) == (d, 3 * d), f"{op}: Weight must be [{d}, {3 * d}] for {x_slot}{list(x.shape)}, "
+                                        f"got Weight{list(w.shape)}")
+    check(b is None or tuple(b.shape) == (1, 3 * d), f"{op}: Bias must be [1, {3 * d}], got Bias{list(b.shape)}"
+          if b is not None else "")
+    for k in acts:
+        name = UNIT_ACTS.get(a[k]) if op == "gru_unit" else a[k]
+        check(name in ACTS, f"{op}: {k} {a[k]!r} is not one of "
+                            f"{sorted(UNIT_ACTS) if op == 'gru_unit' else list(ACTS)}")
+    return d
+
+
+def _gru_infer(ins, a):
+    d = _gru_checks("gru", ins, a, "Input", ("activation", "gate_activation"))
+    _check_init("gru", ins, "H0", d)
+    x = ins["Input"]
+    t = Meta((x.shape[0], d), x.dtype)
+    return {"Hidden": t, "BatchGate": Meta((x.shape[0], 3 * d), x.dtype), "BatchResetHiddenPrev": t,
+            "BatchHidden": t}
+
+
+_GRU_ATTRS = {"activation": "tanh", "gate_activation": "sigmoid", "is_reverse": False, "origin_mode": False}
+
+
+@register("gru", ins=("Input", Slot("H0", dispensable=True), "Weight", Slot("Bias", dispensable=True)),
+          outs=("Hidden", Slot("BatchGate", no_grad=True), Slot("BatchResetHiddenPrev", no_grad=True),
+                Slot("BatchHidden", no_grad=True)),
+          attrs=_GRU_ATTRS, infer=_gru_infer, wants_lod=("Input",),
+          grad=grad_of(("Input", "H0", "Weight", "Bias"), out="Hidden",
+                       outs=("BatchGate", "BatchResetHiddenPrev", "BatchHidden")))
+def gru(xp, ins, a, ctx):
+    """A 1-level-LoD GRU over pre-projected gates (NOTE(rnn-batch), NOTE(rnn-gates))."""
+    x = ins["Input"]
+    s = _schedule("gru", x, a["is_reverse"])
+    w, b = ins["Weight"], ins.get("Bias")
+    d = w.shape[0]
+    wg, wc = _gru_weights(w)
+    gates = x.data + b if b is not None else x.data
+    ga, na, origin = a["gate_activation"], a["activation"], a["origin_mode"]
+    n0 = len(s.rows[0]) if s.rows else 0
+    hp_all = _init(xp, ins.get("H0"), s, n0)
+    rows_n = s.batch.shape[0]
+    bg = xp.empty((rows_n, 3 * d), dtype=gates.dtype)
+    br, bh = xp.empty((rows_n, d), dtype=gates.dtype), xp.empty((rows_n, d), dtype=gates.dtype)
+    for t, rows in enumerate(s.rows):
+        lo, hi = s.bounds[t], s.bounds[t + 1]
+        n = hi - lo
+        g = gates[xp.asarray(rows)]
+        hp = hp_all[:n] if hp_all is not None else None
+        ur = g[:, :2 * d] + hp @ wg if hp is not None else g[:, :2 * d]
+        u, r = act(xp, ga, ur[:, :d]), act(xp, ga, ur[:, d:])
+        if hp is None:
+            hp = xp.zeros((n, d), dtype=g.dtype)
+            rh, cpre = hp, g[:, 2 * d:]
+        else:
+            rh = hp * r
+            cpre = g[:, 2 * d:] + rh @ wc
+        c = act(xp, na, cpre)
+        h = (u * hp + c - u * c) if origin else (hp - u * hp + u * c)
+        bg[lo:hi] = xp.concatenate([u, r, c], axis=1)
+        br[lo:hi], bh[lo:hi] = rh, h
+        hp_all = bh[lo:hi]
+    return {"Hidden": _to_rows(xp, bh, s), "BatchGate": bg, "BatchResetHiddenPrev": br, "BatchHidden": bh}
+
+
+@register("gru_grad", ins=("Input", Slot("H0", dispensable=True), "Weight", Slot("Bias", dispensable=True),
+                           "BatchGate", "BatchResetHiddenPrev", "BatchHidden", "Hidden@GRAD"),
+          outs=tuple(Slot(n + "@GRAD", dispensable=True) for n in ("Input", "H0", "Weight", "Bias")),
+          attrs=_GRU_ATTRS, role="backward", wants_lod=("Input",))
+def gru_grad(xp, ins, a, ctx):
+    """Back through the steps in reverse, as GRUGradKernel."""
+    x = ins["Input"]
+    s = _schedule("gru_grad", x, a["is_reverse"])
+    w = ins["Weight"]
+    d = w.shape[0]
+    wg, wc = _gru_weights(w)
+    ga, na, origin = a["gate_activation"], a["activation"], a["origin_mode"]
+    bg, br, bh = ins["BatchGate"], ins["BatchResetHiddenPrev"], ins["BatchHidden"]
+    dh_all = ins["Hidden@GRAD"][xp.asarray(s.batch)]
+    h0 = ins.get("H0")
+    n0 = len(s.rows[0]) if s.rows else 0
+    h0o = _init(xp, h0, s, n0)
+    dg_all = xp.empty_like(bg)
+    dwg, dwc = xp.zeros_like(wg), xp.zeros_like(wc)
+    carry = dh0 = None
+    for t in range(len(s.rows) - 1, -1, -1):
+        lo, hi = s.bounds[t], s.bounds[t + 1]
+        n = hi - lo
+        dh = dh_all[lo:hi]
+        if carry is not None:  # from step t + 1, whose sequences are a prefix of these
+            m = carry.shape[0]
+            dh = xp.concatenate([dh[:m] + carry, dh[m:]])
+        g = bg[lo:hi]
+        u, r, c = g[:, :d], g[:, d:2 * d], g[:, 2 * d:]
+        if t > 0:
+            plo = s.bounds[t - 1]
+            hp = bh[plo:plo + n]
+        else:
+            hp = h0o
+        hpv = hp if hp is not None else xp.zeros((n, d), dtype=dh.dtype)
+        if origin:
+            du, dhp, dc = dh * (hpv - c), dh * u, act_grad(na, dh * (1.0 - u), c)
+        else:
+            du, dhp, dc = dh * (c - hpv), dh * (1.0 - u), act_grad(na, dh * u, c)
+        du = act_grad(ga, du, u)
+        if hp is not None:
+            drh = dc @ wc.T
+            dwc += br[lo:hi].T @ dc
+            dr = act_grad(ga, drh * hp, r)
+            dur = xp.concatenate([du, dr], axis=1)
+            dhp = dhp + drh * r + dur @ wg.T
+            dwg += hp.T @ dur
+        else:
+            dr = xp.zeros_like(du)
+        dg_all[lo:hi] = xp.concatenate([du, dr, dc], axis=1)
+        carry = dhp if hp is not None else None
+        if t == 0:
+            dh0 = dhp
+    out = {}
+    if "Input@GRAD" in ctx.outputs:
+        out["Input@GRAD"] = _to_rows(xp, dg_all, s)
+    if "Weight@GRAD" in ctx.outputs:
+        out["Weight@GRAD"] = xp.concatenate([dwg.reshape(-1), dwc.reshape(-1)]).reshape(w.shape)
+    if "Bias@GRAD" in ctx.outputs and ins.get("Bias") is not None:
+        out["Bias@GRAD"] = dg_all.sum(0)[None, :]
+    if "H0@GRAD" in ctx.outputs and h0 is not None:
+        out["H0@GRAD"] = _scatter_init(xp, h0, dh0, s)
+    return out

@@ -166,3 +166,33 @@ def _compare(cell: str, opts: dict) -> None:
 @pytest.mark.parametrize("opts", LSTM_OPTS, ids=["peephole", "plain", "reverse_relu"])
 def test_lstm_classifier_equals_fluid18(opts):
     _compare("lstm", opts)
+
+
+GRU_OPTS = [{}, {"origin_mode": True}, {"is_reverse": True, "candidate_activation": "relu"}]
+GRU_IDS = ["default", "origin", "reverse_relu"]
+
+
+@pytest.mark.parametrize("opts", GRU_OPTS, ids=GRU_IDS)
+def test_gru_classifier_trains(opts):
+    got = _model()["train"](fluid, "gru", _as_lists(_init("gru", opts)), 0.5, opts, _batches(60))
+    losses = got["losses"]
+    assert all(np.isfinite(losses)), losses
+    assert np.mean(losses[-10:]) < 0.7 * np.mean(losses[:10]), losses
+
+
+def test_dynamic_gru_builds_fluids_parameters_and_checks_its_arguments():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data("x", [9], lod_level=1)
+        hidden = fluid.layers.dynamic_gru(x, size=3)
+        assert list(hidden.shape) == [-1, 3] and hidden.lod_level == 1
+        params = {p.name: list(p.shape) for p in main.global_block().all_parameters()}
+        assert params == {"gru_0.w_0": [3, 9], "gru_0.b_0": [1, 9]}
+        with pytest.raises(ValueError, match=r"input's width must be 3 \* size = 12"):
+            fluid.layers.dynamic_gru(x, size=4)
+
+
+@pytest.mark.paddle
+@pytest.mark.parametrize("opts", GRU_OPTS, ids=GRU_IDS)
+def test_gru_classifier_equals_fluid18(opts):
+    _compare("gru", opts)

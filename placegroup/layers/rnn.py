@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from placegroup.layer_helper import LayerHelper
 
-__all__ = ["dynamic_lstm"]
+__all__ = ["dynamic_lstm", "dynamic_gru"]
 
 
 def _check_float(layer: str, slot: str, v) -> None:
@@ -88,3 +88,54 @@ def dynamic_lstm(input, size: int, h_0=None, c_0=None, param_attr=None, bias_att
                      {"use_peepholes": use_peepholes, "is_reverse": is_reverse, "gate_activation": gate_activation,
                       "cell_activation": cell_activation, "candidate_activation": candidate_activation})
     return outs["Hidden"][0], outs["Cell"][0]
+
+
+def dynamic_gru(input, size: int, param_attr=None, bias_attr=None, is_reverse: bool = False,
+                gate_activation: str = "sigmoid", candidate_activation: str = "tanh", h_0=None,
+                origin_mode: bool = False):
+    """A GRU over each sequence of a 1-level LoD tensor (Fluid's ``gru`` op).
+
+    Gates are ordered [update, reset, candidate]; the weight [hidden, 3 * hidden] is read as
+    Fluid reads its memory: the first 2 * hidden² numbers are the [hidden, 2 * hidden] gate
+    weight, the rest the [hidden, hidden] candidate weight (NOTE(rnn-gates) in ops/rnn.py).
+
+    Args:
+        input: the projected input, [T, 3 * hidden], lod_level 1, float32 or float64.
+        size: the hidden size (unlike dynamic_lstm's, not the input's width).
+        param_attr: the weight [hidden, 3 * hidden] (Xavier by default).
+        bias_attr: the bias [1, 3 * hidden] (zeros by default; False: none).
+        is_reverse, gate_activation, candidate_activation: as Fluid ("sigmoid", "tanh", "relu"
+            or "identity").
+        h_0: optional initial hidden state [batch_size, hidden], one row per sequence.
+        origin_mode: h = u * h_prev + (1 - u) * c (Cho et al.) instead of
+            (1 - u) * h_prev + u * c.
+
+    Returns:
+        hidden: [T, hidden], with the input's LoD.
+
+    Raises:
+        ValueError: the input's width is not 3 * size, or h_0 has the wrong shape.
+
+    Example::
+
+        hidden = fluid.layers.dynamic_gru(fluid.layers.fc(emb, 3 * 32), size=32)
+    """
+    _check_float("dynamic_gru", "input", input)
+    if input.shape[-1] != 3 * size:
+        raise ValueError(f"dynamic_gru: input's width must be 3 * size = {3 * size}, "
+                         f"got input {input.name!r}{list(input.shape)}")
+    _check_init("dynamic_gru", "h_0", h_0, size)
+    helper = LayerHelper("gru")
+    dtype = input.dtype
+    weight = helper.create_parameter(param_attr, [size, 3 * size], dtype)
+    bias = helper.create_parameter(bias_attr, [1, 3 * size], dtype, is_bias=True)
+    inputs = {"Input": [input], "Weight": [weight]}
+    if bias is not None:
+        inputs["Bias"] = [bias]
+    if h_0 is not None:
+        inputs["H0"] = [h_0]
+    outs = {slot: [helper.create_variable_for_type_inference(dtype)]
+            for slot in ("Hidden", "BatchGate", "BatchResetHiddenPrev", "BatchHidden")}
+    helper.append_op("gru", inputs, outs, {"is_reverse": is_reverse, "gate_activation": gate_activation,
+                                           "activation": candidate_activation, "origin_mode": origin_mode})
+    return outs["Hidden"][0]

@@ -91,3 +91,64 @@ CASES: list[OpCase] = [
                   "candidate_activation": "identity"},
            grad=_LSTM_GRADS + ("H0", "C0"), grad_outs=("Hidden",), name="reverse_acts"),
 ]
+
+
+# -- gru -------------------------------------------------------------------------------------
+
+
+def _gru_sample(bias=True, init=False):
+    def sample(r):
+        ins = {"Input": LoDTensor(N(r, 8, 3 * D) * 0.7, LOD), "Weight": N(r, D, 3 * D) * 0.5}
+        if bias:
+            ins["Bias"] = N(r, 1, 3 * D) * 0.5
+        if init:
+            ins["H0"] = N(r, 4, D)
+        return ins
+    return sample
+
+
+def _gru_step(x, h, w, b, ga, na, origin):
+    """One GRU step of one sequence: Weight's flat memory is [D, 2D] gates then [D, D]."""
+    flat = w.reshape(-1)
+    wg, wc = flat[:2 * D * D].reshape(D, 2 * D), flat[2 * D * D:].reshape(D, D)
+    g = x + (b[0] if b is not None else 0.0)
+    u = ga(g[:D] + h @ wg[:, :D])
+    r = ga(g[D:2 * D] + h @ wg[:, D:])
+    c = na(g[2 * D:] + (r * h) @ wc)
+    return (u * h + (1 - u) * c) if origin else ((1 - u) * h + u * c), u, r, c
+
+
+def _gru_ref(i, a):
+    x = i["Input"]
+    o, data = x.offsets[0], x.data
+    hidden = np.zeros((len(data), D), data.dtype)
+    for k in range(len(o) - 1):
+        h = i["H0"][k] if "H0" in i else np.zeros(D, data.dtype)
+        for row in _steps(o, k, a["is_reverse"]):
+            h = _gru_step(data[row], h, i["Weight"], i.get("Bias"), ACT[a["gate_activation"]], ACT[a["activation"]],
+                          a["origin_mode"])[0]
+            hidden[row] = h
+    return {"Hidden": hidden}
+
+
+_GRU_ERR_ATTRS = {"activation": "tanh", "gate_activation": "sigmoid", "is_reverse": False, "origin_mode": False}
+_GRU_GRADS = ("Input", "Weight")
+
+CASES += [
+    OpCase("gru", _gru_sample(), _gru_ref, grad=_GRU_GRADS + ("Bias",), grad_outs=("Hidden",), name="bias",
+           errors=(({"Input": spec(8, 10), "Weight": spec(3, 9)}, _GRU_ERR_ATTRS, ProgramError,
+                    r"gru: Input's width must be 3 \* hidden size, got Input\[8, 10\]"),
+                   ({"Input": spec(8, 9), "Weight": spec(3, 12)}, _GRU_ERR_ATTRS, ProgramError,
+                    r"gru: Weight must be \[3, 9\] .* got Weight\[3, 12\]"),
+                   ({"Input": spec(8, 9), "Weight": spec(3, 9), "Bias": spec(1, 12)}, _GRU_ERR_ATTRS,
+                    ProgramError, r"gru: Bias must be \[1, 9\], got Bias\[1, 12\]"),
+                   ({"Input": spec(8, 9), "Weight": spec(3, 9), "H0": spec(4, 2)}, _GRU_ERR_ATTRS,
+                    ProgramError, r"gru: H0 must be \[N, 3\]"),
+                   ({"Input": np.zeros((8, 9), np.float32), "Weight": spec(3, 9)}, _GRU_ERR_ATTRS,
+                    ValueError, "gru: Input is a dense array, not a sequence"))),
+    OpCase("gru", _gru_sample(bias=False, init=True), _gru_ref, attrs={"origin_mode": True},
+           grad=_GRU_GRADS + ("H0",), grad_outs=("Hidden",), name="origin_h0"),
+    OpCase("gru", _gru_sample(init=True), _gru_ref,
+           attrs={"is_reverse": True, "activation": "relu", "gate_activation": "tanh"},
+           grad=_GRU_GRADS + ("Bias", "H0"), grad_outs=("Hidden",), name="reverse_acts"),
+]
