@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from placegroup.ops.registry import Meta, Slot, check, grad_of, register
+from placegroup.ops.registry import OpSpec, Meta, Slot, check, grad_name, grad_of, register
 from placegroup.values import LoDTensor
 
 ACTS = ("sigmoid", "tanh", "relu", "identity")
@@ -419,4 +419,125 @@ def gru_grad(xp, ins, a, ctx):
         out["Bias@GRAD"] = dg_all.sum(0)[None, :]
     if "H0@GRAD" in ctx.outputs and h0 is not None:
         out["H0@GRAD"] = _scatter_init(xp, h0, dh0, s)
+    return out
+
+
+# -- lstm_unit -------------------------------------------------------------------------------
+
+
+def _lstm_unit_infer(ins, a):
+    x, c = ins["X"], ins["C_prev"]
+    _rank2("lstm_unit", "X", x)
+    _rank2("lstm_unit", "C_prev", c)
+    check(_fits(x.shape[1], 4 * c.shape[1]) and _fits(x.shape[0], c.shape[0]),
+          f"lstm_unit: X must be [N, 4 * D] for C_prev [N, D], got X{list(x.shape)} and C_prev{list(c.shape)}")
+    out = Meta(tuple(c.shape), x.dtype)
+    return {"C": out, "H": out}
+
+
+def _lstm_unit_grad_maker(op) -> list:
+    outs = {s + "@GRAD": [op.grad_of(op.inputs[s][0])] for s in ("X", "C_prev") if op.inputs[s][0] in op.need}
+    if not outs:
+        return []
+    ins = {s: list(op.inputs[s]) for s in ("X", "C_prev")}
+    ins.update({s: list(op.outputs[s]) for s in ("C", "H")})
+    ins.update({s + "@GRAD": [grad_name(op.outputs[s][0])] for s in ("C", "H")})
+    return [OpSpec("lstm_unit_grad", ins, outs, dict(op.attrs))]
+
+
+def _lstm_unit_gates(xp, x, forget_bias: float):
+    d = x.shape[1] // 4
+    sig = lambda v: act(xp, "sigmoid", v, clip=False)  # noqa: E731 - lstm_unit_op.h's plain sigmoid
+    return (sig(x[:, :d]), sig(x[:, d:2 * d] + forget_bias), sig(x[:, 2 * d:3 * d]),
+            act(xp, "tanh", x[:, 3 * d:], clip=False))
+
+
+@register("lstm_unit", ins=("X", "C_prev"), outs=("C", "H"), attrs={"forget_bias": 0.0}, infer=_lstm_unit_infer,
+          grad=_lstm_unit_grad_maker)
+def lstm_unit(xp, ins, a, ctx):
+    """One LSTM step on [input, forget, output, candidate] gates (NOTE(rnn-gates))."""
+    i, f, o, g = _lstm_unit_gates(xp, ins["X"], a["forget_bias"])
+    c = f * ins["C_prev"] + i * g
+    return {"C": c, "H": o * act(xp, "tanh", c, clip=False)}
+
+
+@register("lstm_unit_grad", ins=("X", "C_prev", "C", "H", "C@GRAD", "H@GRAD"),
+          outs=(Slot("X@GRAD", dispensable=True), Slot("C_prev@GRAD", dispensable=True)),
+          attrs={"forget_bias": 0.0}, role="backward")
+def lstm_unit_grad(xp, ins, a, ctx):
+    i, f, o, g = _lstm_unit_gates(xp, ins["X"], a["forget_bias"])
+    cp, dh = ins["C_prev"], ins["H@GRAD"]
+    tc = act(xp, "tanh", ins["C"], clip=False)
+    dc = ins["C@GRAD"] + dh * o * (1.0 - tc * tc)
+    out = {}
+    if "X@GRAD" in ctx.outputs:
+        out["X@GRAD"] = xp.concatenate([dc * g * i * (1.0 - i), dc * cp * f * (1.0 - f), dh * tc * o * (1.0 - o),
+                                        dc * i * (1.0 - g * g)], axis=1)
+    if "C_prev@GRAD" in ctx.outputs:
+        out["C_prev@GRAD"] = dc * f
+    return out
+
+
+# -- gru_unit --------------------------------------------------------------------------------
+
+
+def _gru_unit_infer(ins, a):
+    d = _gru_checks("gru_unit", ins, a, "Input", ("activation", "gate_activation"))
+    x, h = ins["Input"], ins["HiddenPrev"]
+    _rank2("gru_unit", "HiddenPrev", h)
+    check(_fits(h.shape[1], d) and _fits(h.shape[0], x.shape[0]),
+          f"gru_unit: HiddenPrev must be [N, {d}] for Input{list(x.shape)}, got HiddenPrev{list(h.shape)}")
+    out = Meta((x.shape[0], d), x.dtype)
+    return {"Gate": Meta(tuple(x.shape), x.dtype), "ResetHiddenPrev": out, "Hidden": out}
+
+
+_GRU_UNIT_ATTRS = {"activation": 2, "gate_activation": 1, "origin_mode": False}
+
+
+@register("gru_unit", ins=("Input", "HiddenPrev", "Weight", Slot("Bias", dispensable=True)),
+          outs=(Slot("Gate", no_grad=True), Slot("ResetHiddenPrev", no_grad=True), "Hidden"),
+          attrs=_GRU_UNIT_ATTRS, infer=_gru_unit_infer,
+          grad=grad_of(("Input", "HiddenPrev", "Weight", "Bias"), out="Hidden", outs=("Gate", "ResetHiddenPrev")))
+def gru_unit(xp, ins, a, ctx):
+    """One GRU step (NOTE(rnn-gates)); Gate holds the activated [u, r, c]."""
+    x, hp, w, b = ins["Input"], ins["HiddenPrev"], ins["Weight"], ins.get("Bias")
+    d = w.shape[0]
+    wg, wc = _gru_weights(w)
+    ga, na = UNIT_ACTS[a["gate_activation"]], UNIT_ACTS[a["activation"]]
+    g = (x + b if b is not None else x)
+    ur = g[:, :2 * d] + hp @ wg
+    u, r = act(xp, ga, ur[:, :d], clip=False), act(xp, ga, ur[:, d:], clip=False)
+    rh = r * hp
+    c = act(xp, na, g[:, 2 * d:] + rh @ wc, clip=False)
+    h = c + u * (hp - c) if a["origin_mode"] else u * (c - hp) + hp
+    return {"Gate": xp.concatenate([u, r, c], axis=1), "ResetHiddenPrev": rh, "Hidden": h}
+
+
+@register("gru_unit_grad", ins=("Input", "HiddenPrev", "Weight", Slot("Bias", dispensable=True), "Gate",
+                                "ResetHiddenPrev", "Hidden@GRAD"),
+          outs=tuple(Slot(n + "@GRAD", dispensable=True) for n in ("Input", "HiddenPrev", "Weight", "Bias")),
+          attrs=_GRU_UNIT_ATTRS, role="backward")
+def gru_unit_grad(xp, ins, a, ctx):
+    """As GRUUnitGradKernel (Gate@GRAD and ResetHiddenPrev@GRAD are not read)."""
+    hp, w, gate, dh = ins["HiddenPrev"], ins["Weight"], ins["Gate"], ins["Hidden@GRAD"]
+    d = w.shape[0]
+    wg, wc = _gru_weights(w)
+    ga, na = UNIT_ACTS[a["gate_activation"]], UNIT_ACTS[a["activation"]]
+    u, r, c = gate[:, :d], gate[:, d:2 * d], gate[:, 2 * d:]
+    if a["origin_mode"]:
+        du, dc, dhp = act_grad(ga, dh * (hp - c), u), act_grad(na, dh * (1.0 - u), c), dh * u
+    else:
+        du, dc, dhp = act_grad(ga, dh * (c - hp), u), act_grad(na, dh * u, c), dh * (1.0 - u)
+    drh = dc @ wc.T
+    dr = act_grad(ga, drh * hp, r)
+    dur = xp.concatenate([du, dr], axis=1)
+    out = {}
+    if "Input@GRAD" in ctx.outputs or "Bias@GRAD" in ctx.outputs:
+        dg = xp.concatenate([dur, dc], axis=1)
+        out.update({k: v for k, v in (("Input@GRAD", dg), ("Bias@GRAD", dg.sum(0)[None, :])) if k in ctx.outputs})
+    if "Weight@GRAD" in ctx.outputs:
+        dwg, dwc = hp.T @ dur, ins["ResetHiddenPrev"].T @ dc
+        out["Weight@GRAD"] = xp.concatenate([dwg.reshape(-1), dwc.reshape(-1)]).reshape(w.shape)
+    if "HiddenPrev@GRAD" in ctx.outputs:
+        out["HiddenPrev@GRAD"] = dhp + drh * r + dur @ wg.T
     return out

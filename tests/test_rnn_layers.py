@@ -64,13 +64,51 @@ def train(fluid, cell, init, lr, opts, batches):
             if first is None:
                 first = [np.array(v).tolist() for v in out[1:]]
     return {"losses": losses, "first": first}
+
+
+def train_units(fluid, init, lr, batches):
+    """x, h, c -> lstm_unit -> (h1, c1); gru_unit(fc(x), h1) -> h2; fc([h1, c1, h2]) softmax."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        def attr(n):
+            return fluid.ParamAttr(name=n, initializer=fluid.initializer.NumpyArrayInitializer(np.array(init[n])))
+        d = np.shape(init["gu.w"])[0]
+        x = fluid.layers.data("x", [np.shape(init["proj.w"])[0]])
+        h = fluid.layers.data("h", [d])
+        c = fluid.layers.data("c", [d])
+        c.stop_gradient = False  # Fluid 1.8's lstm_unit_grad insists on writing C_prev@GRAD
+        label = fluid.layers.data("label", [1], dtype="int64")
+        h1, c1 = fluid.layers.lstm_unit(x, h, c, forget_bias=0.5, param_attr=attr("lu.w"), bias_attr=attr("lu.b"))
+        proj = fluid.layers.fc(x, 3 * d, param_attr=attr("proj.w"), bias_attr=attr("proj.b"))
+        h2, _, _ = fluid.layers.gru_unit(proj, h1, 3 * d, param_attr=attr("gu.w"), bias_attr=attr("gu.b"))
+        prob = fluid.layers.fc(fluid.layers.concat([h1, c1, h2], axis=1), np.shape(init["out.w"])[1], act="softmax",
+                               param_attr=attr("out.w"), bias_attr=attr("out.b"))
+        loss = fluid.layers.mean(fluid.layers.cross_entropy(prob, label))
+        fluid.optimizer.SGD(lr).minimize(loss)
+    fetch = [loss.name, h2.name, "lu.w@GRAD", "gu.w@GRAD", "gu.b@GRAD"]
+    exe = fluid.Executor(fluid.CPUPlace())
+    losses, first = [], None
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        for xs, hs, cs, labels in batches:
+            feed = {"x": np.array(xs, "float32"), "h": np.array(hs, "float32"), "c": np.array(cs, "float32"),
+                    "label": np.array(labels, "int64").reshape(-1, 1)}
+            out = exe.run(main, feed=feed, fetch_list=fetch)
+            losses.append(float(np.array(out[0]).reshape(-1)[0]))
+            if first is None:
+                first = [np.array(v).tolist() for v in out[1:]]
+    return {"losses": losses, "first": first}
 '''
 
 RUNNER = MODEL + r'''
 import json, sys
 import paddle.fluid as fluid
 args = json.loads(sys.stdin.read())
-print("RESULT " + json.dumps(train(fluid, args["cell"], args["init"], args["lr"], args["opts"], args["batches"])))
+if args["cell"] == "units":
+    got = train_units(fluid, args["init"], args["lr"], args["batches"])
+else:
+    got = train(fluid, args["cell"], args["init"], args["lr"], args["opts"], args["batches"])
+print("RESULT " + json.dumps(got))
 '''
 
 
@@ -196,3 +234,57 @@ def test_dynamic_gru_builds_fluids_parameters_and_checks_its_arguments():
 @pytest.mark.parametrize("opts", GRU_OPTS, ids=GRU_IDS)
 def test_gru_classifier_equals_fluid18(opts):
     _compare("gru", opts)
+
+
+def _unit_init(seed: int = 0) -> dict:
+    r = np.random.default_rng(seed)
+    m = 5
+    return {"lu.w": r.normal(0, 0.3, (m + H, 4 * H)), "lu.b": r.normal(0, 0.1, (4 * H,)),
+            "proj.w": r.normal(0, 0.3, (m, 3 * H)), "proj.b": r.normal(0, 0.1, (3 * H,)),
+            "gu.w": r.normal(0, 0.3, (H, 3 * H)), "gu.b": r.normal(0, 0.1, (1, 3 * H)),
+            "out.w": r.normal(0, 0.3, (3 * H, C)), "out.b": np.zeros(C)}
+
+
+def _unit_batches(n: int, seed: int = 2) -> list:
+    """Points whose class is the largest of their first three features."""
+    r = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        x = r.normal(0, 1, (8, 5))
+        out.append((x.tolist(), r.normal(0, 0.5, (8, H)).tolist(), r.normal(0, 0.5, (8, H)).tolist(),
+                    np.argmax(x[:, :C], 1).tolist()))
+    return out
+
+
+def test_unit_model_trains():
+    got = _model()["train_units"](fluid, _as_lists(_unit_init()), 0.5, _unit_batches(60))
+    losses = got["losses"]
+    assert np.mean(losses[-10:]) < 0.7 * np.mean(losses[:10]), losses
+
+
+def test_units_build_fluids_parameters_and_check_their_arguments():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x, h, c = fluid.layers.data("x", [5]), fluid.layers.data("h", [3]), fluid.layers.data("c", [3])
+        h1, c1 = fluid.layers.lstm_unit(x, h, c)
+        h2, reset, gate = fluid.layers.gru_unit(fluid.layers.fc(x, 9), h1, 9, activation="relu")
+        assert [list(v.shape) for v in (h1, c1, h2, reset, gate)] == [[-1, 3], [-1, 3], [-1, 3], [-1, 3], [-1, 9]]
+        params = {p.name: list(p.shape) for p in main.global_block().all_parameters()}
+        assert params == {"fc_0.w_0": [8, 12], "fc_0.b_0": [12], "fc_1.w_0": [5, 9], "fc_1.b_0": [9],
+                          "gru_unit_0.w_0": [3, 9], "gru_unit_0.b_0": [1, 9]}
+        op = main.global_block().ops[-1]
+        assert op.type == "gru_unit" and op.attrs["activation"] == 2  # NOTE(gru-unit-acts)
+        with pytest.raises(ValueError, match="gru_unit: activation 'softsign' is not one of"):
+            fluid.layers.gru_unit(gate, h1, 9, activation="softsign")
+        with pytest.raises(ValueError, match="lstm_unit: the 2nd dimensions of hidden_t_prev and cell_t_prev"):
+            fluid.layers.lstm_unit(x, h, fluid.layers.data("c4", [4]))
+
+
+@pytest.mark.paddle
+def test_unit_model_equals_fluid18():
+    init, batches = _as_lists(_unit_init()), _unit_batches(15)
+    want = _fluid18("units", init, 0.5, {}, batches)
+    got = _model()["train_units"](fluid, init, 0.5, batches)
+    for name, g, w in zip(["h2", "lu.w@GRAD", "gu.w@GRAD", "gu.b@GRAD"], got["first"], want["first"], strict=True):
+        np.testing.assert_allclose(np.array(g), np.array(w), rtol=1e-4, atol=1e-6, err_msg=name)
+    np.testing.assert_allclose(got["losses"], want["losses"], rtol=1e-4, atol=1e-6, err_msg="losses")

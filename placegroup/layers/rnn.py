@@ -18,8 +18,11 @@ Example::
 from __future__ import annotations
 
 from placegroup.layer_helper import LayerHelper
+from placegroup.layers.nn import fc
+from placegroup.layers.tensor import concat
+from placegroup.param_attr import ParamAttr
 
-__all__ = ["dynamic_lstm", "dynamic_gru"]
+__all__ = ["dynamic_lstm", "dynamic_gru", "lstm_unit", "gru_unit"]
 
 
 def _check_float(layer: str, slot: str, v) -> None:
@@ -139,3 +142,97 @@ def dynamic_gru(input, size: int, param_attr=None, bias_attr=None, is_reverse: b
     helper.append_op("gru", inputs, outs, {"is_reverse": is_reverse, "gate_activation": gate_activation,
                                            "activation": candidate_activation, "origin_mode": origin_mode})
     return outs["Hidden"][0]
+
+
+def lstm_unit(x_t, hidden_t_prev, cell_t_prev, forget_bias: float = 0.0, param_attr=None, bias_attr=None,
+              name=None):
+    """One LSTM step on dense tensors: ``fc([x_t, hidden_t_prev]) -> lstm_unit`` as in Fluid.
+
+    The fc (``fc_N.w_0``/``fc_N.b_0``) gives [N, 4 * D] gates ordered [input, forget,
+    output, candidate]; ``forget_bias`` is added to the forget gate.
+
+    Args:
+        x_t: the input [N, M]; hidden_t_prev, cell_t_prev: the previous states [N, D].
+        forget_bias: added to the forget gate before its sigmoid.
+        param_attr, bias_attr: the fc's weight and bias (a bias is always made).
+
+    Returns:
+        (h, c): the new hidden and cell states, [N, D] each.
+
+    Raises:
+        ValueError: a rank other than 2, or batch or state sizes that disagree.
+
+    Example::
+
+        h, c = fluid.layers.lstm_unit(x, pre_hidden, pre_cell)
+    """
+    for slot, v in (("x_t", x_t), ("hidden_t_prev", hidden_t_prev), ("cell_t_prev", cell_t_prev)):
+        _check_float("lstm_unit", slot, v)
+        if len(v.shape) != 2:
+            raise ValueError(f"lstm_unit: rank of {slot} must be 2, got {v.name!r}{list(v.shape)}")
+    if x_t.shape[0] != hidden_t_prev.shape[0] or x_t.shape[0] != cell_t_prev.shape[0]:
+        raise ValueError(f"lstm_unit: the 1st dimensions of x_t, hidden_t_prev and cell_t_prev must be the same, "
+                         f"got {list(x_t.shape)}, {list(hidden_t_prev.shape)}, {list(cell_t_prev.shape)}")
+    if hidden_t_prev.shape[1] != cell_t_prev.shape[1]:
+        raise ValueError(f"lstm_unit: the 2nd dimensions of hidden_t_prev and cell_t_prev must be the same, "
+                         f"got {list(hidden_t_prev.shape)} and {list(cell_t_prev.shape)}")
+    helper = LayerHelper("lstm_unit", name=name)
+    size = cell_t_prev.shape[1]
+    gates = fc(concat([x_t, hidden_t_prev], axis=1), 4 * size, param_attr=param_attr,
+               bias_attr=ParamAttr() if bias_attr is None else bias_attr)
+    c = helper.create_variable_for_type_inference(x_t.dtype)
+    h = helper.create_variable_for_type_inference(x_t.dtype)
+    helper.append_op("lstm_unit", {"X": [gates], "C_prev": [cell_t_prev]}, {"C": [c], "H": [h]},
+                     {"forget_bias": float(forget_bias)})
+    return h, c
+
+
+_UNIT_ACTS = {"identity": 0, "sigmoid": 1, "tanh": 2, "relu": 3}
+
+
+def gru_unit(input, hidden, size: int, param_attr=None, bias_attr=None, activation: str = "tanh",
+             gate_activation: str = "sigmoid", origin_mode: bool = False):
+    """One GRU step on dense tensors (Fluid's ``gru_unit`` op).
+
+    NOTE(gru-unit-acts): Fluid 1.8's layer checks ``activation`` and ``gate_activation``
+    against its table and then appends the op with tanh and sigmoid whatever they say; so
+    does this one, so programs give Fluid's numbers. The op itself honours its int attrs.
+
+    Args:
+        input: the projected input [N, 3 * D] (gates [update, reset, candidate]).
+        hidden: the previous hidden state [N, D].
+        size: 3 * D (Fluid's convention).
+        param_attr: the weight [D, 3 * D], read as flat memory (NOTE(rnn-gates) in ops/rnn.py).
+        bias_attr: the bias [1, 3 * D]; False: none.
+        activation, gate_activation: "identity", "sigmoid", "tanh" or "relu" (see the note).
+        origin_mode: h = u * h_prev + (1 - u) * c instead of (1 - u) * h_prev + u * c.
+
+    Returns:
+        (hidden, reset_hidden_prev, gate): [N, D], [N, D] and [N, 3 * D].
+
+    Raises:
+        ValueError: an unknown activation, or size not 3 * the hidden width.
+
+    Example::
+
+        h, _, _ = fluid.layers.gru_unit(fluid.layers.fc(x, 3 * 32), pre_hidden, size=3 * 32)
+    """
+    _check_float("gru_unit", "input", input)
+    _check_float("gru_unit", "hidden", hidden)
+    for k, v in (("activation", activation), ("gate_activation", gate_activation)):
+        if v not in _UNIT_ACTS:
+            raise ValueError(f"gru_unit: {k} {v!r} is not one of {list(_UNIT_ACTS)}")
+    if size % 3 or hidden.shape[-1] != size // 3:
+        raise ValueError(f"gru_unit: size must be 3 * hidden's width, got size={size} for hidden "
+                         f"{hidden.name!r}{list(hidden.shape)}")
+    helper = LayerHelper("gru_unit")
+    dtype = input.dtype
+    d = size // 3
+    weight = helper.create_parameter(param_attr, [d, 3 * d], dtype)
+    inputs = {"Input": [input], "HiddenPrev": [hidden], "Weight": [weight]}
+    bias = helper.create_parameter(bias_attr, [1, 3 * d], dtype, is_bias=True)
+    if bias is not None:
+        inputs["Bias"] = [bias]
+    outs = {slot: [helper.create_variable_for_type_inference(dtype)] for slot in ("Gate", "ResetHiddenPrev", "Hidden")}
+    helper.append_op("gru_unit", inputs, outs, {"activation": 2, "gate_activation": 1, "origin_mode": origin_mode})
+    return outs["Hidden"][0], outs["ResetHiddenPrev"][0], outs["Gate"][0]

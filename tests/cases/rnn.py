@@ -152,3 +152,51 @@ CASES += [
            attrs={"is_reverse": True, "activation": "relu", "gate_activation": "tanh"},
            grad=_GRU_GRADS + ("Bias", "H0"), grad_outs=("Hidden",), name="reverse_acts"),
 ]
+
+
+# -- lstm_unit, gru_unit ---------------------------------------------------------------------
+
+
+def _lstm_unit_ref(i, a):
+    x, cp = i["X"], i["C_prev"]
+    ig, fg, og = _sig(x[:, :D]), _sig(x[:, D:2 * D] + a["forget_bias"]), _sig(x[:, 2 * D:3 * D])
+    c = fg * cp + ig * np.tanh(x[:, 3 * D:])
+    return {"C": c, "H": og * np.tanh(c)}
+
+
+def _gru_unit_ref(i, a):
+    acts = {0: "identity", 1: "sigmoid", 2: "tanh", 3: "relu"}
+    rows = [_gru_step(x, h, i["Weight"], i.get("Bias"), ACT[acts[a["gate_activation"]]], ACT[acts[a["activation"]]],
+                      a["origin_mode"]) for x, h in zip(i["Input"], i["HiddenPrev"])]
+    h, u, r, c = (np.stack(v) for v in zip(*rows))
+    return {"Hidden": h, "Gate": np.concatenate([u, r, c], axis=1), "ResetHiddenPrev": r * i["HiddenPrev"]}
+
+
+def _gru_unit_sample(bias=True):
+    def sample(r):
+        ins = {"Input": N(r, 5, 3 * D) * 0.7, "HiddenPrev": N(r, 5, D), "Weight": N(r, D, 3 * D) * 0.5}
+        if bias:
+            ins["Bias"] = N(r, 1, 3 * D) * 0.5
+        return ins
+    return sample
+
+
+_UNIT_ERR_ATTRS = {"activation": 2, "gate_activation": 1, "origin_mode": False}
+
+CASES += [
+    OpCase("lstm_unit", lambda r: {"X": N(r, 5, 4 * D), "C_prev": N(r, 5, D)}, _lstm_unit_ref,
+           attrs={"forget_bias": 0.5}, grad=("X", "C_prev"), name="forget_bias",
+           errors=(({"X": spec(5, 10), "C_prev": spec(5, 3)}, {"forget_bias": 0.0}, ProgramError,
+                    r"lstm_unit: X must be \[N, 4 \* D\] for C_prev \[N, D\], got X\[5, 10\] and C_prev\[5, 3\]"),
+                   ({"X": spec(5, 12), "C_prev": spec(5)}, {"forget_bias": 0.0}, ProgramError,
+                    r"lstm_unit: C_prev must be rank 2, got C_prev\[5\]"))),
+    OpCase("gru_unit", _gru_unit_sample(), _gru_unit_ref, grad=("Input", "HiddenPrev", "Weight", "Bias"),
+           grad_outs=("Hidden",), name="bias",
+           errors=(({"Input": spec(5, 9), "HiddenPrev": spec(5, 4), "Weight": spec(3, 9)}, _UNIT_ERR_ATTRS,
+                    ProgramError, r"gru_unit: HiddenPrev must be \[N, 3\] for Input\[5, 9\], got HiddenPrev\[5, 4\]"),
+                   ({"Input": spec(5, 9), "HiddenPrev": spec(5, 3), "Weight": spec(3, 9)},
+                    {**_UNIT_ERR_ATTRS, "activation": 7}, ProgramError, r"gru_unit: activation 7 is not one of"))),
+    OpCase("gru_unit", _gru_unit_sample(bias=False), _gru_unit_ref,
+           attrs={"origin_mode": True, "activation": 3, "gate_activation": 2},
+           grad=("Input", "HiddenPrev", "Weight"), grad_outs=("Hidden",), name="origin_acts"),
+]
