@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from placegroup.ops.registry import OpSpec, Meta, Slot, check, grad_name, grad_of, register
+from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, grad_of, register
 from placegroup.values import LoDTensor
 
 ACTS = ("sigmoid", "tanh", "relu", "identity")
