@@ -10,7 +10,7 @@ Each example's ``ad`` slot holds the shown ad's id (a one-id sequence) and its `
 the 1 + Poisson(3) ads the user was shown before: variable-length id lists fed as LoD tensors.
 
 With the default vocabulary of 10,000,000 rows the tables are 2.4 + 0.6 GiB of float32. Run as a
-cluster, it lives on the pservers as row shards (shard k holds rows k, k+M, ...); each
+cluster, they live on the pservers as row shards (shard k holds rows k, k+M, ...); each
 trainer fetches only the rows of its batch, sends back only their gradients, and its memory
 stays a few tens of MB: the example prints every process's peak resident memory at the end.
 
