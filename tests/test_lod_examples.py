@@ -189,3 +189,22 @@ def test_text_classification_runs_alone(capsys):
     example("text_classification").main(["--steps", "25", "--dict-size", "300", "--batch-size", "16"])
     out = capsys.readouterr().out
     assert "step   25  loss" in out and "final accuracy" in out
+
+
+# --- under placegroup launch: real processes and sockets --------------------------------------
+
+@pytest.mark.parametrize("name, args, last", [
+    ("ctr_slots", ["--steps", "20", "--batch-size", "64", "--vocab", "2600"], "final AUC"),
+    ("word2vec", ["--steps", "50", "--dict-size", "200", "--corpus", "2000", "--batch-size", "64"], "final top-1"),
+    ("text_classification", ["--steps", "25", "--dict-size", "300", "--batch-size", "16"], "final accuracy"),
+])
+def test_example_runs_under_launch_2x2(name, args, last):
+    import io
+
+    from placegroup.tools.launch import launch
+
+    out = io.StringIO()
+    code = launch(os.path.join(EXAMPLES, name + ".py"), args, 2, 2, grace=60 * TIME_FACTOR, out=out)
+    text = out.getvalue()
+    assert code == 0, text[-3000:]
+    assert text.count(last) == 2 and text.count("pserver: every trainer is done") == 2, text[-3000:]
