@@ -43,12 +43,6 @@ log = logging.getLogger("placegroup.executor")
 EACH_HOLD_S = 0.002  # NOTE(each-batching)
 
 
-def wire_value(var: str, value, peers):
-    """``value`` as it is posted to ``peers``: on the host. A LoDTensor travels with its
-    offsets (NOTE(lod-frame) in comm/framing.py)."""
-    return as_host(value)
-
-
 def debug_hook(who: str) -> Callable:
     """The ``PLACEGROUP_DEBUG=1`` hook: one log line per op run."""
     def hook(op: PlannedOp, step: int) -> None:
@@ -147,7 +141,7 @@ class Interpreter:
 
     def _deliver_all(self, outs, vals: dict, version: int) -> None:
         for out in outs:
-            value = wire_value(out.var, vals[out.var], out.peers)
+            value = as_host(vals[out.var])  # a LoDTensor travels with its offsets (NOTE(lod-frame))
             for peer in out.peers:
                 self.mailbox.post(peer, out.var, version, value)
 
@@ -272,7 +266,7 @@ class Interpreter:
             reply = policy.reply_version(step, key[1])
             for out in op.pushes:  # to the instance that triggered it (the each rule)
                 if src in out.peers:
-                    mb.post(src, out.var, reply, wire_value(out.var, vals[out.var], (src,)))
+                    mb.post(src, out.var, reply, as_host(vals[out.var]))
             if not one:
                 mb.flush_peer(src)
 
