@@ -177,8 +177,9 @@ class LoDOp(PlannedOp):
     def inputs(self, vals: dict, gathered: dict | None = None) -> dict:
         keep, ins = self.keep, {}
         for slot, names, dup in self.ins:
-            if gathered and slot in gathered:
-                ins[slot] = gathered[slot]  # from other executors: never a LoDTensor yet
+            if gathered and slot in gathered:  # from other executors (a LoD value travels whole)
+                got = gathered[slot]
+                ins[slot] = got if slot in keep else [_data(v) for v in got] if isinstance(got, list) else _data(got)
             elif dup:
                 ins[slot] = [vals[n] for n in names] if slot in keep else [_data(vals[n]) for n in names]
             else:
