@@ -334,10 +334,14 @@ def xmap_readers(mapper: Callable, reader: Reader, process_num: int, buffer_size
                 result = mapper(sample)
             except BaseException as e:  # noqa: BLE001
                 result = _Failed(e)
-            if order:
-                with cond:  # hand results over in the source's order
+            if order:  # hand results over in the source's order
+                with cond:
                     cond.wait_for(lambda: turn[0] == i or turn[1])
-                    out_q.put(result)
+                if turn[1]:
+                    return  # the consumer stopped on an error
+                # not under the lock: a full queue must not keep the consumer from aborting
+                out_q.put(result)
+                with cond:
                     turn[0] += 1
                     cond.notify_all()
             else:
