@@ -568,7 +568,8 @@ def test_the_sequence_ops_equal_paddles(tmp_path, python, _, script):
 
     rng = np.random.default_rng(3)
     data, specs, ours = {}, [], {}
-    for case in sequence_cases.CASES:
+    # the one-input ops this script builds (tests/test_sequence_layers.py compares the others)
+    for case in [c for c in sequence_cases.CASES if c.op in ("sequence_pool", "sequence_softmax")]:
         cid, attrs = case.id, {**get_op_def(case.op).attrs, **case.attrs}
         x = _sample(case, 0, np.float32)["X"]
         out = run_kernel(case.op, {"X": x}, attrs)
