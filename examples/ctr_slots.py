@@ -86,8 +86,9 @@ def build(vocab: int = 100_000, dim: int = 8, tables: str = "shared", lr: float 
         pooled.append(fluid.layers.sequence_pool(emb, "sum"))
     # wide part: one weight per id, all slots' ids of an example together (sequence_concat), in a
     # big table row-sharded over the pservers.
-    # NOTE(one-lookup): placegroup's transpiler prefetches a distributed table through exactly
-    # one lookup op, so the wide table is looked up once over the concatenated slots.
+    # NOTE(one-lookup): one lookup over the concatenated slots prefetches each row an example's
+    # slots share once; 26 lookups of one distributed table work too (docs/sparse.md), at the
+    # cost of a row being fetched once per slot that wants it.
     wide_ids = fluid.layers.sequence_concat(slots)
     wide = fluid.layers.embedding(wide_ids, size=[vocab, 1], is_sparse=True, is_distributed=True,
                                   param_attr=fluid.ParamAttr(name="wide", initializer=init))
