@@ -21,6 +21,7 @@ import numpy as np
 
 import placegroup as fluid
 from placegroup.comm.loopback import LoopbackNetwork
+from placegroup.values import LoDTensor
 from tests.conftest import TIME_FACTOR
 
 
@@ -49,6 +50,19 @@ def build_programs(build: Callable) -> tuple:
     return main, startup, feeds, cost
 
 
+def share(value, k: int, n: int):
+    """Trainer ``k``'s contiguous 1/``n`` of a batch's examples: rows of an array, sentences of a
+    (one-level) LoD tensor."""
+    if not isinstance(value, LoDTensor):
+        return value[k * len(value) // n:(k + 1) * len(value) // n]
+    lengths = value.recursive_sequence_lengths()
+    if len(lengths) != 1:
+        raise ValueError(f"share: cuts one-level LoD batches by sentences, got {len(lengths)} levels")
+    ls = lengths[0]
+    lo, hi = k * len(ls) // n, (k + 1) * len(ls) // n
+    return LoDTensor.from_lengths(np.asarray(value.data)[sum(ls[:lo]):sum(ls[:hi])], [ls[lo:hi]])
+
+
 def run_local(build: Callable, batches: list, fetch: tuple = ()) -> Run:
     """One process on the whole batches: the reference."""
     main, startup, feeds, cost = build_programs(build)
@@ -68,7 +82,7 @@ def run_cluster(build: Callable, trainers: int, pservers: int, batches: list, *,
                 steps: dict | None = None, slow: dict | None = None, endpoints: bool = False,
                 timeout: float = 60.0, config=None, **transpile) -> Run:
     """``trainers`` + ``pservers`` executors on threads over one LoopbackNetwork; trainer t is fed
-    the t-th contiguous 1/N of every batch. ``steps``: trainer id -> how many batches it takes
+    the t-th contiguous 1/N of every batch (``share``). ``steps``: trainer id -> how many batches it takes
     (default all); ``slow``: trainer id -> seconds it sleeps after each step; ``endpoints``:
     name the trainers by endpoint (collectives need it; so does having no pservers); ``config``:
     a ``DistributeTranspilerConfig``; the rest are ``transpile``'s keywords."""
@@ -100,7 +114,7 @@ def run_cluster(build: Callable, trainers: int, pservers: int, batches: list, *,
         exe.run(sprog, scope=scope)
         losses, fetched = [], []
         for batch in batches[:(steps or {}).get(k, len(batches))]:
-            part = [b[k * len(b) // trainers:(k + 1) * len(b) // trainers] for b in batch]
+            part = [share(b, k, trainers) for b in batch]
             loss, *extra = exe.run(prog, feed=dict(zip([f.name for f in feeds], part)),
                                    fetch_list=[cost, *fetch], scope=scope)
             losses.append(float(loss[0]))

@@ -67,20 +67,6 @@ def test_each_lookup_gets_its_own_prefetch():
     assert sum(op.type == "shard_selected_rows" for op in ops) == 1
 
 
-class _Sentences(LoDTensor):
-    """LoD ids (lod_level 1) that run_cluster can cut by sentences, as it cuts arrays by rows."""
-    __slots__ = ()
-
-    def __len__(self) -> int:
-        return len(self.recursive_sequence_lengths()[0])
-
-    def __getitem__(self, s: slice) -> LoDTensor:
-        lengths = self.recursive_sequence_lengths()[0]
-        start = sum(lengths[:s.start or 0])
-        stop = start + sum(lengths[s.start:s.stop])
-        return LoDTensor.from_lengths(np.asarray(self.data)[start:stop], [lengths[s.start:s.stop]])
-
-
 def _lod_model():
     slots = [fluid.layers.data(name=f"slot{i}", shape=[1], dtype="int64", lod_level=1) for i in range(SLOTS)]
     label = fluid.layers.data(name="label", shape=[1], dtype="int64")
@@ -103,7 +89,7 @@ def _lod_batches(steps: int, batch: int) -> list:
         for _ in range(SLOTS):
             lengths = [int(n) for n in rng.integers(1, 5, size=batch)]
             ids = ((rng.zipf(1.3, size=(sum(lengths), 1)) - 1) % VOCAB).astype(np.int64)
-            slots.append(_Sentences.from_lengths(ids, [lengths]))
+            slots.append(LoDTensor.from_lengths(ids, [lengths]))
         label = rng.integers(0, 2, size=(batch, 1)).astype(np.int64)
         out.append((*slots, label))
     return out
@@ -112,8 +98,7 @@ def _lod_batches(steps: int, batch: int) -> list:
 def test_a_table_shared_by_3_lod_slots_pooled_on_2_pservers_equals_one_process():
     batches = _lod_batches(6, 16)
     run = run_cluster(_lod_model, 2, 2, batches)
-    whole = [tuple(b[:len(b)] if isinstance(b, _Sentences) else b for b in batch) for batch in batches]
-    ref = run_local(_lod_model, whole)  # plain LoDTensors, which the executor takes
+    ref = run_local(_lod_model, batches)
     check_equivalent(run, type(ref)(ref.losses, {0: {k: v for k, v in ref.params[0].items() if k != TABLE}},
                                     ref.fetched, {}, {}))
     table = np.zeros_like(ref.params[0][TABLE])
