@@ -54,11 +54,8 @@ def pairs(words: np.ndarray, window: int, batch: int, seed: int = 0) -> list:
 
 
 def feed(batch) -> dict:
-    """The feed of a batch ``(centre, context)``, or of a slice of its pairs (a list of pairs)."""
-    if isinstance(batch, tuple):
-        return {"centre": batch[0], "context": batch[1]}
-    return {"centre": np.array([c for c, _ in batch]).reshape(-1, 1),
-            "context": np.array([t for _, t in batch]).reshape(-1, 1)}
+    """The feed of a batch ``(centre, context)``."""
+    return {"centre": batch[0], "context": batch[1]}
 
 
 def build(dict_size: int = 1000, dim: int = 32, lr: float = 0.1):

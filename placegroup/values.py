@@ -298,6 +298,18 @@ class LoDTensor:
         """``data`` with this LoD (shared, not copied): what an op that keeps its rows makes."""
         return LoDTensor(data, self.offsets, check=False)
 
+    def sequences(self, lo: int, hi: int) -> "LoDTensor":
+        """Top-level sequences ``lo:hi`` (with every level below them and their rows), offsets
+        rebased to 0: how a batch of sequences is cut into per-trainer shares.
+
+        Example: ``LoDTensor.from_lengths(x, [[2, 3, 1]]).sequences(1, 3)`` holds rows 2..5 of
+        ``x`` with lengths ``[[3, 1]]``."""
+        levels, a, b = [], lo, hi
+        for o in self.offsets:
+            levels.append(o[a:b + 1] - o[a])
+            a, b = int(o[a]), int(o[b])
+        return LoDTensor(self._held()[a:b], tuple(levels), check=False)
+
     def to_host(self) -> "LoDTensor":
         """The same LoDTensor with its data on the host (numpy)."""
         if self.data is None or isinstance(self.data, numpy.ndarray):

@@ -51,28 +51,29 @@ def build_programs(build: Callable) -> tuple:
 
 
 def share(value, k: int, n: int):
-    """Trainer ``k``'s contiguous 1/``n`` of a batch's examples: rows of an array, sentences of a
-    (one-level) LoD tensor."""
-    if not isinstance(value, LoDTensor):
-        return value[k * len(value) // n:(k + 1) * len(value) // n]
-    lengths = value.recursive_sequence_lengths()
-    if len(lengths) != 1:
-        raise ValueError(f"share: cuts one-level LoD batches by sentences, got {len(lengths)} levels")
-    ls = lengths[0]
-    lo, hi = k * len(ls) // n, (k + 1) * len(ls) // n
-    return LoDTensor.from_lengths(np.asarray(value.data)[sum(ls[:lo]):sum(ls[:hi])], [ls[lo:hi]])
+    """Trainer ``k``'s contiguous 1/``n`` of a batch's examples: rows of an array, top-level
+    sequences of a LoD tensor."""
+    if isinstance(value, LoDTensor):
+        count = len(value.offsets[0]) - 1
+        return value.sequences(k * count // n, (k + 1) * count // n)
+    return value[k * len(value) // n:(k + 1) * len(value) // n]
 
 
-def run_local(build: Callable, batches: list, fetch: tuple = ()) -> Run:
+def feed_of(feeds: list, batch) -> dict:
+    """A batch as a feed: a dict (feed name -> value) as it is, else one value per feed var."""
+    return batch if isinstance(batch, dict) else dict(zip([f.name for f in feeds], batch))
+
+
+def run_local(build: Callable, batches: list, fetch: tuple = (), return_numpy: bool = True) -> Run:
     """One process on the whole batches: the reference."""
     main, startup, feeds, cost = build_programs(build)
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)
     losses, fetched = [], []
     for batch in batches:
-        loss, *extra = exe.run(main, feed=dict(zip([f.name for f in feeds], batch)),
-                               fetch_list=[cost, *fetch], scope=scope)
-        losses.append(float(loss[0]))
+        loss, *extra = exe.run(main, feed=feed_of(feeds, batch), fetch_list=[cost, *fetch], scope=scope,
+                               return_numpy=return_numpy)
+        losses.append(float(np.asarray(loss).ravel()[0]))
         fetched.append(extra)
     params = {p.name: np.array(scope.find_var(p.name).get_tensor()) for p in main.all_parameters()}
     return Run({0: losses}, {0: params}, {0: fetched}, {}, {})
@@ -80,12 +81,14 @@ def run_local(build: Callable, batches: list, fetch: tuple = ()) -> Run:
 
 def run_cluster(build: Callable, trainers: int, pservers: int, batches: list, *, fetch: tuple = (),
                 steps: dict | None = None, slow: dict | None = None, endpoints: bool = False,
-                timeout: float = 60.0, config=None, **transpile) -> Run:
+                timeout: float = 60.0, config=None, return_numpy: bool = True, **transpile) -> Run:
     """``trainers`` + ``pservers`` executors on threads over one LoopbackNetwork; trainer t is fed
-    the t-th contiguous 1/N of every batch (``share``). ``steps``: trainer id -> how many batches it takes
+    the t-th contiguous 1/N of every batch (``share``; a batch is a tuple with one value per feed
+    var, or a dict of them by name). ``steps``: trainer id -> how many batches it takes
     (default all); ``slow``: trainer id -> seconds it sleeps after each step; ``endpoints``:
     name the trainers by endpoint (collectives need it; so does having no pservers); ``config``:
-    a ``DistributeTranspilerConfig``; the rest are ``transpile``'s keywords."""
+    a ``DistributeTranspilerConfig``; ``return_numpy=False``: fetch LoD tensors as they are;
+    the rest are ``transpile``'s keywords."""
     main, startup, feeds, cost = build_programs(build)
     ps = [f"127.0.0.1:{7100 + i}" for i in range(pservers)]
     tr = [f"127.0.0.1:{7200 + i}" for i in range(trainers)]
@@ -114,10 +117,10 @@ def run_cluster(build: Callable, trainers: int, pservers: int, batches: list, *,
         exe.run(sprog, scope=scope)
         losses, fetched = [], []
         for batch in batches[:(steps or {}).get(k, len(batches))]:
-            part = [share(b, k, trainers) for b in batch]
-            loss, *extra = exe.run(prog, feed=dict(zip([f.name for f in feeds], part)),
-                                   fetch_list=[cost, *fetch], scope=scope)
-            losses.append(float(loss[0]))
+            part = {name: share(v, k, trainers) for name, v in feed_of(feeds, batch).items()}
+            loss, *extra = exe.run(prog, feed=part, fetch_list=[cost, *fetch], scope=scope,
+                                   return_numpy=return_numpy)
+            losses.append(float(np.asarray(loss).ravel()[0]))
             fetched.append(extra)
             if (slow or {}).get(k):
                 time.sleep(slow[k])

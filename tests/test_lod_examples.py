@@ -4,21 +4,20 @@ examples/text_classification.py) trained 2 trainers + 2 pservers.
 Each example's loss is a mean over examples, and trainer t is fed the t-th contiguous half of
 every batch's examples, so in sync mode the mean of the two trainers' losses is the one-process
 loss at every step (rtol 1e-5); in async mode each trainer's loss falls. The cluster runs in one
-process over the loopback transport (tests/inproc.py's way), built by the example's own
-``build`` and fed by its own ``feed``.
+process over the loopback transport (tests/inproc.py), built by the example's own ``build``;
+each batch is the example's own ``feed`` of its examples, cut by examples (rows, or sentences
+of a LoD tensor) for the trainers.
 """
 from __future__ import annotations
 
 import importlib.util
 import os
-import threading
 
 import numpy as np
 import pytest
 
-import placegroup as fluid
-from placegroup.comm.loopback import LoopbackNetwork
 from tests.conftest import TIME_FACTOR
+from tests.inproc import run_cluster, run_local
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 
@@ -31,84 +30,18 @@ def example(name: str):
     return mod
 
 
-def programs(build):
-    """``build()`` in fresh programs and names; returns (main, startup, loss)."""
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        startup.random_seed = 7
-        loss = build()[1]
-    return main, startup, loss
-
-
-def run_local(build, feed, batches) -> list:
-    main, startup, loss = programs(build)
-    exe, scope = fluid.Executor(), fluid.Scope()
-    exe.run(startup, scope=scope)
-    return [float(np.array(exe.run(main, feed=feed(b), fetch_list=[loss], scope=scope)[0]).ravel()[0])
-            for b in batches]
-
-
-def run_2x2(build, feed, batches, sync_mode: bool = True) -> dict:
-    """2 trainers + 2 pservers on threads over one LoopbackNetwork; trainer t takes the t-th half
-    of every batch's examples. Returns trainer id -> [loss per step]."""
-    main, startup, loss = programs(build)
-    ps = ["127.0.0.1:7400", "127.0.0.1:7401"]
-    net = LoopbackNetwork()
-    out, errors = {}, []
-
-    def program_of(role, i):
-        t = fluid.DistributeTranspiler()
-        t.transpile(trainer_id=i if role == "trainer" else 0, program=main, startup_program=startup,
-                    pservers=",".join(ps), trainers=2, sync_mode=sync_mode)
-        ep = ps[i] if role == "pserver" else None
-        return t.get_program(ep, role), t.get_startup_program(ep, role)
-
-    def pserver(prog, sprog):
-        exe, scope = fluid.Executor(network=net), fluid.Scope()
-        exe.run(sprog, scope=scope)
-        exe.run(prog, scope=scope)
-        exe.close()
-
-    def trainer(k, prog, sprog):
-        exe, scope = fluid.Executor(network=net), fluid.Scope()
-        exe.run(sprog, scope=scope)
-        losses = []
-        for b in batches:
-            got, = exe.run(prog, feed=feed(b[k * len(b) // 2:(k + 1) * len(b) // 2]), fetch_list=[loss],
-                           scope=scope)
-            losses.append(float(np.array(got).ravel()[0]))
-        out[k] = losses
-        exe.close()
-
-    def guarded(fn, *a):
-        try:
-            fn(*a)
-        except BaseException as e:  # noqa: BLE001 - handed to the test thread
-            errors.append(e)
-
-    jobs = [threading.Thread(target=guarded, args=(pserver, *program_of("pserver", i)), daemon=True)
-            for i in range(2)]
-    jobs += [threading.Thread(target=guarded, args=(trainer, k, *program_of("trainer", k)), daemon=True)
-             for k in range(2)]
-    for j in jobs:
-        j.start()
-    for j in jobs:
-        j.join(120 * TIME_FACTOR)
-    if errors:
-        raise errors[0]
-    assert not any(j.is_alive() for j in jobs), "the 2x2 cluster did not finish"
-    return out
-
-
 def check_sync(build, feed, batches) -> list:
-    local = run_local(build, feed, batches)
-    got = run_2x2(build, feed, batches)
+    """The mean of the 2 trainers' losses equals one process's at every step; returns the latter."""
+    batches = [feed(b) for b in batches]
+    local = run_local(lambda: build()[:2], batches).losses[0]
+    got = run_cluster(lambda: build()[:2], 2, 2, batches, timeout=120).losses
     np.testing.assert_allclose((np.array(got[0]) + np.array(got[1])) / 2, local, rtol=1e-5)
     return local
 
 
 def check_async(build, feed, batches) -> None:
-    got = run_2x2(build, feed, batches, sync_mode=False)
+    got = run_cluster(lambda: build()[:2], 2, 2, [feed(b) for b in batches], timeout=120,
+                      sync_mode=False).losses
     for k in (0, 1):
         assert np.isfinite(got[k]).all()
         assert np.mean(got[k][-5:]) < np.mean(got[k][:5]), got[k]
@@ -148,9 +81,7 @@ def test_ctr_slots_runs_alone_and_prints_auc(capsys):
 
 def _w2v(steps: int):
     w2v = example("word2vec")
-    batches = w2v.pairs(w2v.corpus(2_000, 200), window=2, batch=32)[:steps]
-    # each batch as a list of (centre, context) pairs, so the runner's slice is by examples
-    return w2v, [list(zip(c.ravel(), t.ravel())) for c, t in batches]
+    return w2v, w2v.pairs(w2v.corpus(2_000, 200), window=2, batch=32)[:steps]
 
 
 def test_word2vec_2x2_sync_equals_one_process():
