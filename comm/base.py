@@ -45,6 +45,8 @@ class FrameTransport(Protocol):
             thread, when a connection comes (``CONNECTED``, also after a reconnect), drops
             (``LOST``: the peer's process died, closed, or was silent past ``peer_timeout``)
             or is refused (``REFUSED``: the peer refused our CURVE key). None: not reported.
+        bytes_sent, bytes_received: payload bytes handed over and taken in so far.
+        idle_s: seconds spent blocked in ``poll`` with nothing to read (``PLACEGROUP_PROFILE``).
 
     Thread-safety: a transport belongs to the thread that polls it; only a loopback
     transport's deliveries cross threads, inside the network's lock.
@@ -56,6 +58,9 @@ class FrameTransport(Protocol):
     dials: tuple
     members: set | None
     on_event: Callable[[str, str], None] | None
+    bytes_sent: int
+    bytes_received: int
+    idle_s: float
 
     def send(self, peer: str, frames: Sequence) -> None:
         """Queue one message (``frames``: header first) for ``peer``; never blocks.

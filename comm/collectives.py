@@ -40,7 +40,8 @@ reduced once, at rank c, in the fixed ring order ``((x_{c+1} + x_{c+2}) + ...) +
 allgather copies those bits to every rank. Both orders are fixed, so a call is also
 reproducible run to run; for K >= 3 the two paths may round floats differently from each other.
 
-NOTE(zero-copy-sends): the transport sends arrays of 1 MiB or more without a copy, so such an
+NOTE(zero-copy-sends): the transport sends arrays of 64 KiB or more without a copy (from
+``DIRECT_BYTES`` on, which must not exceed the transport's ``ZERO_COPY_BYTES``), so such an
 array must not change until the receiver has it. The caller's ``x`` is only sent where the
 receipt is known before the call returns (a ring chunk at step s of 2(K-1) steps has reached
 rank i+1 when rank i receives step s+K-1, which depends on it); elsewhere (allgather's own

@@ -32,6 +32,7 @@ thread that owns it. Deliveries happen under the network's lock.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Sequence
 
@@ -117,6 +118,7 @@ class LoopbackTransport:
         self.inbox: deque = deque()  # (peer, frames, None) or (peer, None, event)
         self.bytes_sent = 0
         self.bytes_received = 0
+        self.idle_s = 0.0  # seconds blocked in poll with nothing to read
 
     def _put(self, peer: str, frames: list | None, event: str | None) -> None:
         """Called with the network's lock held."""
@@ -133,7 +135,9 @@ class LoopbackTransport:
         """What arrived, waiting up to ``timeout_ms`` for the first message or event."""
         with self.cond:
             if not self.inbox and timeout_ms > 0 and not self.closed:
+                t0 = time.perf_counter()
                 self.cond.wait(timeout_ms / 1000)
+                self.idle_s += time.perf_counter() - t0
             items, self.inbox = self.inbox, deque()
         out = []
         for peer, frames, event in items:

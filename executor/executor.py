@@ -325,8 +325,12 @@ class Executor:
         on their way, tells the pservers it is done (they stop serving when every trainer
         has), and closes its sockets."""
         self._plans.clear()
+        if self._local.profile is not None:  # PLACEGROUP_PROFILE
+            self._local.profile.report()
         if self._dist is not None:
             self._dist.close()
+            if self._dist.interp.profile is not None:
+                self._dist.interp.profile.report()
             self._dist = None
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from typing import Callable
 
 from placegroup import config
@@ -35,6 +36,7 @@ from placegroup.comm.mailbox import PeersDone
 from placegroup.errors import OpError
 from placegroup.executor.edges import RULES, InEdge
 from placegroup.executor.plan import Plan, PlannedOp
+from placegroup.executor.profile import END, Profile
 from placegroup.executor.policy import CARRIED, CONSTANT, Sync
 from placegroup.ir.printer import format_op
 from placegroup.values import as_host, to_device
@@ -47,6 +49,15 @@ def debug_hook(who: str) -> Callable:
     """The ``PLACEGROUP_DEBUG=1`` hook: one log line per op run."""
     def hook(op: PlannedOp, step: int) -> None:
         print(f"[{who} step {step}] run {format_op(op.op, op.index)}", file=sys.stderr)
+    return hook
+
+
+def _profiling(profile: Profile, then: Callable | None) -> Callable:
+    """The hook that marks each op's start in ``profile`` (then calls ``then``, if any)."""
+    def hook(op: PlannedOp, step: int) -> None:
+        profile.mark(op.op.type)
+        if then is not None:
+            then(op, step)
     return hook
 
 
@@ -68,6 +79,10 @@ class Interpreter:
         self.xp = xp
         self.who = str(me) if me is not None else "local"
         self.hook: Callable | None = debug_hook(self.who) if config.DEBUG else None
+        # PLACEGROUP_PROFILE (executor/profile.py): every op is marked through the hook
+        self.profile = Profile(self.who, self.mailbox) if config.get("PLACEGROUP_PROFILE") else None
+        if self.profile is not None:
+            self.hook = _profiling(self.profile, self.hook)
         self.pending: dict = {}          # var -> (InEdge, step): carried values not taken yet
         self.have_version: dict = {}     # loop-carried var -> the version in the scope
         self.staleness_seen: dict = {}   # lag -> how many loop-carried reads (or updates) had it
@@ -109,8 +124,12 @@ class Interpreter:
             self._call(op, vals, step, gathered)
             if op.pushes and round_end:  # a value made mid-round is no round's (Rounds)
                 self._deliver_all(op.pushes, vals, self.policy.wire(step))
+        if self.profile is not None:
+            self.profile.mark(END)
         if link is not None:
             self._end_step(plan, step)
+        if self.profile is not None:
+            self.profile.step_done()
 
     def _end_step(self, plan: Plan, step: int) -> None:
         # NOTE(deferred-flush) in executor/link.py: what this step posted leaves at the next wait
@@ -185,7 +204,10 @@ class Interpreter:
             keys += ks
         if not keys:
             return
+        t0 = time.perf_counter() if self.profile is not None else 0.0
         got = self.mailbox.wait(keys, self.link.wait_timeout, self.describe(op, step))
+        if self.profile is not None:
+            self.profile.wait(time.perf_counter() - t0)
         xp = self.xp
         for e, rule, at, n in spans:
             rule.put(e, [to_device(xp, v) for v in got[at:at + n]], vals, gathered)
@@ -247,6 +269,7 @@ class Interpreter:
         while keys:
             if one and (ran or not any(mb.oldest(k[0], k[2]) for k in keys)):
                 return
+            t0 = time.perf_counter() if self.profile is not None else 0.0
             try:
                 key, value = mb.wait_any(keys, self.link.wait_timeout, self.describe(op, step),
                                          any_version=one, hold=0.0 if one else EACH_HOLD_S)
@@ -254,6 +277,9 @@ class Interpreter:
                 if ran:
                     return
                 raise
+            finally:
+                if self.profile is not None:
+                    self.profile.wait(time.perf_counter() - t0)
             src = key[2]
             keys = [k for k in keys if k[2] != src]
             if value is None:  # that instance is done

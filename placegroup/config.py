@@ -83,6 +83,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     _S("PLACEGROUP_DEBUG", _count, 0,
        "1: log every op an executor runs; 2: every message sent and received too; 3: the "
        "program after each transpiler pass too.", "a level 0-3"),
+    _S("PLACEGROUP_PROFILE", _flag, False,
+       "1: each executor prints, when it closes or the process exits, the time per op type, "
+       "the time spent waiting for peers, and what its messages cost.", "0 or 1"),
     _S("PLACEGROUP_PEER_TIMEOUT", _seconds, 30.0,
        "Seconds a silent peer counts as alive; then it is lost (PeerLost names it).", "seconds"),
     _S("PLACEGROUP_START_TIMEOUT", _seconds, 120.0,

@@ -196,3 +196,12 @@ def test_timeout_names_the_executor_context_and_the_collective():
     with pytest.raises(CommTimeout, match=r"op #3 `c_allreduce_sum` waited for 'op3@h0' \[allreduce 'op3' at "
                                           r"step 7 on trainer:1 \(rank 1 of 2\), waiting for rank 0 \(trainer:0\)\]"):
         comm.allreduce(np.ones(DIRECT_BYTES), "sum", "op3", 7)
+
+
+def test_small_collective_sends_are_copied_by_the_transport():
+    """A collective sends a caller's array below DIRECT_BYTES as it is (NOTE(zero-copy-sends)):
+    the transport must copy such a frame, so the caller may change the array afterwards."""
+    from placegroup.comm.collectives import DIRECT_BYTES
+    from placegroup.comm.transport import ZERO_COPY_BYTES
+
+    assert DIRECT_BYTES <= ZERO_COPY_BYTES
