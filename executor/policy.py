@@ -12,13 +12,17 @@ mode itself:
                  parameter the optimizer writes later; step -1 is the startup program); a var
                  the program never writes (``CONSTANT``) is waited for once, at version -1.
                  Every wait points earlier in (step, program order): sync cannot deadlock.
-``Bounded(k)``   as Sync, but a loop-carried read at step s takes the newest value that has
+``Bounded(k)``   (sync) as Sync, but a loop-carried read at step s takes the newest value that
                  arrived if it is at least version s-1-k, and waits only when none is: a fast
                  trainer runs at most k steps ahead of the slowest (stale synchronous parallel).
 ``Async``        an *each* edge takes whichever instance arrives first, of any version, one
                  per pass over the program, and answers it with that instance's version; a
                  pass starts only when an instance is there. A trainer in async mode reads as
                  in Sync: it waits for the answer to its own update.
+``Bounded(k)``   (async, a trainer with staleness k) NOTE(async-staleness): the pservers
+                 apply each gradient alone as in ``Async``, but the trainer does not wait for
+                 the answer to its last update: step s computes on the newest parameters that
+                 have arrived, as long as they answer its update s-1-k or a later one.
 ``Rounds(m, p)`` a trainer with ``merge_steps`` m: steps r*m .. r*m+m-1 are round r. Values it
                  sends are tagged r, ops marked round-end (the accumulated gradient's mean, the
                  update, the lr schedule) run only at a round's last step, and the loop-carried
@@ -154,7 +158,11 @@ def policy_for(cluster, role) -> Sync:
     ``ClusterSchema``; None: one process, ``Sync``)."""
     if cluster is None:
         return Sync()
-    base = Async() if not cluster.sync_mode else Bounded(cluster.staleness) if cluster.staleness else Sync()
-    if cluster.merge_steps > 1 and getattr(role, "value", role) == "trainer":
+    trainer = getattr(role, "value", role) == "trainer"
+    if not cluster.sync_mode:  # NOTE(async-staleness)
+        base = Bounded(cluster.staleness) if cluster.staleness and trainer else Async()
+    else:
+        base = Bounded(cluster.staleness) if cluster.staleness else Sync()
+    if cluster.merge_steps > 1 and trainer:
         return Rounds(cluster.merge_steps, base)
     return base

@@ -105,6 +105,25 @@ def test_async_two_trainers_train_without_waiting_for_each_other():
     assert sum(sum(s.values()) for s in run.pserver_staleness.values()) > 0  # each pserver counted its updates
 
 
+@pytest.mark.parametrize("k", [1, 3])
+def test_async_with_staleness_reads_parameters_at_most_k_updates_old(k):
+    """Async with staleness k (NOTE(async-staleness)): a trainer does not wait for the answer
+    to its last update; each read is at most k of its own updates behind, and it still trains."""
+    batches = data("linear", 60, 20)
+    run = run_cluster(model("linear", "sgd"), 2, 2, batches, sync_mode=False, staleness=k)
+    for t in (0, 1):
+        seen = run.staleness_seen[t]
+        assert max(seen) <= k and sum(seen.values()) == 2 * 60, seen  # two parameters, every step
+        losses = np.array(run.losses[t])
+        assert np.isfinite(losses).all() and losses[-10:].mean() < 0.8 * losses[:10].mean()
+
+
+def test_async_with_staleness_zero_is_async():
+    batches = data("wide", 6, 20)
+    check_equivalent(run_cluster(model("wide", "momentum"), 1, 2, batches, sync_mode=False, staleness=0),
+                     run_local(model("wide", "momentum"), batches))
+
+
 @pytest.mark.parametrize("merge", [1, 2])
 def test_bounded_staleness_keeps_a_fast_trainer_within_k(merge):
     """SSP(k=2): with trainer 1 slowed down, trainer 0 reads parameters up to 2 versions (rounds)

@@ -31,8 +31,9 @@ class ClusterSchema(pydantic.BaseModel):
         pservers: the pservers' ``ip:port``, in order.
         sync_mode: True: the pservers merge every trainer's gradient of a step (sync, or
             bounded staleness); False: each gradient is applied alone as it arrives (async).
-        staleness: with ``sync_mode``, how many versions behind the newest a trainer's read of
-            a parameter may be (0: sync, to the bit).
+        staleness: how many versions behind the newest a trainer's read of a parameter may
+            be: with ``sync_mode``, behind the slowest trainer (0: sync, to the bit); in async
+            mode, behind the answer to its own last update (0: it waits for that answer).
         merge_steps: how many trainer steps' gradients make one update (a round).
         digest: of the whole transpiled job; peers running another program are refused.
         startup: this is the job's startup program (its values have version -1).

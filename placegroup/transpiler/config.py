@@ -48,8 +48,9 @@ class DistributeTranspilerConfig(pydantic.BaseModel):
         slice_var_up: slice big parameters into blocks over the pservers.
         split_method: ``RoundRobin`` or ``HashName`` (a class taking the pserver list).
         min_block_size: the smallest block, in elements.
-        staleness: bounded staleness k: a trainer runs at most k steps ahead of
-            the slowest (0 = sync; docs/distributed.md, "Modes").
+        staleness: bounded staleness k. Sync mode: a trainer runs at most k steps ahead
+            of the slowest (0 = sync). Async mode: a trainer computes on parameters at most k
+            of its own updates old, without waiting for the newest (docs/distributed.md, "Modes").
         merge_steps: local steps merged into one update, applied once per round of
             that many steps (NOTE(merge-steps) in merge.py).
         mp_fused: model parallel: softmax cross-entropy over the shards, never the whole logits.
