@@ -14,11 +14,26 @@ Every optimizer op's slots carry one of these roles:
 ``inplace`` pairs each ``*Out`` slot with the input it replaces, so the executor and the
 version rule see one loop-carried var (ParamOut -> Param, Moment1Out -> Moment1, ...).
 
-NOTE(paddle-order): the kernels evaluate in Paddle's order and precision (its CPU kernels in
-phi/kernels), scalars cast to the parameter's dtype first, so float32 losses match Paddle's
-to the last few ulps rather than to 1e-5 by luck: e.g. Adam forms
-``lr_t = lr * (sqrt(1 - beta2_pow) / (1 - beta1_pow))`` and ``eps_t = eps * sqrt(1 - beta2_pow)``
-in float32 from the *incoming* powers, then ``p - lr_t * (m1 / (sqrt(m2) + eps_t))``.
+NOTE(paddle-order): the kernels evaluate in Paddle's order and precision (its CPU kernels),
+scalars cast to the parameter's dtype first, so float32 losses match Paddle's to the last few
+ulps rather than to 1e-5 by luck: e.g. Adam forms
+``lr_t = lr * (sqrt(1 - beta2_pow) / (1 - beta1_pow))`` in float32 from the incoming powers
+(NOTE(sparse-adam-powers) for a SelectedRows gradient), then ``p - lr_t * (m1 / (sqrt(m2) + eps))``.
+That ``eps`` is Fluid 1.8's: added as it is. Paddle 2.x adds ``eps * sqrt(1 - beta2_pow)``
+instead, which differs only where a gradient is within a few ``eps`` of zero (an embedding
+row or a dead unit's bias); there Fluid 1.8's update is the smaller.
+
+NOTE(sparse-adam-powers): Fluid 1.8's adam kernel (and Paddle 2.6's) writes ``Beta1PowOut`` and
+``Beta2PowOut``, which are the same vars as ``Beta1Pow`` and ``Beta2Pow``, *before* it updates
+the rows of a SelectedRows gradient, so that update's bias correction reads the powers of the
+next step: ``lr_t = lr * sqrt(1 - beta2_pow * beta2) / (1 - beta1_pow * beta1)``, lazy or
+not. A dense gradient's update reads the incoming powers. So an embedding with
+``is_sparse=True`` trained by Adam takes steps about 0.74 times those of the same embedding
+with ``is_sparse=False`` on the first update with the default betas (the ratio tends to 1 as
+the powers fall), and placegroup does the same, so that a Fluid script's losses are Fluid's.
+One difference remains: Fluid's kernel returns at once for a SelectedRows gradient with no
+rows (nothing moves, not even the powers); here that is an update by a zero gradient, so that
+a pserver shard that no id of a step touched stays equal to the one-process run.
 
 Kernels never write into their inputs: each returns new arrays, and the executor rebinds the
 names (so a fetched value or a value another op still reads is never changed under it).
@@ -28,7 +43,8 @@ Its repeated rows are first summed (``SelectedRows.merged``); then, per optimize
 
 * ``lazy_mode=False`` (the default): exactly the dense update with the gradient scattered to
   a dense array (zeros in the rows no id hit), so sparse training equals dense training of
-  the same model. Where a zero gradient changes nothing (SGD: ``p - lr·0 = p``; Adagrad:
+  the same model, but for Adam's bias correction, one step ahead (NOTE(sparse-adam-powers)).
+  Where a zero gradient changes nothing (SGD: ``p - lr·0 = p``; Adagrad:
   ``m + 0² = m`` and ``p - lr·0/(√m + ε) = p``) this *is* the row update, and only the
   touched rows are computed. Momentum and Adam are not like that: an untouched row's
   velocity (moments) still decays and its parameter still moves, so the update is dense.
@@ -210,31 +226,35 @@ _B2, _B2O = _scalar("Beta2Pow")
                                     "Moment2Out": "Moment2", "Beta1PowOut": "Beta1Pow",
                                     "Beta2PowOut": "Beta2Pow"})
 def adam(xp, ins, a, ctx):
-    """Adam with bias correction folded into the step size (Paddle's form):
+    """Adam with bias correction folded into the step size (Fluid 1.8's form):
 
     m1 = beta1*m1 + (1-beta1)*g;  m2 = beta2*m2 + (1-beta2)*g²;
-    lr_t = lr * sqrt(1-beta2_pow) / (1-beta1_pow);  eps_t = epsilon * sqrt(1-beta2_pow);
-    ParamOut = Param - lr_t * m1 / (sqrt(m2) + eps_t);  beta*_powOut = beta*_pow * beta*.
+    lr_t = lr * sqrt(1-beta2_pow) / (1-beta1_pow);
+    ParamOut = Param - lr_t * m1 / (sqrt(m2) + epsilon);  beta*_powOut = beta*_pow * beta*.
 
-    The beta powers start at beta1, beta2 (t = 1 on the first update). ``lazy_mode`` only
+    The beta powers start at beta1, beta2 (t = 1 on the first update). A SelectedRows Grad's
+    ``lr_t`` reads the powers after this update, beta*_pow * beta*, as Fluid's kernel does
+    (NOTE(sparse-adam-powers)); ``epsilon`` is not scaled as Paddle 2.x scales it
+    (NOTE(paddle-order)). ``lazy_mode`` only
     matters for SelectedRows gradients (dense gradients update every row either way): lazy,
     the rows the gradient does not touch keep their param and moments; non-lazy, their
-    moments decay and their param moves, exactly as dense. The beta powers advance once per
+    moments decay and their param moves, as under a zero gradient. The beta powers advance once per
     update either way (NOTE(lazy-mode), Paddle's lazy Adam).
     """
     p = ins["Param"]
     t = p.dtype.type
     b1, b2, eps = t(a["beta1"]), t(a["beta2"]), t(a["epsilon"])
     b1p, b2p = ins["Beta1Pow"], ins["Beta2Pow"]
+    if is_selected_rows(ins["Grad"]):  # NOTE(sparse-adam-powers)
+        b1p, b2p = b1p * b1p.dtype.type(a["beta1"]), b2p * b2p.dtype.type(a["beta2"])
     c1 = 1 - b1p.astype(p.dtype, copy=False).reshape(())
     c2 = xp.sqrt(1 - b2p.astype(p.dtype, copy=False).reshape(()))
     lr_t = _lr(ins, p.dtype) * (c2 / c1)
-    eps_t = eps * c2
 
     def rule(p, g, m1, m2):
         m1 = b1 * m1 + (1 - b1) * g
         m2 = b2 * m2 + (1 - b2) * g * g
-        return [p - lr_t * (m1 / (xp.sqrt(m2) + eps_t)), m1, m2]
+        return [p - lr_t * (m1 / (xp.sqrt(m2) + eps)), m1, m2]
 
     out, m1, m2 = _update(xp, "adam", ins, rule, ("Moment1", "Moment2"), a["lazy_mode"], ctx.inplace)
     return {"ParamOut": out, "Moment1Out": m1, "Moment2Out": m2,

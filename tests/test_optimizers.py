@@ -39,12 +39,14 @@ def ref_momentum(p, g, lr, s, a):
 
 
 def ref_adam(p, g, lr, s, a):
-    b1, b2, eps = a["beta1"], a["beta2"], a["epsilon"]
+    # the attrs as the kernel holds them (float32, as Fluid's float attrs): 1 - beta2 is then
+    # 1.3e-5 below 0.001, which Moment2 shows after a few steps
+    b1, b2, eps = (float(np.float32(a[k])) for k in ("beta1", "beta2", "epsilon"))
     m1 = b1 * s["Moment1"] + (1 - b1) * g
     m2 = b2 * s["Moment2"] + (1 - b2) * g * g
     b1p, b2p = s["Beta1Pow"], s["Beta2Pow"]
     lr_t = lr * np.sqrt(1 - b2p) / (1 - b1p)
-    p = p - lr_t * m1 / (np.sqrt(m2) + eps * np.sqrt(1 - b2p))
+    p = p - lr_t * m1 / (np.sqrt(m2) + eps)  # Fluid 1.8's epsilon (NOTE(paddle-order))
     return p, {"Moment1": m1, "Moment2": m2, "Beta1Pow": b1p * b1, "Beta2Pow": b2p * b2}
 
 
@@ -385,7 +387,9 @@ def _numpy_run(run: Run):
     case = CASE[run.opt]
     params = {"w": W0.astype(np.float64), "b": B0.astype(np.float64)}
     pow0 = {"Beta1Pow": case.attrs.get("beta1"), "Beta2Pow": case.attrs.get("beta2")}
-    state = {n: {slot: np.full((1,), pow0[slot]) if slot in pow0 else np.zeros_like(p) for slot in case.state}
+    # the powers start at float32(beta), as the startup program fills them
+    state = {n: {slot: np.full((1,), np.float32(pow0[slot]), np.float64) if slot in pow0 else np.zeros_like(p)
+                 for slot in case.state}
              for n, p in params.items()}
     losses = []
     for s in range(STEPS):
@@ -638,3 +642,45 @@ def test_lars_and_dpsgd_ops_as_fluid_names_them(fresh_programs):
         fluid.optimizer.Dpsgd(0.1, clip=2.0, batch_size=16.0, sigma=0.5).minimize(loss)
     op = next(op for op in main2.global_block().ops if op.type == "dpsgd")
     assert op.attrs == {"clip": 2.0, "batch_size": 16.0, "sigma": 0.5, "seed": 0}
+
+
+def _adam_first_steps(fresh_programs, is_sparse: bool, ids_or_x, steps: int) -> list:
+    main, startup = fresh_programs
+    if is_sparse is None:  # a weight whose gradient is x itself: loss = x @ w
+        x = fluid.layers.data(name="x", shape=[4])
+        out = fluid.layers.fc(x, 1, bias_attr=False,
+                              param_attr=fluid.ParamAttr(name="w", initializer=fluid.initializer.Constant(0.0)))
+        loss, feed = fluid.layers.mean(out), {"x": ids_or_x}
+    else:
+        ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+        emb = fluid.layers.embedding(ids, size=[10, 4], is_sparse=is_sparse,
+                                     param_attr=fluid.ParamAttr(name="w", initializer=fluid.initializer.Constant(0.5)))
+        loss, feed = fluid.layers.mean(emb * emb), {"ids": ids_or_x}
+    fluid.optimizer.Adam(learning_rate=1e-3).minimize(loss)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    values = []
+    for _ in range(steps):
+        exe.run(main, feed=feed, fetch_list=[loss])
+        values.append(np.array(fluid.global_scope().find_var("w").get_tensor()))
+    return values
+
+
+def test_adam_adds_fluid_18s_epsilon_to_tiny_gradients(fresh_programs):
+    """Gradients near epsilon: Fluid 1.8.5's own values for this model (its epsilon is added
+    unscaled, NOTE(paddle-order) in ops/optimizer.py)."""
+    x = np.array([[1e-6, 3e-7, 1e-7, 1e-8]], np.float32)
+    w1, w2 = _adam_first_steps(fresh_programs, None, x, 2)
+    np.testing.assert_allclose(w1.ravel(), [-7.5974577e-04, -4.8683141e-04, -2.4025192e-04, -3.0653238e-05],
+                               rtol=1e-6)
+    np.testing.assert_allclose(w2.ravel(), [-1.5769608e-03, -1.0597158e-03, -5.4921315e-04, -7.3449555e-05],
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("is_sparse, step", [(False, 0.00099999), (True, 0.00074413)])
+def test_sparse_adam_corrects_bias_with_the_next_steps_powers(fresh_programs, is_sparse, step):
+    """Fluid 1.8.5's first Adam step on an embedding row: smaller with ``is_sparse=True``
+    (NOTE(sparse-adam-powers) in ops/optimizer.py)."""
+    (w,) = _adam_first_steps(fresh_programs, is_sparse, np.array([[1], [2]], np.int64), 1)
+    np.testing.assert_allclose(0.5 - w[1:3], step, rtol=1e-4)
+    np.testing.assert_array_equal(w[[0, 3]], 0.5)  # rows no id touched: no moments yet, no move
