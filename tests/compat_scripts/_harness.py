@@ -2,12 +2,15 @@
 and initial values come from an .npz the test writes, the per-step losses go to one.
 
 A script is run as ``placegroup run SCRIPT DATA.npz OUT.npz`` (or under ``placegroup launch
---paddle-compat``). It reads its batches from DATA (``<feed>`` arrays, batch after batch), and
+--paddle-compat``). It reads its batches from DATA (``<feed>`` arrays, batch after batch; a
+feed of sequences, declared with ``lod_level=1``, as ``<feed>``, the rows of all batches'
+sequences stacked, and ``<feed>@lengths``, each batch's sequence lengths), and
 after the startup program sets each parameter from DATA's ``init/<name>`` if it is there,
 through ``global_scope().find_var(name).get_tensor().set(...)`` as a checker would; it writes
 the values it started from (``init/<name>``) and its losses (``loss``) to OUT. A trainer of a
 distributed run (whose parameters start on the pservers) writes its losses to
-``OUT.trainer<ID>.npz``. Only numpy and the Fluid API are used.
+``OUT.trainer<ID>.npz``; trainer t of n is fed the t-th of n contiguous parts of each
+batch's examples (rows, or sequences with their rows). Only numpy and the Fluid API are used.
 """
 import os
 
@@ -21,6 +24,27 @@ def role():
         return None, 0, 1, None
     return (r, int(os.getenv('PADDLE_TRAINER_ID', '0')), int(os.getenv('PADDLE_INIT_TRAINERS')),
             os.getenv('POD_IP') + ':' + os.getenv('PADDLE_INIT_PORT'))
+
+
+def batches(fluid, data, names, place, tid=0, n=1):
+    """Each step's feed dict, trainer ``tid`` of ``n``'s part: ``<name>[step]`` cut by rows, or a
+    LoD tensor of ``<name>``'s rows with ``<name>@lengths[step]``, cut by sequences."""
+    arrays = {name: data[name] for name in names}
+    lengths = {name: data[name + '@lengths'] for name in names if name + '@lengths' in data.files}
+    starts = {name: np.concatenate([[0], np.cumsum(lens.reshape(-1))]) for name, lens in lengths.items()}
+    for step in range(int(data['steps'])):
+        feed = {}
+        for name in names:
+            if name in lengths:
+                lens = lengths[name][step]
+                lo, hi = step * len(lens) + tid * len(lens) // n, step * len(lens) + (tid + 1) * len(lens) // n
+                rows = arrays[name][starts[name][lo]:starts[name][hi]]
+                seq_lens = [int(k) for k in lengths[name].reshape(-1)[lo:hi]]
+                feed[name] = fluid.create_lod_tensor(rows, [seq_lens], place)
+            else:
+                batch = arrays[name][step]
+                feed[name] = batch[tid * len(batch) // n:(tid + 1) * len(batch) // n]
+        yield feed
 
 
 def train(fluid, loss, feeds, data_path, out_path, optimize, extra=None):
@@ -49,12 +73,7 @@ def train(fluid, loss, feeds, data_path, out_path, optimize, extra=None):
             scope.find_var(p.name).get_tensor().set(data[key], place)
         init[key] = np.array(scope.find_var(p.name).get_tensor())
     losses = []
-    steps = int(data['steps'])
-    for step in range(steps):
-        feed = {}
-        for name in feeds:
-            batch = data[name][step]
-            feed[name] = batch[tid * len(batch) // n:(tid + 1) * len(batch) // n]
+    for step, feed in enumerate(batches(fluid, data, feeds, place, tid, n)):
         loss_v, = exe.run(prog, feed=feed, fetch_list=[loss])
         losses.append(float(np.asarray(loss_v).reshape(-1)[0]))
         print('step %d loss %.6f' % (step, losses[-1]))
