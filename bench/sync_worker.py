@@ -38,6 +38,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=20)
     ap.add_argument("--out", required=True)
     ap.add_argument("--mode", choices=("sync", "ssp", "async"), default="sync")
+    ap.add_argument("--staleness", type=int, default=None,
+                    help="bounded staleness k (default: 2 for ssp, 0 otherwise; async: reads at most k updates old)")
     ap.add_argument("--slow", type=float, default=0.0, help="the last trainer sleeps this long per step")
     ap.add_argument("--slow-every", type=int, default=1,
                     help="... in bursts: slow * K every K-th step instead (the same mean)")
@@ -45,7 +47,8 @@ def main() -> None:
     x, cost = build(a.model)
     exe = fluid.Executor(fluid.CPUPlace())
     prog, role, tid, n = fluid.transpile_from_env(
-        exe, sync_mode=a.mode != "async", staleness=2 if a.mode == "ssp" else 0)
+        exe, sync_mode=a.mode != "async",
+        staleness=a.staleness if a.staleness is not None else 2 if a.mode == "ssp" else 0)
     if role == "PSERVER":
         return  # it has served every trainer
     rng = np.random.default_rng(tid)
