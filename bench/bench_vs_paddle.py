@@ -20,6 +20,14 @@ changes). The runs alternate (placegroup, then each Paddle loop, the order turni
 ``--repeats`` times. Sync mode (``a_sync=False``) is probed first with a short Paddle run and
 compared only if it works; 2.6.2 crashes there (``SendBarrierOp`` finds no communicator).
 
+Paddle's async trainer never waits for a server: it queues its gradients, a client thread sums
+up to 13 of them every 10 ms and sends the sum, and another pulls the parameters every 2 ms, so
+a step computes on parameters many steps old, with no stated bound. placegroup's async mode
+applies each gradient alone and a trainer waits for the answer to its own update (one trainer
+equals one process exactly); the like-for-like counterpart of Paddle's loop is placegroup's
+async mode with a staleness bound (``--staleness``, default 8): a step computes on parameters
+at most k of the trainer's updates old. Both placegroup rows are printed.
+
 Prints, per mode and run kind, steps/s per trainer (the median over repeats and trainers, min-max),
 the loss at the end, each role's peak RSS (VmHWM, the largest over repeats) and thread count, and
 the ratio placegroup / Paddle. Paddle runs under the python named by ``PLACEGROUP_PADDLE_PYTHON``
@@ -147,12 +155,12 @@ def _own_children(script: str) -> dict:
     return found
 
 
-def run_placegroup(mode: str, steps: int, warmup: int, timeout: float) -> dict:
+def run_placegroup(mode: str, steps: int, warmup: int, timeout: float, staleness: int = 0) -> dict:
     """One placegroup cluster: ``{"rates", "losses", "peak", "error"}``."""
     with tempfile.TemporaryDirectory() as out:
         log = io.StringIO()
         args = ["--mode", mode, "--steps", str(warmup + steps), "--warmup", str(warmup),
-                "--batch", str(BATCH * TRAINERS), "--out", out]
+                "--batch", str(BATCH * TRAINERS), "--staleness", str(staleness), "--out", out]
         watch = Watch(lambda: _own_children(WORKER))
         watch.start()
         result = {}
@@ -255,6 +263,8 @@ def main() -> None:
     ap.add_argument("--modes", default="async,sync")
     ap.add_argument("--loops", default="feed,dataset", help="Paddle's training loops to time")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds one cluster may run")
+    ap.add_argument("--staleness", type=int, default=8,
+                    help="async: also run placegroup with this staleness bound (0: only the strict async)")
     a = ap.parse_args()
     py, version = paddle_python()
     if py is None:
@@ -269,8 +279,10 @@ def main() -> None:
           f"scheduler; {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at start")
     results = {}  # (mode, kind) -> [run, ...]
     skipped = {}
+    ours = {"async": ["placegroup"] + (["placegroup-k"] if a.staleness else []), "sync": ["placegroup"]}
+    names = {"placegroup": "placegroup", "placegroup-k": f"placegroup, staleness {a.staleness}", **LOOPS}
     for mode in modes:
-        kinds = ["placegroup"] + loops
+        kinds = ours[mode] + loops
         if mode == "sync":  # probe: 2.6.2's sync mode crashes
             for loop in loops:
                 r = run_paddle(py, mode, loop, 20, 10, min(a.timeout, 90))
@@ -280,8 +292,9 @@ def main() -> None:
         for rep in range(a.repeats):
             turn = rep % len(kinds)
             for kind in kinds[turn:] + kinds[:turn]:
-                if kind == "placegroup":
-                    r = run_placegroup(mode, a.steps, a.warmup, a.timeout)
+                if kind.startswith("placegroup"):
+                    r = run_placegroup(mode, a.steps, a.warmup, a.timeout,
+                                       a.staleness if kind == "placegroup-k" else 0)
                 else:
                     r = run_paddle(py, mode, kind, a.steps, a.warmup, a.timeout)
                 if r["error"]:
@@ -293,9 +306,9 @@ def main() -> None:
     print(f"{'':<6}{'':<27}{'median':>20}{'':>14}{'':>13}{'trainer/pserver':>15}{'tr/ps':>10}")
     for mode in modes:
         med = {}
-        for kind in ["placegroup"] + loops:
+        for kind in ours[mode] + loops:
             runs = results.get((mode, kind))
-            name = "placegroup" if kind == "placegroup" else LOOPS[kind]
+            name = names[kind]
             if not runs:
                 if (mode, kind) in skipped:
                     print(f"{mode:<6}{name:<27}  not run: {skipped[(mode, kind)]}")
@@ -316,8 +329,9 @@ def main() -> None:
             print(f"{mode:<6}{name:<27}{med[kind]:>20,.0f}{span:>14}{statistics.median(losses):>12.4g}{mark}"
                   f"{rss:>15}{threads:>10}")
         for loop in loops:
-            if "placegroup" in med and loop in med:
-                print(f"{'':<6}placegroup / {LOOPS[loop]}: {med['placegroup'] / med[loop]:.2f}x")
+            for kind in ours[mode]:
+                if kind in med and loop in med:
+                    print(f"{'':<6}{names[kind]} / {LOOPS[loop]}: {med[kind] / med[loop]:.2f}x")
     if "async" in modes and "feed" in loops:
         print("* the servers' loss: in 2.6.2's async mode exe.run never pulls the parameters back, so its "
               "trainers keep pushing the gradient of their initial parameters and do not train")

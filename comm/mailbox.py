@@ -30,6 +30,7 @@ from placegroup.errors import CommTimeout, RemoteError
 
 DEBUG = config.DEBUG  # >= 2: log every message
 EAGER_BYTES = 256 * 1024  # NOTE(eager-flush)
+REPLY_BATCH = 16          # NOTE(reply-batching)
 
 
 class PeersDone(Exception):
@@ -67,6 +68,9 @@ class Mailbox:
         done: the session's ``peer -> last step`` of the peers that said ``done``.
         dropped: reason -> how many messages or values were dropped (docs/protocol.md).
         on_fetch: ``on_fetch(peer, [(var, version)])`` when a peer asks for values, or None.
+        newest_only: vars whose receivers read only the newest version that has arrived
+            (trainers in async mode with staleness): a value posted for a peer replaces an
+            older one of the same var still waiting in the outbox (NOTE(reply-batching)).
         start_timeout, describe_peer: the session's (``Session.check``).
     """
 
@@ -79,6 +83,7 @@ class Mailbox:
         self.dropped = self.drops.counts
         self.outbox: dict[str, list] = {}
         self.pending_bytes = 0
+        self.newest_only: set = set()   # vars whose receivers take only the newest version
         self.step_of = step_of
         self.on_fetch = None
         # NOTE(hostile-input): what arrives is checked against the plans' expectations
@@ -110,7 +115,13 @@ class Mailbox:
         Returns:
             A ``Ticket``: ``wait(ticket)`` returns once the value has left.
         """
-        self.outbox.setdefault(peer, []).append((var, version, value))
+        box = self.outbox.setdefault(peer, [])
+        if var in self.newest_only:  # NOTE(reply-batching): an older one still here is superseded
+            for i, (v, ver, _) in enumerate(box):
+                if v == var and ver < version:
+                    del box[i]
+                    break
+        box.append((var, version, value))
         self._seq += 1
         ticket = Ticket(peer, self._seq)
         # NOTE(eager-flush): small values wait for the next flush so that a step's messages
@@ -132,6 +143,21 @@ class Mailbox:
             self._out(peer, vals, step)
         self.outbox.clear()
         self.pending_bytes = 0
+
+    def _flush_answered(self) -> None:
+        """Send what waits for the peers none of whose values wait here any more (the
+        instance about to be taken counts: its answer goes with the others); everything
+        past REPLY_BATCH values."""
+        if self.outbox_count() >= REPLY_BATCH:
+            self.flush()
+            return
+        busy = {k[2] for k in self.values}
+        for peer in [p for p in self.outbox if p not in busy]:
+            self.flush_peer(peer)
+
+    def outbox_count(self) -> int:
+        """How many values wait in the outbox."""
+        return sum(map(len, self.outbox.values()))
 
     def flush_peer(self, peer: str) -> None:
         """Send what waits for ``peer`` only."""
@@ -333,14 +359,21 @@ class Mailbox:
         flushing, so values for a source still to be answered can travel with its answer
         (NOTE(each-batching) in the executor). ``CommTimeout`` as ``wait``."""
         held_until = time.monotonic() + hold if hold else None
-        if held_until is None:
-            self.flush()
         deadline = None
         while True:
             for k in keys:
                 hit = self.oldest(k[0], k[2]) if any_version else (k if k in self.values else None)
                 if hit is not None:
+                    # NOTE(reply-batching): an async pserver answers the instances that came
+                    # together in one message per trainer: what waits in the outbox for a peer
+                    # leaves once nothing more of that peer waits here to be handled (or when
+                    # this executor would wait, or past REPLY_BATCH values); of a var in
+                    # newest_only, only the newest answer waits there
+                    if held_until is None and self.outbox:
+                        self._flush_answered()
                     return hit, self.values.pop(hit)
+            if held_until is None:
+                self.flush()
             if any_version:  # a done source has nothing more to come, whatever the version
                 live = [k for k in keys if k[2] not in self.done]
             else:

@@ -61,6 +61,10 @@ class _Distributed:
         self.me = self.cluster.find(program.executor)
         policy = policy_for(program.cluster, self.me.role)
         self.link = Link(program, self.me, self.cluster, peer_timeout, network, round=policy.round)
+        schema = program.cluster
+        if not schema.sync_mode and schema.staleness and self.me.role == ExecutorRole.PSERVER:
+            # the trainers read the newest parameters that have come (NOTE(async-staleness))
+            self.link.mailbox.newest_only = {v.name for v in program.list_vars() if v.persistable}
         self.interp = Interpreter(self.me, policy, self.link, xp)
         self.served = False
 

@@ -136,7 +136,7 @@ class Interpreter:
         # (the parameter pull that ends a dense step, the next step's prefetch, a fetch) or at
         # close, in one message per peer. A trainer that may not wait at all for a while
         # (bounded staleness) sends now.
-        if self.policy.staleness:
+        if self.policy.staleness and self.policy.send_now(step):
             self.mailbox.flush()
         self.link.step_done(self.policy.wire(step) if step >= 0 else step, self.vals)
         if plan.carried and not plan.startup and self.policy.round_end(step):

@@ -22,7 +22,11 @@ mode itself:
 ``Bounded(k)``   (async, a trainer with staleness k) NOTE(async-staleness): the pservers
                  apply each gradient alone as in ``Async``, but the trainer does not wait for
                  the answer to its last update: step s computes on the newest parameters that
-                 have arrived, as long as they answer its update s-1-k or a later one.
+                 have arrived, as long as they answer its update s-1-k or a later one. What
+                 it posts leaves every ceil(k/2) steps, in one message per pserver (a wait
+                 sends at once), and a pserver sends the trainer only the newest of the
+                 parameters it has for it: half the bound covers the round trip, and there are
+                 k/2 times fewer messages.
 ``Rounds(m, p)`` a trainer with ``merge_steps`` m: steps r*m .. r*m+m-1 are round r. Values it
                  sends are tagged r, ops marked round-end (the accumulated gradient's mean, the
                  update, the lr schedule) run only at a round's last step, and the loop-carried
@@ -61,6 +65,11 @@ class Sync:
         """Whether ``step`` ends a round: round-end ops run, loop-carried values change."""
         return True
 
+    def send_now(self, step: int) -> bool:
+        """Whether a trainer that may not wait for a while (bounded staleness) sends what
+        ``step`` posted at its end."""
+        return True
+
     def wanted(self, when: str, step: int) -> int | None:
         """The version an input of kind ``when`` waits for at ``step``; None: none this step
         (keep the value in hand)."""
@@ -94,13 +103,20 @@ class Sync:
 
 
 class Bounded(Sync):
-    """Stale synchronous parallel with bound ``k``: loop-carried reads may be k versions old."""
+    """Stale synchronous parallel with bound ``k``: loop-carried reads may be k versions old.
+    ``send_every``: what the trainer posts leaves every that many steps (NOTE(async-staleness))."""
 
-    def __init__(self, k: int) -> None:
+    def __init__(self, k: int, send_every: int = 1) -> None:
         if k < 0:
             raise ValueError(f"staleness must be >= 0, got {k}")
         self.staleness = k
-        self.name = f"bounded({k})"
+        self.send_every = send_every
+        self.name = f"bounded({k})" if send_every == 1 else f"bounded({k}, sent every {send_every} steps)"
+
+    def send_now(self, step: int) -> bool:
+        """Whether what a step posted leaves at its end (else with a later step's, or at the
+        first wait)."""
+        return (step + 1) % self.send_every == 0
 
     def oldest_allowed(self, version: int) -> int:
         return version - self.staleness
@@ -160,7 +176,8 @@ def policy_for(cluster, role) -> Sync:
         return Sync()
     trainer = getattr(role, "value", role) == "trainer"
     if not cluster.sync_mode:  # NOTE(async-staleness)
-        base = Bounded(cluster.staleness) if cluster.staleness and trainer else Async()
+        k = cluster.staleness
+        base = Bounded(k, send_every=max(1, (k + 1) // 2)) if k and trainer else Async()
     else:
         base = Bounded(cluster.staleness) if cluster.staleness else Sync()
     if cluster.merge_steps > 1 and trainer:

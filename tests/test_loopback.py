@@ -148,6 +148,44 @@ def test_values_between_executors_on_threads_with_tickets_and_done():
     np.testing.assert_array_equal(w1, w0)
 
 
+def test_answers_to_instances_that_came_together_leave_together_newest_only():
+    """NOTE(reply-batching): an async pserver that finds several instances waiting answers
+    them in one message; of a var in ``newest_only`` only the newest answer goes."""
+    net = LoopbackNetwork()
+    got = {}
+
+    def trainer():
+        mb = _mailbox(net, "trainer:0")
+        for step in range(3):
+            mb.post(PS, "g", step, np.full(2, step, F4))
+        mb.flush()  # three gradients in one message
+        got["w"] = mb.wait_newest("w", PS, 2, T, _describe)
+        got["b"] = [mb.wait([("b", v, PS)], T, _describe)[0] for v in range(3)]
+        got["received"] = mb.received_msgs
+        mb.broadcast([PS], "done")
+        mb.close()
+
+    def pserver():
+        mb = _mailbox(net, PS)
+        mb.newest_only = {"w"}
+        mb.wait_any([("g", 0, "trainer:0")], T, _describe, any_version=True)  # all three are here now
+        for step in range(3):
+            if step:
+                key, _ = mb.wait_any([("g", 0, "trainer:0")], T, _describe, any_version=True)
+                assert key[1] == step and mb.outbox_count() > 0  # not sent: another instance was there
+            mb.post("trainer:0", "w", step, np.full(2, 10 + step, F4))
+            mb.post("trainer:0", "b", step, np.full(1, step, F4))
+        assert mb.outbox_count() == 4  # w of step 2 only, b of every step
+        with pytest.raises(PeersDone):
+            mb.wait_any([("g", 0, "trainer:0")], T, _describe, any_version=True)
+        assert mb.sent_msgs == 1
+        mb.close()
+
+    _threads(trainer, pserver)
+    assert got["w"][0] == 2 and got["w"][1][0] == 12
+    assert [float(b[0]) for b in got["b"]] == [0.0, 1.0, 2.0] and got["received"] == 1
+
+
 def test_another_program_is_answered_with_an_error():
     net = LoopbackNetwork()
     ps = _mailbox(net, PS, digest="ours")

@@ -45,6 +45,18 @@ def test_async_answers_with_the_instance_version_and_waits_for_one():
     (ClusterSchema(trainers=2, pservers=["a:1"], sync_mode=False), "pserver", "async"),
     (ClusterSchema(trainers=2, pservers=["a:1"], merge_steps=2, staleness=1), "trainer", "rounds(2, bounded(1))"),
     (ClusterSchema(trainers=2, pservers=["a:1"], merge_steps=2), "pserver", "sync"),  # a pserver counts rounds
+    # async with staleness: the trainer reads as SSP does and sends every ceil(k/2) steps
+    (ClusterSchema(trainers=2, pservers=["a:1"], sync_mode=False, staleness=8), "trainer",
+     "bounded(8, sent every 4 steps)"),
+    (ClusterSchema(trainers=2, pservers=["a:1"], sync_mode=False, staleness=1), "trainer", "bounded(1)"),
+    (ClusterSchema(trainers=2, pservers=["a:1"], sync_mode=False, staleness=8), "pserver", "async"),
 ])
 def test_each_executor_gets_its_mode(cluster, role, name):
     assert policy_for(cluster, role).name == name
+
+
+def test_an_async_trainer_with_staleness_sends_every_half_bound():
+    p = policy_for(ClusterSchema(trainers=2, pservers=["a:1"], sync_mode=False, staleness=8), "trainer")
+    assert [s for s in range(12) if p.send_now(s)] == [3, 7, 11]
+    assert p.oldest_allowed(20) == 12
+    assert all(Sync().send_now(s) for s in range(3))
