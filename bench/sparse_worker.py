@@ -22,6 +22,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--mode", choices=["sync", "async"], default="sync")
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
@@ -38,7 +39,8 @@ def main() -> None:
     else:
         endpoint = os.environ["POD_IP"] + ":" + os.environ["PADDLE_INIT_PORT"]
         t = fluid.DistributeTranspiler()
-        t.transpile(pservers=os.environ["PADDLE_INIT_PSERVERS"], trainers=os.environ["PADDLE_INIT_TRAINERS"])
+        t.transpile(pservers=os.environ["PADDLE_INIT_PSERVERS"], trainers=os.environ["PADDLE_INIT_TRAINERS"],
+                    sync_mode=a.mode == "sync")
         prog = t.get_program(endpoint, role)
         exe.run(t.get_startup_program(endpoint, role))
         if role == "PSERVER":
@@ -66,7 +68,7 @@ def main() -> None:
     with open(os.path.join(a.out, tag + ".json"), "w") as f:
         json.dump({"steps_per_s": (a.steps - a.warmup) / dt, "examples_per_s": (a.steps - a.warmup) * a.batch / dt,
                    "peak_rss_mb": peak_rss_mb(), "cpu_s_per_step": cpu / (a.steps - a.warmup),
-                   "batch": a.batch, "unique_rows": unique, "step_ends": ends}, f)
+                   "batch": a.batch, "unique_rows": unique, "step_ends": ends, "warmup": a.warmup}, f)
 
 
 if __name__ == "__main__":
