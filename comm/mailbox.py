@@ -84,6 +84,7 @@ class Mailbox:
         self.outbox: dict[str, list] = {}
         self.pending_bytes = 0
         self.newest_only: set = set()   # vars whose receivers take only the newest version
+        self.instance_vars: set = set()  # the vars of a serving pserver's each edges
         self.step_of = step_of
         self.on_fetch = None
         # NOTE(hostile-input): what arrives is checked against the plans' expectations
@@ -145,13 +146,13 @@ class Mailbox:
         self.pending_bytes = 0
 
     def _flush_answered(self) -> None:
-        """Send what waits for the peers none of whose values wait here any more (the
-        instance about to be taken counts: its answer goes with the others); everything
-        past REPLY_BATCH values."""
+        """Send what waits for the peers none of whose instances (values of
+        ``instance_vars``) wait here any more (the one about to be taken counts: its answer
+        goes with the others); everything past REPLY_BATCH values."""
         if self.outbox_count() >= REPLY_BATCH:
             self.flush()
             return
-        busy = {k[2] for k in self.values}
+        busy = {k[2] for k in self.values if k[0] in self.instance_vars}
         for peer in [p for p in self.outbox if p not in busy]:
             self.flush_peer(peer)
 

@@ -325,6 +325,7 @@ class Interpreter:
             self._deliver_all(plan.initial, vals, -1)
         each = [(p.each.var, src) for p in plan.ops if p.each is not None for src in p.each.sources]
         self.each_vars = {v for v, _ in each}
+        self.mailbox.instance_vars = self.each_vars  # NOTE(reply-batching)
         step = 0
         try:
             while True:

@@ -167,7 +167,7 @@ def test_answers_to_instances_that_came_together_leave_together_newest_only():
 
     def pserver():
         mb = _mailbox(net, PS)
-        mb.newest_only = {"w"}
+        mb.newest_only, mb.instance_vars = {"w"}, {"g"}
         mb.wait_any([("g", 0, "trainer:0")], T, _describe, any_version=True)  # all three are here now
         for step in range(3):
             if step:
