@@ -129,7 +129,7 @@ class Interpreter:
         if link is not None:
             self._end_step(plan, step)
         if self.profile is not None:
-            self.profile.step_done()
+            self.profile.step_done(plan.startup or plan.initializes)
 
     def _end_step(self, plan: Plan, step: int) -> None:
         # NOTE(deferred-flush) in executor/link.py: what this step posted leaves at the next wait

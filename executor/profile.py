@@ -60,9 +60,11 @@ class Profile:
         if self.current is not None:
             self.waited[self.current] += seconds
 
-    def step_done(self) -> None:
+    def step_done(self, startup: bool = False) -> None:
+        """A step ended; the time until the next op is the loop's (not after a startup
+        program: what a script does before it trains is no step's)."""
         self.steps += 1
-        self.mark(BETWEEN)
+        self.mark(None if startup else BETWEEN)
 
     def report(self, out=None) -> None:
         """Print the table (once) to ``out`` (stderr)."""
