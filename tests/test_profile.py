@@ -56,7 +56,7 @@ def test_distributed_profile_shows_waits_and_messages(monkeypatch, capsys):
     assert len(trainers) == 2 and len(pservers) == 2, err
     for t in trainers:
         assert _rows(t)["mul"] == 4
-        assert "us" in t.split("mul", 1)[1].splitlines()[0]  # the first op waits for the parameters
+        assert len(t.split("mul", 1)[1].splitlines()[0].split()) == 5  # it waits: calls, us, waiting, CPU, share
         assert "sent (" in t and "received (" in t and "blocked" in t
     for t in pservers:
         assert _rows(t)["sgd"] >= 4  # every pserver updates its parameters once per step
