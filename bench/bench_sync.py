@@ -2,7 +2,7 @@
 
 Prints, for fit_a_line (batch 20, SGD, 2 trainers + 2 pservers, one process each) the step
 time in units of the floor round trip (one gradient push + parameter pull of 14 floats over
-raw pyzmq; the target is at most 19, PaddlePaddle's classic pserver mode spends about 97), and
+raw pyzmq; the target is at most 4, PaddlePaddle's classic pserver mode spends about 97), and
 for a model of about 3 million parameters the step time in one process and on 2 + 2, with the
 bytes each trainer moves per step next to raw pyzmq's bandwidth for messages of that size.
 
@@ -66,7 +66,7 @@ def main() -> None:
           f"({rt:,.0f}/s)")
     print("fit_a_line, batch 20, SGD, sync, 2 trainers + 2 pservers:")
     print(f"  step {step_us:.1f} us ({1e6 / step_us:,.0f} steps/s per trainer) = "
-          f"{step_us / floor_us:.1f} floor round trips  [target <= 19; Paddle ~97; ambition < 3]")
+          f"{step_us / floor_us:.1f} floor round trips  [target <= 4; PaddlePaddle 1.8.5 ~97]")
     print(f"  one process, whole batch: {1e6 * fit_local['median_s']:.1f} us per step")
     print(f"  bytes per trainer step: {fit[0]['bytes_per_step']:,.0f}")
     wide = _cluster("wide", a.wide_steps, 5, 64, **how)
