@@ -18,6 +18,7 @@ Thread-safety: one mailbox per executor thread.
 """
 from __future__ import annotations
 
+import bisect
 import logging
 import sys
 import time
@@ -78,6 +79,7 @@ class Mailbox:
         self.session = Session(transport)
         self.me = transport.me
         self.values: dict[tuple, Any] = {}
+        self._versions: dict[tuple, list] = {}  # (var, source) -> the versions in values, ascending
         self.done = self.session.done
         self.drops = self.session.drops
         self.dropped = self.drops.counts
@@ -152,7 +154,7 @@ class Mailbox:
         if self.outbox_count() >= REPLY_BATCH:
             self.flush()
             return
-        busy = {k[2] for k in self.values if k[0] in self.instance_vars}
+        busy = {src for var, src in self._versions if var in self.instance_vars}
         for peer in [p for p in self.outbox if p not in busy]:
             self.flush_peer(peer)
 
@@ -257,7 +259,7 @@ class Mailbox:
         wrong dtype or shape for an expected var is dropped at once."""
         why = None if self.expected is None else self.expected.check(peer, var, value)
         if why is None:
-            self.values[(var, version, peer)] = value
+            self._put((var, version, peer), value)
             return
         reason, detail = why
         inner = getattr(value, "values", None) if hasattr(value, "height") else getattr(value, "data", None)
@@ -270,6 +272,26 @@ class Mailbox:
                                                          f"filed when a plan that expects it comes)")
             return
         self.drops.drop(peer, reason, f"dropped a value from {peer}: {detail}")
+
+    def _put(self, key: tuple, value: Any) -> None:
+        """File ``value`` under ``(var, version, source)``, indexed by (var, source)."""
+        if key not in self.values:
+            versions = self._versions.setdefault((key[0], key[2]), [])
+            if versions and versions[-1] > key[1]:
+                bisect.insort(versions, key[1])
+            else:
+                versions.append(key[1])
+        self.values[key] = value
+
+    def _pop(self, key: tuple) -> Any:
+        """Take the value filed under ``key`` (None if there is none)."""
+        if key not in self.values:
+            return None
+        versions = self._versions[(key[0], key[2])]
+        versions.remove(key[1])
+        if not versions:
+            del self._versions[(key[0], key[2])]
+        return self.values.pop(key)
 
     def pump(self, timeout_ms: int) -> int:
         """Take what arrives within ``timeout_ms``; returns how many messages came."""
@@ -318,7 +340,7 @@ class Mailbox:
         while True:
             missing = [k for k in keys if k not in values and not self._gone_before(k)]
             if not missing:
-                out = [values.pop(k, None) for k in keys]
+                out = [self._pop(k) for k in keys]
                 if all(v is None for v in out) and keys:
                     raise PeersDone()
                 return out
@@ -329,14 +351,13 @@ class Mailbox:
         ``min_version`` that has arrived (older ones dropped: superseded), or None; never waits."""
         if _pump:
             self.pump(0)
-        found = [k for k in self.values if k[0] == var and k[2] == src and k[1] >= min_version]
-        if not found:
+        versions = self._versions.get((var, src))
+        if not versions or versions[-1] < min_version:
             return None
-        best = max(found, key=lambda k: k[1])
-        value = self.values.pop(best)
-        for k in [k for k in self.values if k[0] == var and k[2] == src and k[1] < best[1]]:
-            del self.values[k]
-        return best[1], value
+        best = versions[-1]
+        for v in versions[:-1]:  # superseded
+            self._pop((var, v, src))
+        return best, self._pop((var, best, src))
 
     def wait_newest(self, var: str, src: str, min_version: int, timeout: float | None, describe) -> tuple:
         """``(version, value)``: the newest value of ``var`` from ``src`` of at least
@@ -349,8 +370,8 @@ class Mailbox:
 
     def oldest(self, var: str, src: str):
         """The key of ``src``'s oldest pending value of ``var``, any version (async mode)."""
-        found = [k for k in self.values if k[0] == var and k[2] == src]
-        return min(found, key=lambda k: k[1]) if found else None
+        versions = self._versions.get((var, src))
+        return (var, versions[0], src) if versions else None
 
     def wait_any(self, keys: Sequence[tuple], timeout: float | None, describe, any_version: bool = False,
                  hold: float = 0.0) -> tuple:
@@ -372,7 +393,7 @@ class Mailbox:
                     # newest_only, only the newest answer waits there
                     if held_until is None and self.outbox:
                         self._flush_answered()
-                    return hit, self.values.pop(hit)
+                    return hit, self._pop(hit)
             if held_until is None:
                 self.flush()
             if any_version:  # a done source has nothing more to come, whatever the version
