@@ -96,9 +96,9 @@ def messages_line(mb) -> str:
     sent = max(mb.sent_msgs, 1)
     got = max(mb.received_msgs, 1)
     return (f"messages: {mb.sent_msgs:,} sent ({t.bytes_sent / sent / 1e3:.1f} kB, {mb.send_s / sent * 1e6:.1f} us "
-            f"each to pack and send); {mb.received_msgs:,} received ({t.bytes_received / got / 1e3:.1f} kB, "
-            f"{mb.receive_s / got * 1e6:.1f} us each to receive, check and file); blocked {t.idle_s:.3f} s "
-            f"with nothing to read")
+            f"of CPU each to pack and send); {mb.received_msgs:,} received ({t.bytes_received / got / 1e3:.1f} kB, "
+            f"{mb.receive_s / got * 1e6:.1f} us of CPU each to receive, check and file); blocked "
+            f"{t.idle_s:.3f} s with nothing to read")
 
 
 _profiles: list[Profile] = []
