@@ -95,9 +95,10 @@ class Mailbox:
         self.held_bytes = 0
         self._seq = 0                   # tickets issued
         self._left: dict[str, int] = {}  # peer -> the last ticket whose value has left
-        # what the messages cost (PLACEGROUP_PROFILE): values messages sent, this thread's CPU
-        # seconds to pack and send them; messages received, its CPU seconds to receive, check
-        # and file them
+        # what the messages cost, counted once ``timed`` (PLACEGROUP_PROFILE sets it): values
+        # messages sent, this thread's CPU seconds to pack and send them; messages received,
+        # its CPU seconds to receive, check and file them
+        self.timed = False
         self.sent_msgs, self.send_s, self.received_msgs, self.receive_s = 0, 0.0, 0, 0.0
 
     start_timeout = property(lambda self: self.session.start_timeout,
@@ -173,10 +174,13 @@ class Mailbox:
     def _out(self, peer: str, vals: list, step: int) -> None:
         if DEBUG >= 2:
             print(f"[{self.me}] -> {peer}: {[(v[0], v[1]) for v in vals]}", file=sys.stderr)
-        t0 = time.thread_time()
-        self.session.send(peer, pack("values", self.me, step, vals))
-        self.send_s += time.thread_time() - t0
-        self.sent_msgs += 1
+        if self.timed:
+            t0 = time.thread_time()
+            self.session.send(peer, pack("values", self.me, step, vals))
+            self.send_s += time.thread_time() - t0
+            self.sent_msgs += 1
+        else:
+            self.session.send(peer, pack("values", self.me, step, vals))
         self._left[peer] = self._seq  # every ticket of peer so far was in what just left
 
     def request(self, peer: str, wanted: Sequence[tuple]) -> None:
@@ -296,11 +300,11 @@ class Mailbox:
 
     def pump(self, timeout_ms: int) -> int:
         """Take what arrives within ``timeout_ms``; returns how many messages came."""
-        t0 = time.thread_time()  # CPU time: blocking in poll costs none
+        t0 = time.thread_time() if self.timed else 0.0  # CPU time: blocking in poll costs none
         got = self.session.poll(timeout_ms)
         for peer, m in got:
             self._take(peer, m)
-        if got:
+        if got and self.timed:
             self.received_msgs += len(got)
             self.receive_s += time.thread_time() - t0
         return len(got)

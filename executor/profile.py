@@ -3,10 +3,10 @@
 Each executor then prints, when it closes (or when the process exits), a table to stderr:
 per op type the calls, the microseconds per call, the time spent waiting for peers inside
 those calls and the CPU time this thread spent on them (wall time also counts the time the
-process waited for a core, which on a busy machine is much of it); the time between steps (the feed, the fetch and the training loop's own code); the
-end of each step (sending what it posted, taking the next parameters); and the messages sent
-and received, with the CPU each one cost (packing and sending; receiving, checking and
-filing) and the time spent blocked with nothing to read::
+process waited for a core, which on a busy machine is much of it); the time between steps
+(the feed, the fetch and the training loop's own code); the end of each step (sending what it
+posted); and the messages sent and received, with the CPU each one cost (packing and sending;
+receiving, checking and filing) and the time spent blocked with nothing to read::
 
     placegroup profile, trainer#0: 1,501 steps, 3.663 s
       op                                   calls    us/call  of which waiting  CPU us/call   share
@@ -14,12 +14,14 @@ filing) and the time spent blocked with nothing to read::
       lookup_table                         1,500      131.3                           88.0    5.4%
       ...
       (between steps)                      1,499       39.2               2.1         30.5    1.6%
-      messages: 4,000 sent (2.1 kB, 11.3 us each); 4,000 received (9.8 us each); blocked 0.61 s
+      messages: 3,002 sent (138.2 kB, 55.7 us of CPU each to pack and send); 3,004 received
+      (88.6 kB, 127.6 us of CPU each to receive, check and file); blocked 3.037 s with nothing to read
 
 How it works: the interpreter calls ``mark(name)`` before each op it runs and at the end of the
 step; the time since the previous mark goes to the previous name. The plain ops that the
 interpreter's fast loop (NOTE(lean-loop) in executor/interpreter.py) runs without looking at
-them are marked too while profiling, so the figures include ~1 us of marking per op.
+them are marked too while profiling, so the figures include 1-2 us of marking per op (a wall
+clock and a thread CPU clock read).
 
 Thread-safety: a profile belongs to its interpreter's thread; ``report`` may run at exit.
 """
@@ -34,11 +36,14 @@ BETWEEN, END = "(between steps)", "(end of step)"
 
 
 class Profile:
-    """The op-by-op timings of one executor (``who``); ``mailbox()`` gives its message counters."""
+    """The op-by-op timings of one executor (``who``) and, through its ``mailbox``, the cost of
+    its messages (the mailbox counts them once the profile exists)."""
 
     def __init__(self, who: str, mailbox=None) -> None:
         self.who = who
         self.mailbox = mailbox          # a comm.mailbox.Mailbox, or None (one process)
+        if mailbox is not None:
+            mailbox.timed = True
         self.seconds: dict = defaultdict(float)
         self.cpu: dict = defaultdict(float)
         self.waited: dict = defaultdict(float)
