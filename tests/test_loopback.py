@@ -156,6 +156,7 @@ def test_answers_to_instances_that_came_together_leave_together_newest_only():
 
     def trainer():
         mb = _mailbox(net, "trainer:0")
+        mb.timed = True  # count messages (as PLACEGROUP_PROFILE does)
         for step in range(3):
             mb.post(PS, "g", step, np.full(2, step, F4))
         mb.flush()  # three gradients in one message
@@ -167,7 +168,7 @@ def test_answers_to_instances_that_came_together_leave_together_newest_only():
 
     def pserver():
         mb = _mailbox(net, PS)
-        mb.newest_only, mb.instance_vars = {"w"}, {"g"}
+        mb.newest_only, mb.instance_vars, mb.timed = {"w"}, {"g"}, True
         mb.wait_any([("g", 0, "trainer:0")], T, _describe, any_version=True)  # all three are here now
         for step in range(3):
             if step:
