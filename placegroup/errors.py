@@ -14,6 +14,12 @@ class ProgramError(PlacegroupError):
     """A Program is malformed: unknown op, bad slot, def-before-use, shape mismatch."""
 
 
+class ConfigError(PlacegroupError, ValueError):
+    """The environment or the arguments describe no job this process can be part of: a bad
+    ``TRAINING_ROLE``, neither pservers nor trainer endpoints, an endpoint not in the cluster.
+    The message names the variable or flag and what it expects."""
+
+
 class PlacementError(PlacegroupError):
     """A var or op is read or written where the PlaceGroups do not allow it."""
 
@@ -53,3 +59,8 @@ class NotImplementedInPlacegroup(AttributeError, NotImplementedError):
     user code keep working; a NotImplementedError, so the message reads as what it is. The
     names placegroup lacks are listed in docs/fluid_compat.md.
     """
+
+
+# Failures a user's setup or a running cluster causes, not placegroup's bugs: a process that
+# dies of one prints it as one line, without a traceback unless PLACEGROUP_DEBUG is set.
+EXPECTED = (ConfigError, CommTimeout, RemoteError)
