@@ -91,6 +91,10 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     _S("PLACEGROUP_START_TIMEOUT", _seconds, 120.0,
        "Seconds to wait for a peer that never connected (pservers may start long before "
        "trainers).", "seconds"),
+    _S("PLACEGROUP_WAIT_NOTICE_EVERY", _seconds, 10.0,
+       "Seconds between two lines on stderr while an executor waits for a peer that has not "
+       "connected yet (naming it and the time left before PLACEGROUP_START_TIMEOUT); 0: none.",
+       "seconds"),
     _S("PLACEGROUP_WAIT_TIMEOUT", _seconds, 0.0,
        "Seconds any one wait may last although its peer is alive (a safety net for bugs); "
        "0: no limit.", "seconds"),
