@@ -118,6 +118,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     _S("PLACEGROUP_CHECKPOINT_KEEP", _count, 3, "How many complete checkpoints to keep.", "a whole number"),
     _S("PLACEGROUP_RESUME", _flag, False,
        "1: resume from the newest complete checkpoint after the startup program.", "a whole number (0 or 1)"),
+    _S("PLACEGROUP_RESTART", _count, 0,
+       "Set by ``placegroup launch --max-restarts``: how many times the job was restarted before "
+       "this attempt (0 on the first).", "a whole number"),
     _S("PLACEGROUP_DATA_HOME", str, "",
        "Where data sets are looked for first (then Paddle's cache, ~/.cache/paddle/dataset)."),
     # -- read by ``placegroup launch`` for the processes it starts -------------------------------

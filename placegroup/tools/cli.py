@@ -111,6 +111,13 @@ def dump(path: str, fmt: str, role: str | None, endpoint: str | None) -> None:
               help="CURVE keys (`placegroup keys DIR`): encrypt and authenticate every socket.")
 @click.option("--resume", is_flag=True, help="Resume from the newest complete checkpoint "
               "(PLACEGROUP_RESUME=1; docs/checkpoint.md).")
+@click.option("--max-restarts", type=click.IntRange(min=0), default=0, show_default=True,
+              help="After a failure, stop every process and start the job again, resuming from the "
+                   "newest complete checkpoint, at most this many times.")
+@click.option("--checkpoint-dir", type=click.Path(file_okay=False), default=None,
+              help="Where the job's checkpoints go (PLACEGROUP_CHECKPOINT_DIR).")
+@click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
+              help="Save a checkpoint every this many steps (PLACEGROUP_CHECKPOINT_EVERY).")
 @click.option("--sched", type=click.Choice(["batch", "normal"]), default="batch", show_default=True,
               help="Scheduling policy of the processes: batch (SCHED_BATCH: woken peers take an idle "
                    "core instead of preempting the sender) or normal (leave it).")
@@ -122,19 +129,30 @@ def dump(path: str, fmt: str, role: str | None, endpoint: str | None) -> None:
               "paddle.fluid` gives placegroup, as with `placegroup run`.")
 @click.argument("script", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume: bool, sched: str,
-           cpu_bind: str, paddle_compat: bool, script: str, args: tuple) -> None:
+def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume: bool, max_restarts: int,
+           checkpoint_dir: str | None, checkpoint_every: int | None, sched: str, cpu_bind: str,
+           paddle_compat: bool, script: str, args: tuple) -> None:
     """Run SCRIPT [ARGS] in every process of a local cluster on 127.0.0.1.
 
     Each process gets Fluid's launch environment (TRAINING_ROLE, PADDLE_INIT_PSERVERS, ...);
     output lines are prefixed with the role; the first failure stops the rest and is the
-    exit code.
+    exit code, unless --max-restarts allows starting the job again from its newest complete
+    checkpoint:
+
+        placegroup launch --max-restarts 3 --checkpoint-dir ckpt --checkpoint-every 100 train.py
     """
     from placegroup.tools.launch import launch as run_cluster
 
+    env = {}
+    if resume:
+        env["PLACEGROUP_RESUME"] = "1"
+    if checkpoint_dir is not None:
+        env["PLACEGROUP_CHECKPOINT_DIR"] = os.path.abspath(checkpoint_dir)
+    if checkpoint_every is not None:
+        env["PLACEGROUP_CHECKPOINT_EVERY"] = str(checkpoint_every)
     sys.exit(run_cluster(script, list(args), trainers, pservers, grace=grace, keys=keys, sched=sched,
-                         cpu_bind=cpu_bind, paddle_compat=paddle_compat,
-                         extra_env={"PLACEGROUP_RESUME": "1"} if resume else None))
+                         cpu_bind=cpu_bind, paddle_compat=paddle_compat, extra_env=env,
+                         max_restarts=max_restarts))
 
 
 @main.command(short_help="Make CURVE keys: encrypted traffic, only listed clients in.")

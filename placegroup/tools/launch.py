@@ -107,6 +107,9 @@ def _stop(procs: Sequence[Proc], grace: float) -> None:
 
 
 SCHED_POLICIES = ("batch", "normal")
+# How many times the job was restarted before this attempt (0 on the first): set for every
+# process, so a script can tell a fresh start from a restart (NOTE(restarts)).
+RESTART_ENV = "PLACEGROUP_RESTART"
 
 
 def set_sched(pid: int, policy: str) -> bool:
@@ -175,7 +178,7 @@ def bind_pays(trainers: int, pservers: int, cores: int) -> bool:
 def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace: float = 30.0,
            out=None, python: str = sys.executable, extra_env: dict | None = None,
            keys: str | None = None, sched: str = "batch", cpu_bind: str = "auto",
-           paddle_compat: bool = False) -> int:
+           paddle_compat: bool = False, max_restarts: int = 0) -> int:
     """Run ``script`` as a local cluster; return the exit code (the first failure's, or 0).
 
     Args:
@@ -194,6 +197,8 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
         paddle_compat: run ``python -m placegroup run script args...`` instead, so that an
             unmodified Fluid 1.x script's ``import paddle.fluid`` gives placegroup
             (``placegroup.compat``).
+        max_restarts: after a failure, start the whole job again this many times at most,
+            resuming from the newest complete checkpoint (NOTE(restarts)).
     """
     if sched not in SCHED_POLICIES:
         raise ValueError(f"sched must be one of {', '.join(SCHED_POLICIES)}, got {sched!r}")
@@ -201,22 +206,76 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
         raise ValueError(f"cpu_bind must be one of {', '.join(CPU_BINDS)}, got {cpu_bind!r}")
     if trainers < 1 or pservers < 0:
         raise ValueError(f"need at least one trainer and no negative pservers, got {trainers}, {pservers}")
+    if max_restarts < 0:
+        raise ValueError(f"max_restarts must be 0 or more, got {max_restarts}")
     binding = None
     if cpu_bind != "none" and hasattr(os, "sched_setaffinity"):
         cores = sorted(os.sched_getaffinity(0))
         if cpu_bind == "spread" or bind_pays(trainers, pservers, len(cores)):
             binding = cpu_sets(trainers, pservers, cores)
+    extra_env = dict(extra_env or {})
     if keys is not None:
         from placegroup.comm.security import KEYS_ENV, Security
 
         Security.from_path(keys)  # a path that is not there fails here, not in every process
-        extra_env = {**(extra_env or {}), KEYS_ENV: os.path.abspath(keys)}
+        extra_env[KEYS_ENV] = os.path.abspath(keys)
     out = out or sys.stdout
     lock = threading.Lock()
-    procs: list[Proc] = []
     command = [python, "-m", "placegroup", "run", script, *args] if paddle_compat else [python, script, *args]
+    ckpt_dir = extra_env.get("PLACEGROUP_CHECKPOINT_DIR") or config.get("PLACEGROUP_CHECKPOINT_DIR")
+    if max_restarts and not ckpt_dir:
+        _say(out, lock, "--max-restarts without PLACEGROUP_CHECKPOINT_DIR (or --checkpoint-dir): a "
+                        "restarted job resumes only if the script configures its own checkpoints")
+    restart = 0
+    while True:
+        env = {**extra_env, RESTART_ENV: str(restart)}
+        if restart:
+            env["PLACEGROUP_RESUME"] = "1"
+        code = _attempt(command, trainers, pservers, grace, out, lock, env, sched, binding,
+                        f"attempt {restart + 1}: " if max_restarts else "")
+        if code == 0 or code == 130 or restart >= max_restarts:
+            if code not in (0, 130) and max_restarts:
+                _say(out, lock, f"giving up: the job failed {restart + 1} times")
+            return code
+        restart += 1
+        step = _newest_step(ckpt_dir)
+        where = (f"from checkpoint step {step}" if step is not None
+                 else "from step 0 (no complete checkpoint yet)" if ckpt_dir
+                 else "resuming as the script's own checkpoint settings allow")
+        _say(out, lock, f"restart {restart} of {max_restarts} {where}")
+
+
+# NOTE(restarts): torchrun's elastic restart, for a job of fixed size. When any process fails,
+# launch stops the others (SIGTERM, then SIGKILL) and starts the whole job again, on fresh ports,
+# with PLACEGROUP_RESUME=1: every process loads the newest complete checkpoint after its startup
+# program and the trainers skip ``exe.resumed_step`` batches. The whole job goes back, not only
+# the process that died: what a lost pserver held since the last checkpoint is gone, and the
+# survivors have moved past that checkpoint, so all of them return to it together. In sync mode
+# a checkpoint is one moment of the job, so the continued run equals an uninterrupted one
+# (docs/checkpoint.md). A failure before the first checkpoint restarts at step 0; Ctrl-C never
+# restarts.
+def _say(out, lock: threading.Lock, text: str) -> None:
+    with lock:
+        out.write(f"[launch] {text}\n")
+        out.flush()
+
+
+def _newest_step(dirname: str | None) -> int | None:
+    """The newest complete checkpoint step in ``dirname`` (None: none, or no directory)."""
+    if not dirname or not os.path.isdir(dirname):
+        return None
+    from placegroup.io.checkpoint_store import latest_checkpoint
+
+    return latest_checkpoint(dirname)
+
+
+def _attempt(command: list, trainers: int, pservers: int, grace: float, out, lock: threading.Lock,
+             extra_env: dict, sched: str, binding: dict | None, label: str) -> int:
+    """Start every process of the job once and watch them: the first failure stops the others
+    and is the exit code; 0 when every trainer finished and the pservers returned."""
+    procs: list[Proc] = []
     for tag, role, env in cluster_envs(trainers, pservers):
-        popen = subprocess.Popen(command, env={**os.environ, **(extra_env or {}), **env},
+        popen = subprocess.Popen(command, env={**os.environ, **extra_env, **env},
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         # the child is still starting Python: the threads it makes later (libzmq's) inherit this
         set_sched(popen.pid, sched)
@@ -236,9 +295,7 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
             if failed:  # polled every 50 ms: the others' failures it causes come later
                 first = failed[0]
                 code = first.popen.returncode
-                with lock:
-                    out.write(f"[launch] {first.describe()} failed first ({_exit_text(code)}); "
-                              f"stopping the others\n")
+                _say(out, lock, f"{label}{first.describe()} failed first ({_exit_text(code)}); stopping the others")
                 code = code if code > 0 else 128 - code
                 break
             running = [p for p in procs if p.popen.poll() is None]
@@ -247,9 +304,8 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
             if all(p.popen.poll() is not None for p in trainers_left):
                 trainers_done_at = trainers_done_at or time.monotonic()
                 if time.monotonic() - trainers_done_at > grace:
-                    with lock:
-                        out.write(f"[launch] {', '.join(p.tag for p in running)} still running {grace:.0f}s "
-                                  f"after the trainers finished; stopping them\n")
+                    _say(out, lock, f"{label}{', '.join(p.tag for p in running)} still running {grace:.0f}s "
+                                    f"after the trainers finished; stopping them")
                     code = 1
                     break
             time.sleep(0.05)

@@ -1,0 +1,110 @@
+"""``placegroup launch --max-restarts``: a job whose processes are killed with SIGKILL restarts
+from its newest complete checkpoint, by itself, and ends as if nothing had happened.
+
+Each run is a real local cluster (2 trainers + 2 pservers over ZeroMQ) under the real command.
+The worker (tests/dist/train_restart.py) kills itself where ``--die`` says; every loss any
+attempt computed, and the final parameters, must equal an uninterrupted run's (sync mode,
+rtol 1e-5).
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from placegroup.tools.launch import launch
+
+from tests.conftest import TIME_FACTOR
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "dist", "train_restart.py")
+STEPS = 20
+EVERY = 2
+
+
+def _launch(tmp, name, *extra, restarts=0):
+    out, ckpt = tmp / name, tmp / f"{name}-ckpt"
+    out.mkdir()
+    cmd = [sys.executable, "-m", "placegroup", "launch", "--max-restarts", str(restarts),
+           "--checkpoint-dir", str(ckpt), "--checkpoint-every", str(EVERY), WORKER,
+           "--out", str(out), "--steps", str(STEPS), *extra]
+    got = subprocess.run(cmd, capture_output=True, text=True, timeout=300 * TIME_FACTOR,
+                         env={**os.environ, "PLACEGROUP_PEER_TIMEOUT": str(30 * TIME_FACTOR)})
+    launch_lines = [ln for ln in got.stdout.splitlines() if ln.startswith("[launch]")]
+    return got.returncode, out, launch_lines, got.stdout + got.stderr
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted run: {trainer: ({step: loss}, params)}."""
+    code, out, lines, text = _launch(tmp_path_factory.mktemp("ref"), "run")
+    assert code == 0 and not lines, text[-3000:]
+    return {t: (_losses(out, t), np.load(out / f"trainer.{t}.npz")) for t in (0, 1)}
+
+
+def _losses(out, t):
+    """Every (attempt, step, loss) trainer ``t`` wrote."""
+    with open(out / f"trainer.{t}.losses") as f:
+        return [(int(a), int(s), float(v)) for a, s, v in (line.split() for line in f)]
+
+
+def _assert_same_as(reference, out):
+    for t, (ref_losses, ref_params) in reference.items():
+        ref = {s: v for _, s, v in ref_losses}
+        got = _losses(out, t)
+        assert {s for _, s, _ in got} == set(range(STEPS)), f"trainer {t} skipped steps"
+        for attempt, step, loss in got:
+            assert loss == pytest.approx(ref[step], rel=1e-5), (t, attempt, step)
+        params = np.load(out / f"trainer.{t}.npz")
+        for name in ref_params.files:
+            np.testing.assert_allclose(params[name], ref_params[name], rtol=1e-5, atol=1e-7, err_msg=name)
+
+
+def test_a_killed_pserver_restarts_from_the_newest_checkpoint_and_ends_as_if_uninterrupted(tmp_path, reference):
+    step = int(np.random.default_rng(11).integers(3, STEPS - 3))
+    code, out, lines, text = _launch(tmp_path, "run", "--die", f"0:pserver.1:{step}", restarts=2)
+    assert code == 0, text[-3000:]
+    assert "attempt 1: pserver.1" in lines[0] and "killed by SIGKILL" in lines[0], lines
+    resumed = int(lines[1].rsplit(" ", 1)[1])
+    assert lines[1] == f"[launch] restart 1 of 2 from checkpoint step {resumed}"
+    assert step - EVERY - 1 <= resumed <= step  # the newest complete one when it died
+    assert len(lines) == 2, lines
+    _assert_same_as(reference, out)
+    assert {a for a, _, _ in _losses(out, 0)} == {0, 1}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_seeded_random_kills_of_any_process_even_several_times(tmp_path, reference, seed):
+    """Three deaths, one per attempt, of seeded random processes at seeded random steps
+    (increasing, so each attempt reaches its own)."""
+    rng = np.random.default_rng(seed)
+    tags = ["trainer.0", "trainer.1", "pserver.0", "pserver.1"]
+    steps = sorted(rng.choice(np.arange(2, STEPS - 1), size=3, replace=False))
+    deaths = [f"{a}:{tags[rng.integers(4)]}:{s}" for a, s in enumerate(steps)]
+    code, out, lines, text = _launch(tmp_path, "run", *sum((["--die", d] for d in deaths), []), restarts=3)
+    assert code == 0, (deaths, text[-3000:])
+    assert sum("restart" in ln for ln in lines) == 3, (deaths, lines)
+    _assert_same_as(reference, out)
+
+
+def test_it_gives_up_after_max_restarts_with_the_last_failure_as_exit_code(tmp_path):
+    code, _, lines, text = _launch(tmp_path, "run", "--die", "0:trainer.0:3", "--die", "1:trainer.0:5", restarts=1)
+    assert code == 128 + 9, text[-3000:]
+    assert lines[-1] == "[launch] giving up: the job failed 2 times", lines
+    assert [ln.split(":")[0] for ln in lines if "failed first" in ln] == ["[launch] attempt 1", "[launch] attempt 2"]
+
+
+def test_restarts_without_a_checkpoint_dir_say_what_they_will_do(tmp_path, monkeypatch):
+    monkeypatch.delenv("PLACEGROUP_CHECKPOINT_DIR", raising=False)
+    script = tmp_path / "fail.py"
+    script.write_text("import os, sys\nsys.exit(3 if os.environ['TRAINING_ROLE'] == 'TRAINER' else 0)\n")
+    import io
+    log = io.StringIO()
+    assert launch(str(script), [], 1, 0, out=log, max_restarts=1, grace=5) == 3
+    text = log.getvalue()
+    assert "--max-restarts without PLACEGROUP_CHECKPOINT_DIR" in text
+    assert "restart 1 of 1 resuming as the script's own checkpoint settings allow" in text
+    with pytest.raises(ValueError, match="max_restarts must be 0 or more"):
+        launch(str(script), [], 1, 0, max_restarts=-1)
