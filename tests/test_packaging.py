@@ -54,27 +54,64 @@ def _build_flags():
     build requirements into an isolated environment, as ``.ci/run``'s install does."""
     try:
         import setuptools
-        import wheel  # noqa: F401 - setuptools < 70.1 needs it for bdist_wheel
     except ImportError:
         return []
-    need = _pyproject()["build-system"]["requires"][0].partition(">=")[2] or "0"
     have = tuple(int(p) for p in setuptools.__version__.split(".")[:2] if p.isdigit())
+    if have < (70, 1):  # setuptools < 70.1 needs the wheel package for bdist_wheel
+        try:
+            import wheel  # noqa: F401
+        except ImportError:
+            return []
+    need = _pyproject()["build-system"]["requires"][0].partition(">=")[2] or "0"
     return ["--no-build-isolation"] if have >= tuple(int(p) for p in need.split(".")) else []
+
+
+def _running_site_dirs():
+    """The directories the running environment installs packages into (a venv's own, plus the
+    base ones when it was made with ``--system-site-packages``; a system Python's, plus its user
+    site when enabled)."""
+    import site
+
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return [d for d in dirs if os.path.isdir(d)]
 
 
 @pytest.mark.slow
 def test_pip_install_works_from_root_and_elsewhere(tmp_path):
-    # The install runs from a copy of the repository so that its build/ and *.egg-info do not
+    """The wheel pip builds from the repository installs as one import name that works from any
+    directory, the root included, and its ``placegroup`` console script runs.
+
+    How the environment is made, so that this passes whether pytest runs in a venv or a system
+    Python, without downloading the dependencies: the wheel is built by the running interpreter
+    (with its own setuptools when they are recent enough, else pip fetches the build
+    requirements as any ``pip install .`` would), then installed with ``--no-deps --no-index``
+    into a fresh venv made by the same interpreter. That venv sees the running environment's
+    packages (numpy, pyzmq, msgpack, ...) through a ``.pth`` file listing its site directories.
+    Not ``--system-site-packages``: it exposes the base interpreter's packages, not those of the
+    venv pytest runs in. Not ``PYTHONPATH``: it would come before the venv's own site-packages,
+    so an installed copy of placegroup there could shadow the one under test. A ``.pth`` path
+    comes after the venv's own, and its directories' own ``.pth`` files (such as the editable
+    install's import hook) are not run, so the checkout stays out of sight."""
+    # The build runs from a copy of the repository so that its build/ and *.egg-info do not
     # land in the working tree; the copy's root is the "repository root" below.
     repo = tmp_path / "repo"
     shutil.copytree(ROOT, repo, ignore=shutil.ignore_patterns(
         ".git", "build", "dist", "*.egg-info", "__pycache__", ".venv", ".hypothesis",
         ".pytest_cache", ".benchmarks"))
-    venv = tmp_path / "venv"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], tmp_path, env)
+    wheels = tmp_path / "wheels"
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *_build_flags(), "-w", str(wheels), "."],
+         repo, env)
+    (wheel,) = wheels.glob("placegroup-*.whl")
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)], tmp_path, env)
     py, script = venv / "bin" / "python", venv / "bin" / "placegroup"
-    _run([str(py), "-m", "pip", "install", "-q", "--no-deps", *_build_flags(), "."], repo, env)
+    purelib = _run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], tmp_path, env).strip()
+    with open(os.path.join(purelib, "running_environment.pth"), "w") as f:
+        f.write("".join(d + "\n" for d in _running_site_dirs()))
+    _run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], tmp_path, env)
     probe = ("import placegroup, placegroup.ops, placegroup.executor, placegroup.comm, "
              "placegroup.io, placegroup.tools.cli\n"
              "print(placegroup.__file__); print(placegroup.ops.__file__)\n"
