@@ -31,11 +31,11 @@ import sys
 import time
 
 import numpy as np
-import tqdm
 
 import placegroup as fluid
 from placegroup import dataset, reader  # Fluid 1.x: paddle.dataset, paddle.reader
 from placegroup.data_feeder import DataFeeder  # Fluid 1.x: fluid.DataFeeder
+from placegroup.tools.progress import progress as show_progress
 
 # Per data set: the default learning rate of plain SGD at batch size 20. With these, the
 # default passes end within about 1% (diabetes) and 3% (uci_housing) of the least-squares
@@ -148,7 +148,9 @@ def train(passes: int = DEFAULT_PASSES, batch_size: int = 20, lr: float | None =
         save_dir: when given, save the trained program (and its persistables) there.
         data: ``"auto"``, ``"uci_housing"`` or ``"diabetes"``.
         seed: the programs' random seed (initial weights) and the shuffle seed.
-        progress: show a tqdm bar (None: only on a terminal).
+        progress: show a progress bar (None: only on a terminal; under ``placegroup
+            launch`` on a terminal the launcher draws one per trainer; False: a compact line
+            every 10 s).
         mode: in a cluster, "sync", "ssp" (bounded staleness 2) or "async".
         drop_last: skip each pass's last, short batch. Distributed sync training equals the
             one-process run exactly when every batch splits evenly over the trainers.
@@ -162,7 +164,6 @@ def train(passes: int = DEFAULT_PASSES, batch_size: int = 20, lr: float | None =
     """
     module, why = pick_dataset(data)
     name = module.__name__.rsplit(".", 1)[-1]
-    log(f"data set: {name} ({why})")
     lr = DEFAULT_LR[name] if lr is None else lr
     n_features = len(next(module.train()())[0])
     n_train = sum(1 for _ in module.train()())
@@ -181,43 +182,56 @@ def train(passes: int = DEFAULT_PASSES, batch_size: int = 20, lr: float | None =
         test_reader = reader.batch(module.test(), batch_size=batch_size)
         main_run, role, tid, n = distribute(exe, main, startup, mode)
         if role == "PSERVER":
-            log("pserver: every trainer is done")
             return {"dataset": name, "role": role}
-        if role is not None:
-            log(f"trainer {tid} of {n}: fed the {tid}-th contiguous 1/{n} of every batch")
+        if tid == 0:  # one process says it for the job
+            log(f"data set: {name} ({why})")
+            if role is not None:
+                log(f"{n} trainers, each fed its contiguous 1/{n} of every batch")
+        start = exe.resumed_step  # after a restart: the steps the checkpoint holds
+        if start:
+            log(f"trainer {tid}: resumed at step {start} (pass {start // steps_per_pass}, "
+                f"batch {start % steps_per_pass}) from the checkpoint")
 
-        pass_losses, first_batch_loss, running = [], None, None
+        pass_losses, first_batch_loss = [], None
+        report_every = max(1, passes // 10)  # about ten pass lines, however many passes
         t0 = time.perf_counter()
-        # disable=None: tqdm shows the bar only when stderr is a terminal.
-        with tqdm.tqdm(total=passes * steps_per_pass, disable=None if progress is None else not progress,
-                       unit="step", dynamic_ncols=True, leave=False) as bar:
-            say = bar.write if not bar.disable else log
+        with show_progress(passes * steps_per_pass, desc=f"trainer {tid}" if role else "",
+                           enabled=progress) as bar:
+            say = bar.write if bar.mode == "bar" else log  # above a bar, or as the report's lines
+            if start:
+                bar.step(n=start)
+            step = 0
             for pass_id in range(passes):
                 total, count = 0.0, 0
                 for data_batch in train_reader():
+                    step += 1
+                    if step <= start:
+                        continue  # run before the restart; the checkpoint holds its update
                     data_batch = data_batch[tid * len(data_batch) // n:(tid + 1) * len(data_batch) // n]
                     loss, = exe.run(main_run, feed=feeder.feed(data_batch), fetch_list=[avg_cost])
                     value = float(loss[0])
                     if first_batch_loss is None:
                         first_batch_loss = value
-                    running = value if running is None else 0.9 * running + 0.1 * value
                     total += value * len(data_batch)
                     count += len(data_batch)
-                    bar.set_postfix_str(f"pass {pass_id} loss {running:.4f}", refresh=False)
-                    bar.update(1)
-                pass_losses.append(total / count)
-                say(f"pass {pass_id:3d}  train loss {pass_losses[-1]:.4f}")
+                    bar.step(value)
+                if count:
+                    pass_losses.append(total / count)
+                    if tid == 0 and ((pass_id + 1) % report_every == 0 or pass_id == passes - 1):
+                        say(f"pass {pass_id:3d}  train loss {pass_losses[-1]:.4f}")
         seconds = time.perf_counter() - t0
         train_loss = evaluate(exe, test_program, feeder,
                               reader.batch(module.train(), batch_size=batch_size), avg_cost)
         test_loss = evaluate(exe, test_program, feeder, test_reader, avg_cost)
         lstsq = least_squares_loss(module.train())
-        log(f"train loss: first batch {first_batch_loss:.4f}, pass 0 mean {pass_losses[0]:.4f}, "
-            f"last pass mean {pass_losses[-1]:.4f}")
-        log(f"train loss of the trained model {train_loss:.6f}; the least-squares optimum is "
-            f"{lstsq:.4f} ({100 * (train_loss / lstsq - 1):.1f}% above it)")
-        log(f"test loss {test_loss:.4f}  ({passes} passes, {passes * steps_per_pass} steps in "
-            f"{seconds:.2f} s)")
+        if tid == 0:  # in sync mode every trainer ends with the same parameters
+            if pass_losses:
+                log(f"train loss: first batch {first_batch_loss:.4f}, pass 0 mean {pass_losses[0]:.4f}, "
+                    f"last pass mean {pass_losses[-1]:.4f}")
+            log(f"train loss of the trained model {train_loss:.6f}; the least-squares optimum is "
+                f"{lstsq:.4f} ({100 * (train_loss / lstsq - 1):.1f}% above it)")
+            log(f"test loss {test_loss:.4f}  ({passes} passes, {passes * steps_per_pass - start} steps in "
+                f"{seconds:.2f} s)")
 
         if role is not None:
             exe.close()  # tells the pservers this trainer is done

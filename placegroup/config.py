@@ -129,6 +129,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
       for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")),
 )}
 
+    _S("PLACEGROUP_PROGRESS", str, "",
+       "Set by ``placegroup launch`` when its output is a terminal: ``launch`` makes a trainer send "
+       "its progress to the launcher, which draws a bar per trainer."),
 
 def raw(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     """The text of setting ``name`` (stripped), or None when it is unset or empty."""

@@ -310,6 +310,8 @@ class Checkpointer:
             return
         self.resumed_step = self.resumed_from = load_checkpoint(executor, self.config.dirname, program,
                                                                 step, scope=scope)
+        # a warning only so that Python prints it without any logging set up: say where it resumed
+        log.warning("resume: loaded checkpoint step %d from %s", step, self.config.dirname)
 
     def due(self, steps_done: int) -> bool:
         """Whether a save is due after ``steps_done`` steps of this run."""

@@ -30,6 +30,7 @@ import time
 from typing import Sequence
 
 from placegroup import config
+from placegroup.tools.progress import Bars
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
@@ -86,11 +87,10 @@ def cluster_envs(trainers: int, pservers: int, host: str = "127.0.0.1") -> list[
     return out
 
 
-def _pump(proc: Proc, out, lock: threading.Lock) -> None:
+def _pump(proc: Proc, sink: Bars, lock: threading.Lock) -> None:
     for line in iter(proc.popen.stdout.readline, b""):
         with lock:
-            out.write(f"[{proc.tag}] {line.decode(errors='replace')}")
-            out.flush()
+            sink.line(proc.tag, line.decode(errors="replace"))
 
 
 def _stop(procs: Sequence[Proc], grace: float) -> None:
@@ -219,7 +219,9 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
 
         Security.from_path(keys)  # a path that is not there fails here, not in every process
         extra_env[KEYS_ENV] = os.path.abspath(keys)
-    out = out or sys.stdout
+    if out is None and sys.stdout.isatty():  # the trainers' progress becomes bars here
+        extra_env.setdefault("PLACEGROUP_PROGRESS", "launch")
+    out = Bars(out or sys.stdout)
     lock = threading.Lock()
     command = [python, "-m", "placegroup", "run", script, *args] if paddle_compat else [python, script, *args]
     ckpt_dir = extra_env.get("PLACEGROUP_CHECKPOINT_DIR") or config.get("PLACEGROUP_CHECKPOINT_DIR")
@@ -254,10 +256,9 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
 # a checkpoint is one moment of the job, so the continued run equals an uninterrupted one
 # (docs/checkpoint.md). A failure before the first checkpoint restarts at step 0; Ctrl-C never
 # restarts.
-def _say(out, lock: threading.Lock, text: str) -> None:
+def _say(sink: Bars, lock: threading.Lock, text: str) -> None:
     with lock:
-        out.write(f"[launch] {text}\n")
-        out.flush()
+        sink.line("launch", text + "\n")
 
 
 def _newest_step(dirname: str | None) -> int | None:
@@ -269,7 +270,7 @@ def _newest_step(dirname: str | None) -> int | None:
     return latest_checkpoint(dirname)
 
 
-def _attempt(command: list, trainers: int, pservers: int, grace: float, out, lock: threading.Lock,
+def _attempt(command: list, trainers: int, pservers: int, grace: float, out: Bars, lock: threading.Lock,
              extra_env: dict, sched: str, binding: dict | None, label: str) -> int:
     """Start every process of the job once and watch them: the first failure stops the others
     and is the exit code; 0 when every trainer finished and the pservers returned."""
@@ -316,4 +317,6 @@ def _attempt(command: list, trainers: int, pservers: int, grace: float, out, loc
         for p in procs:
             if p.thread is not None:
                 p.thread.join(timeout=5)
+        with lock:
+            out.close()
     return code

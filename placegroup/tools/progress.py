@@ -1,0 +1,159 @@
+"""Training progress that reads well wherever a script runs: ``progress(total)``.
+
+A training loop calls ``bar.step(loss)`` per step and ``bar.write(line)`` for its report. What
+the user sees depends on where the process runs:
+
+* in one process on a terminal: a tqdm bar with the step count, the rate and a running loss;
+* under ``placegroup launch`` on a terminal: one bar per trainer, drawn by the launcher. The
+  trainer sends its progress to the launcher as records on its output (NOTE(progress-records)),
+  which the launcher turns into bars instead of printing;
+* anywhere else (a log file, a pipe, a cluster manager's log): a compact line at most every
+  ``every`` seconds, and a last one at the end.
+
+Example::
+
+    from placegroup.tools.progress import progress
+    with progress(passes * steps, desc=f"trainer {tid}") as bar:
+        for batch in batches:
+            loss, = exe.run(prog, feed=batch, fetch_list=[cost])
+            bar.step(float(loss[0]))
+        bar.write("pass 0 done")
+
+NOTE(progress-records): a trainer under ``placegroup launch`` whose launcher draws bars
+(``PLACEGROUP_PROGRESS=launch``, set by launch when its own output is a terminal) prints a
+record per update, a line ``RECORD`` + JSON ``{"n": steps done, "total": steps, "loss": running
+loss, "desc": label}``, at most ten a second. The launcher reads every line its processes print;
+it draws a record in that process's bar and prints every other line above the bars.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import tqdm
+
+from placegroup import config
+
+RECORD = "##placegroup-progress## "  # starts a progress record line
+RECORDS_PER_S = 10.0
+
+
+class Progress:
+    """One training loop's progress; see the module docstring. ``mode`` is ``"bar"``,
+    ``"records"`` or ``"lines"``; ``progress()`` picks it."""
+
+    def __init__(self, total: int, desc: str = "", mode: str = "lines", every: float = 10.0,
+                 out=None, smoothing: float = 0.9) -> None:
+        self.total, self.desc, self.mode, self.every = int(total), desc, mode, every
+        self.out = out if out is not None else sys.stderr
+        self.smoothing = smoothing
+        self.n, self.loss = 0, None
+        self.t0 = self.last = time.monotonic()
+        self.bar = None
+        if mode == "bar":
+            self.bar = tqdm.tqdm(total=self.total, desc=desc or None, unit="step", dynamic_ncols=True,
+                                 leave=False, file=self.out)
+
+    def step(self, loss: float | None = None, n: int = 1) -> None:
+        """``n`` more steps done; ``loss`` updates the running (exponentially smoothed) loss."""
+        self.n += n
+        if loss is not None:
+            self.loss = loss if self.loss is None else self.smoothing * self.loss + (1 - self.smoothing) * loss
+        now = time.monotonic()
+        if self.bar is not None:
+            if self.loss is not None:
+                self.bar.set_postfix_str(f"loss {self.loss:.4f}", refresh=False)
+            self.bar.update(n)
+        elif self.mode == "records":
+            if now - self.last >= 1 / RECORDS_PER_S or self.n >= self.total:
+                self._record()
+                self.last = now
+        elif now - self.last >= self.every:
+            self._line(now)
+            self.last = now
+
+    def write(self, line: str) -> None:
+        """A line of the report, printed above the bar (or as it is)."""
+        if self.bar is not None:
+            self.bar.write(line, file=self.out)
+        else:
+            print(line, file=sys.stdout, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        elif self.mode == "records":
+            self._record()
+        elif self.n:
+            self._line(time.monotonic())
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _record(self) -> None:
+        rec = {"n": self.n, "total": self.total, "loss": self.loss, "desc": self.desc}
+        print(RECORD + json.dumps(rec), file=sys.stdout, flush=True)
+
+    def _line(self, now: float) -> None:
+        rate = self.n / max(now - self.t0, 1e-9)
+        loss = f", loss {self.loss:.4f}" if self.loss is not None else ""
+        label = f"{self.desc}: " if self.desc else ""
+        pct = f" ({100 * self.n / self.total:.0f}%)" if self.total else ""
+        print(f"{label}step {self.n:,}/{self.total:,}{pct}{loss}, {rate:,.1f} steps/s", file=sys.stdout, flush=True)
+
+
+def progress(total: int, desc: str = "", enabled: bool | None = None, every: float = 10.0) -> Progress:
+    """The ``Progress`` that suits this process (module docstring). ``enabled=False``: compact
+    lines even on a terminal; True: a bar even when stderr is not one."""
+    if config.get("PLACEGROUP_PROGRESS") == "launch" and enabled is not False:
+        return Progress(total, desc, "records", every)
+    on_terminal = sys.stderr.isatty() if enabled is None else enabled
+    return Progress(total, desc, "bar" if on_terminal else "lines", every)
+
+
+def parse_record(line: str) -> dict | None:
+    """The record a line holds (NOTE(progress-records)), or None for any other line."""
+    if not line.startswith(RECORD):
+        return None
+    try:
+        rec = json.loads(line[len(RECORD):])
+    except ValueError:
+        return None
+    return rec if isinstance(rec, dict) and isinstance(rec.get("n"), int) else None
+
+
+class Bars:
+    """What ``placegroup launch`` draws on a terminal: a bar per process that sends progress
+    records, below the lines the processes print. Callers hold one lock around every call."""
+
+    def __init__(self, out) -> None:
+        self.out = out
+        self.bars: dict[str, tqdm.tqdm] = {}
+
+    def line(self, tag: str, text: str) -> None:
+        """One line process ``tag`` printed: a record moves its bar; anything else is printed."""
+        rec = parse_record(text)
+        if rec is None:
+            if self.bars:
+                tqdm.tqdm.write(f"[{tag}] {text.rstrip()}", file=self.out)
+            else:
+                self.out.write(f"[{tag}] {text}")
+                self.out.flush()
+            return
+        bar = self.bars.get(tag)
+        if bar is None:
+            bar = self.bars[tag] = tqdm.tqdm(total=rec.get("total") or None, desc=f"[{tag}]", unit="step",
+                                             position=len(self.bars), dynamic_ncols=True, file=self.out)
+        bar.n = rec["n"]
+        if isinstance(rec.get("loss"), (int, float)):
+            bar.set_postfix_str(f"loss {rec['loss']:.4f}", refresh=False)
+        bar.refresh()
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+        self.bars.clear()
