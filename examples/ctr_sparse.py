@@ -9,8 +9,9 @@
 Each example's ``ad`` slot holds the shown ad's id (a one-id sequence) and its ``history`` slot
 the 1 + Poisson(3) ads the user was shown before: variable-length id lists fed as LoD tensors.
 
-With the default vocabulary of 10,000,000 rows the tables are 2.4 + 0.6 GiB of float32. Run as a
-cluster, they live on the pservers as row shards (shard k holds rows k, k+M, ...); each
+With the default vocabulary of 10,000,000 rows the tables are 2.4 + 0.6 GiB of float32, and
+Adam's two moments triple that: each of 2 pservers needs about 4.6 GiB. ``--vocab 1000000``
+(about 0.5 GiB per pserver) makes a quick first run. Run as a cluster, they live on the pservers as row shards (shard k holds rows k, k+M, ...); each
 trainer fetches only the rows of its batch, sends back only their gradients, and its memory
 stays a few tens of MB: the example prints every process's peak resident memory at the end.
 
@@ -22,7 +23,8 @@ rate: a user shown high-rate ads before clicks a little more.
 
 Run::
 
-    placegroup launch --trainers 2 --pservers 2 examples/ctr_sparse.py           # 10M rows
+    placegroup launch --trainers 2 --pservers 2 examples/ctr_sparse.py           # 10M rows: ~4.6 GiB per pserver
+    placegroup launch examples/ctr_sparse.py --vocab 1000000                      # a first run: ~0.5 GiB
     python examples/ctr_sparse.py --vocab 1000000                                 # one process
 """
 from __future__ import annotations
