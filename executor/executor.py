@@ -35,6 +35,7 @@ import numpy as np
 
 from placegroup.compiler import prepare_run
 from placegroup.errors import PlacementError, ProgramError
+from placegroup.executor.feed import fed_array
 from placegroup.executor.interpreter import Interpreter
 from placegroup.executor.link import Link
 from placegroup.executor.plan import Plan, compile_plan, fetch_edge
@@ -71,20 +72,6 @@ class _Distributed:
     def close(self) -> None:
         self.link.close(self.interp.settle)
         _open.discard(self)
-
-
-def _reshaped_feed(name: str, var, arr, shape):
-    """A feed whose shape differs from its var's only by dims of 1 ([N] for [-1, 1]): a
-    ``fluid.layers.data`` var takes it in its own shape, as Fluid's LoDTensor did, while
-    ``fluid.data`` checks its feed, as in Fluid 1.8. Raises ProgramError naming both shapes
-    otherwise."""
-    want = [d for d in shape if d != 1]
-    have = [a for a in arr.shape if a != 1]
-    if not var.attrs.get("need_check_feed") and shape.count(-1) <= 1 and len(want) == len(have) \
-            and all(d in (-1, a) for d, a in zip(want, have)):
-        return arr.reshape([-1 if d == -1 else d for d in shape])
-    raise ProgramError(f"feed {name!r} has shape {list(arr.shape)}, but the var is declared "
-                       f"{list(shape)} (-1 is any size)")
 
 
 class Executor:
@@ -176,12 +163,7 @@ class Executor:
                     raise ProgramError(_not_sequences(name, var, "a LoDTensor with no LoD"))
             if var.lod_level and lod is None:
                 raise ProgramError(_not_sequences(name, var, _describe(value)))
-            arr = value if hasattr(value, "__cuda_array_interface__") else np.asarray(value)
-            if arr.dtype != dtype:
-                arr = arr.astype(dtype)
-            if shape is not None and (len(arr.shape) != len(shape) or any(
-                    d != -1 and d != a for d, a in zip(shape, arr.shape))):
-                arr = _reshaped_feed(name, var, arr, shape)
+            arr = fed_array(name, var, dtype, shape, value)  # NOTE(feed-dtype) in executor/feed.py
             arr = xp.asarray(arr) if xp is not np else arr
             if lod is None:
                 vals[name] = arr
@@ -212,7 +194,9 @@ class Executor:
 
         Raises:
             EOFException: a reader of the program is at the end of its data (``fluid.core``).
-            ProgramError: on a feed that is not a var or has the wrong shape.
+            ProgramError: on a feed that is not a var, or whose dtype or shape the var does
+                not take (``feed 'x': ...``; the rules are Fluid 1.8's, NOTE(feed-dtype) in
+                executor/feed.py).
             OpError: "While executing op #i `type`: ..." when a kernel fails.
             PeerLost, RemoteError, CommTimeout: a distributed run lost a peer, or a peer failed.
         """
