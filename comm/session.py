@@ -38,6 +38,7 @@ from placegroup.comm.framing import FrameError, Message, pack, unpack
 from placegroup.errors import PeerLost
 
 DEBUG = config.DEBUG  # >= 2: log every message
+log = logging.getLogger("placegroup.comm")
 LOST_GRACE = config.get("PLACEGROUP_LOST_GRACE")  # NOTE(peer-lost)
 
 
@@ -52,6 +53,8 @@ class Session:
         done: peer -> the last step it ran, for each peer that said ``done``.
         senders: the names that may send anything (None: every name; ``admit`` sets it).
         start_timeout: seconds a peer may take to connect before it ``never`` came.
+        notice_every: seconds between two log lines while a wait is for a peer that has not
+            connected yet (0: none): a newcomer sees who is missing instead of silence.
         describe_peer: ``describe_peer(name) -> str`` for error messages (role, endpoint).
         drops: the ``DropLog`` shared with the mailbox.
     """
@@ -62,6 +65,8 @@ class Session:
         self.done: dict[str, int] = {}
         self.senders: set[str] | None = None
         self.start_timeout = config.get("PLACEGROUP_START_TIMEOUT")
+        self.notice_every = config.get("PLACEGROUP_WAIT_NOTICE_EVERY")
+        self._notice_at = self.notice_every or float("inf")  # seconds since start of the next one
         self.describe_peer: Callable[[str], str] = lambda peer: peer
         self.drops = DropLog(self.me)
         self.came: set[str] = set()        # peers we have had a connection with
@@ -186,7 +191,20 @@ class Session:
                 raise PeerLost(f"peer {self.describe_peer(src)} refused this executor's CURVE handshake "
                                f"{since:.1f}s ago: its server key or our client key is not the one it "
                                f"expects (PLACEGROUP_KEYS, docs/security.md); " + describe([k]))
-            if state == "never" and since > self.start_timeout:
-                raise PeerLost(f"peer {self.describe_peer(src)} never came: no connection in {since:.0f}s "
-                               f"(PLACEGROUP_START_TIMEOUT={self.start_timeout:g}s; is it running?); "
-                               + describe([k]))
+            if state == "never":
+                if since > self.start_timeout:
+                    raise PeerLost(f"peer {self.describe_peer(src)} never came: no connection in {since:.0f}s "
+                                   f"(PLACEGROUP_START_TIMEOUT={self.start_timeout:g}s; is it running?); "
+                                   + describe([k]))
+                if since >= self._notice_at:
+                    self._notice_never(keys, since)
+
+    def _notice_never(self, keys: Sequence[tuple], since: float) -> None:
+        """One log line naming the sources of ``keys`` that have not connected yet and the time
+        left before ``start_timeout``. Only a wait that already found a peer missing gets here
+        (``check`` runs between the polls of a wait), so a running job pays nothing."""
+        self._notice_at = since + self.notice_every
+        peers = sorted({k[2] for k in keys if k[2] not in self.done and self.status(k[2])[0] == "never"})
+        log.warning("%s: still waiting for %s, not connected in %.0fs; giving up in %.0fs "
+                    "(PLACEGROUP_START_TIMEOUT=%gs)", self.me, ", ".join(map(self.describe_peer, peers)),
+                    since, max(self.start_timeout - since, 0), self.start_timeout)
