@@ -48,6 +48,7 @@ from placegroup.switches import (device_guard, disable_dygraph, disable_imperati
 from placegroup.layers import learning_rate_scheduler as learning_rate_decay  # noqa: E402
 
 _moved.install()  # the module paths that moved keep working, with a DeprecationWarning
+__import__("placegroup.failures").failures.install()  # expected failures end with one line, no traceback
 # Fluid 1.8's names placegroup lacks raise NotImplementedInPlacegroup here and in the submodules
 # (this module's __getattr__ among them); docs/fluid_compat.md lists them
 compat.install_gaps()
