@@ -2,7 +2,8 @@
 
 Subcommands::
 
-    placegroup dump prog.bin [--format text|json|dot] [--role R --endpoint EP]
+    placegroup dump prog.bin [--format text|json|dot] [--role R [--endpoint EP | --trainer-id N]]
+    placegroup dump prog.bin --endpoints
     placegroup launch --trainers 2 --pservers 2 [--paddle-compat] script.py [args]
     placegroup run script.py [args]
     placegroup keys DIR [--clients N] [--force]
@@ -12,7 +13,8 @@ Subcommands::
 ``docs/ir.md``); ``launch`` starts a local cluster (``placegroup/tools/launch.py``); ``keys`` makes
 the CURVE keys that ``PLACEGROUP_KEYS`` points to (``comm/security.py``, docs/security.md); ``run``
 runs an unmodified Fluid 1.x script (``import paddle.fluid``) on placegroup (``tools/run.py``). A file that is
-missing or not a valid prog.bin gives one line on stderr and exit status 2, never a traceback.
+missing or not a valid prog.bin, a bad flag or a missing argument gives one line on stderr and exit
+status 2, never a traceback nor a usage block.
 
 Example::
 
@@ -20,15 +22,18 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import sys
 
 import click
 
 from placegroup import __version__
+from placegroup.tools import dump_executors
 from placegroup.tools.dump import FORMATS, render
 from placegroup.tools.run import run
-from placegroup.errors import PlacegroupError, SerializationError
+from placegroup.errors import ConfigError, PlacegroupError, SerializationError
 
 USAGE_ERROR = 2  # what click uses for a bad command line, and we for a bad input file
 
@@ -46,6 +51,40 @@ class DumpError(click.ClickException):
         click.echo(f"placegroup: error: {self.format_message()}", err=True)
 
 
+class UsageLine(DumpError):
+    """click's usage error (a bad flag, a missing argument, a script that does not exist) as
+    one line, naming the command and where its help is, exit status 2."""
+
+    def __init__(self, e: click.UsageError) -> None:
+        super().__init__(e.format_message())
+        self.path = e.ctx.command_path if e.ctx is not None else "placegroup"
+
+    def show(self, file=None) -> None:
+        click.echo(f"{self.path}: error: {self.format_message()} (see '{self.path} --help')", err=True)
+
+
+@contextlib.contextmanager
+def _one_line():
+    try:
+        yield
+    except click.UsageError as e:
+        if isinstance(e, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+            raise  # bare `placegroup`: the help itself
+        raise UsageLine(e) from None
+
+
+class OneLineGroup(click.Group):
+    """A click group whose own and subcommands' usage errors print one line (``UsageLine``)."""
+
+    def make_context(self, *args, **kwargs):
+        with _one_line():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx):
+        with _one_line():
+            return super().invoke(ctx)
+
+
 def _reason(e: ValueError) -> str:
     """A ValueError's message; for pydantic's, the first error's own words."""
     errors = getattr(e, "errors", None)
@@ -55,36 +94,51 @@ def _reason(e: ValueError) -> str:
     return str(e)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="placegroup",
                       message="%(prog)s %(version)s")
 def main() -> None:
     """placegroup: one PlaceGroup-annotated program, run by every process."""
 
 
+GET_DOT = "apt-get install graphviz, brew install graphviz or conda install graphviz"
+
+
 @main.command(short_help="Show who runs what in a prog.bin.")
 @click.argument("path", metavar="PROG_BIN")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
-              help="text: the IR under per-placement counts; json: a stable document; "
-                   "dot: graphviz.")
+              help="text: the IR under per-placement counts; json: a stable document; dot: graphviz "
+                   "source, which graphviz's `dot` program draws (`| dot -Tsvg > prog.svg`; get it "
+                   f"with {GET_DOT}).")
 @click.option("--role", default=None,
-              help="Show only what an executor of this role runs and holds.")
-@click.option("--endpoint", default=None, help="That executor's ip:port (with --role).")
-def dump(path: str, fmt: str, role: str | None, endpoint: str | None) -> None:
-    """Print the program in PROG_BIN (written by placegroup.io.save_program)."""
+              help="Show only what one executor of this role (trainer or pserver) runs and holds.")
+@click.option("--endpoint", default=None,
+              help="Which pserver (its ip:port; a trainer's, when the job lists them): --endpoints lists them.")
+@click.option("--trainer-id", type=click.IntRange(min=0), default=None,
+              help="With --role trainer: which trainer (0..N-1).")
+@click.option("--endpoints", "list_executors", is_flag=True,
+              help="List the program's executors and the flags that show each one's view.")
+def dump(path: str, fmt: str, role: str | None, endpoint: str | None, trainer_id: int | None,
+         list_executors: bool) -> None:
+    """Print the program in PROG_BIN (written by placegroup.io.save_program).
+
+    A transpiled program names its job's trainers and pservers: --endpoints lists them, and a
+    view of a role with several executors must name one (--endpoint, --trainer-id).
+    """
     from placegroup.io import load_program
     from placegroup.ir.place_group import ExecutorId, Node
 
-    executor = None
-    if endpoint is not None and role is None:
-        raise DumpError("--endpoint needs --role (e.g. --role pserver --endpoint 127.0.0.1:7164)")
+    if role is None and (endpoint is not None or trainer_id is not None):
+        flag = "--endpoint" if endpoint is not None else "--trainer-id"
+        raise DumpError(f"{flag} needs --role (e.g. --role pserver --endpoint 127.0.0.1:7164, "
+                        f"--role trainer --trainer-id 0)")
+    given = f"--role {role!r}" + (f" --endpoint {endpoint!r}" if endpoint else "")
     if role is not None:
         try:
             if endpoint is not None:
                 Node.parse(endpoint)  # its ValueError says what is wrong in one line
-            executor = ExecutorId.parse(role, endpoint)
+            ExecutorId.parse(role, endpoint)
         except ValueError as e:
-            given = f"--role {role!r}" + (f" --endpoint {endpoint!r}" if endpoint else "")
             raise DumpError(f"bad executor {given}: {_reason(e)}") from None
     try:
         program = load_program(path)
@@ -94,11 +148,33 @@ def dump(path: str, fmt: str, role: str | None, endpoint: str | None) -> None:
         raise DumpError(str(e)) from None
     except (PlacegroupError, ValueError) as e:  # a payload that fits the schema, not the IR
         raise DumpError(f"{path}: not a valid prog.bin: {e}") from None
+    if list_executors:
+        click.echo(dump_executors.listing(program, path), nl=False)
+        return
+    executor = None
+    if role is not None:
+        try:
+            executor = dump_executors.pick(program, role, endpoint, trainer_id)
+        except ConfigError as e:
+            raise DumpError(f"{path}: {e}") from None
+    text = render(program, fmt, executor)
+    if fmt == "dot" and _stdout_is_terminal():  # a pipe gets the plain graph
+        text = dot_hint(path) + text
     try:
-        click.echo(render(program, fmt, executor), nl=False)
+        click.echo(text, nl=False)
         sys.stdout.flush()
     except BrokenPipeError:  # `placegroup dump p.bin | head`: the reader left, that is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+
+
+def _stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def dot_hint(path: str) -> str:
+    """The comment line a dot dump starts with on a terminal: how to draw it."""
+    where = "" if shutil.which("dot") else f" (this machine has no `dot`: {GET_DOT})"
+    return f"// graphviz source: draw it with `placegroup dump {path} --format dot | dot -Tsvg > prog.svg`{where}\n"
 
 
 @main.command(short_help="Run a script as a local cluster of trainers and pservers.",

@@ -24,6 +24,7 @@ from placegroup.ops.registry import EMPTY_VAR
 from placegroup.ir.place_group import ExecutorId, PlaceGroup
 from placegroup.ir.printer import format_op, format_var
 from placegroup.ir.serialize import SCHEMA_VERSION
+from placegroup.tools import dump_executors
 
 FORMATS = ("text", "json", "dot")
 JSON_FORMAT = "placegroup.dump/1"
@@ -139,6 +140,7 @@ def render_text(program, executor: ExecutorId | None = None) -> str:
     if program.cluster is not None:
         c = program.cluster.model_dump()
         lines.append("// cluster: " + " ".join(f"{k}={c[k]}" for k in sorted(c)))
+        lines.append(dump_executors.header(program))
     if executor is not None:
         k_ops = sum(len(view.ops(b)) for b in program.blocks)
         k_vars = sum(len(view.vars(b)) for b in program.blocks)
