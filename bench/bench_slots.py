@@ -1,6 +1,6 @@
 """Slot model (LoD ids): placegroup against numpy's own gather/reduceat/scatter, in the same run.
 
-The floor (DESIGN.md §8, *slots*), in one process: a float32 table [1,000,000 x 16]; batches of
+The floor, in one process: a float32 table [1,000,000 x 16]; batches of
 512 examples, each with 26 slots of 1 + Poisson(4) ids drawn as ``(zipf(1.1) * 2654435761) %
 vocab``; per batch ``rows = table[ids]``, ``np.add.reduceat(rows, starts)`` into per-(example,
 slot) sums, and ``np.add.at(table, ids, -1e-5 * rows)``; examples per second over 50 batches.

@@ -7,7 +7,7 @@ import placegroup as fluid
 
 # One factor scales every timeout in the distributed tests (STYLE.md rule 13).
 TIME_FACTOR = float(os.environ.get("PLACEGROUP_TEST_TIME_FACTOR", "1"))
-# A wait on a live peer has no limit in production (DESIGN.md §7); in the tests (and the
+# A wait on a live peer has no limit in production; in the tests (and the
 # processes they start) a bug that deadlocks fails after this many seconds instead of hanging.
 os.environ.setdefault("PLACEGROUP_WAIT_TIMEOUT", str(120 * TIME_FACTOR))
 
@@ -22,7 +22,7 @@ def fresh_programs():
 
 
 def build_fit_a_line(lr: float = 0.01):
-    """Seed 002's model (x -> fc(1) -> square_error_cost -> mean, SGD) in the default programs;
+    """The fit_a_line model (x -> fc(1) -> square_error_cost -> mean, SGD) in the default programs;
     returns the mean cost."""
     x = fluid.layers.data(name="x", shape=[13])
     y = fluid.layers.data(name="y", shape=[1])

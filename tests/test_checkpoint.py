@@ -1,4 +1,4 @@
-"""Checkpoints (issue #7): re-slicing, atomicity, damaged files, and resuming a real cluster
+"""Checkpoints: re-slicing, atomicity, damaged files, and resuming a real cluster
 onto 2 and onto 3 pservers, which must continue exactly as an uninterrupted run (rtol 1e-5)."""
 import io
 import json

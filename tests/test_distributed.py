@@ -1,7 +1,7 @@
 """Training across real processes equals the single-process run.
 
 Each test starts a real local cluster with ``placegroup.tools.launch`` (pservers and trainers as
-separate processes talking ZeroMQ on 127.0.0.1, roles from the seeds' environment), runs the
+separate processes talking ZeroMQ on 127.0.0.1, roles from Fluid's launch environment), runs the
 same script once single-process on the whole batch, and compares per-step losses (mean over
 trainers) and final parameters. The executor's rules in every mode (optimizers, slicing,
 async, bounded staleness, merge_steps, fetches, model parallelism) are tested in one process
@@ -61,20 +61,20 @@ def _check_equivalent(tmp_path, trainers, pservers, *args, sharded=()):
 
 def test_sync_sgd_2_trainers_2_pservers_equals_one_process(tmp_path):
     """Cross edges in both directions every step (gradients to the pservers, parameters back):
-    the version rule keeps every wait pointing earlier, so nothing deadlocks (DESIGN.md §4)."""
+    the version rule keeps every wait pointing earlier, so nothing deadlocks."""
     log = _check_equivalent(tmp_path, 2, 2, "--model", "linear", "--optimizer", "sgd", "--steps", "8")
     assert log.count("set guard: 'learning_rate_0' is held by pserver@") == 2
 
 
 @pytest.mark.parametrize("optimizer", ["adam"])
 def test_collective_data_parallel_without_pservers(tmp_path, optimizer):
-    """No pservers: gradients all-reduced among the trainers (issue #5), same as one process."""
+    """No pservers: gradients all-reduced among the trainers, same as one process."""
     _check_equivalent(tmp_path, 2, 0, "--model", "wide", "--optimizer", optimizer, "--steps", "5")
 
 
 @pytest.mark.parametrize("trainers, optimizer, fused", [(2, "adam", True), (4, "momentum", False)])
 def test_model_parallel_fc_over_the_trainers(tmp_path, trainers, optimizer, fused):
-    """Seed 004: the last fc column-sliced over K trainers equals the one-device model, with the
+    """Model parallelism: the last fc column-sliced over K trainers equals the one-device model, with the
     whole logits gathered (unfused) or never made (fused softmax cross-entropy)."""
     log = _check_equivalent(tmp_path, trainers, 0, "--model", "mp", "--optimizer", optimizer, "--steps", "5",
                             "--batch", "24", *(() if fused else ("--unfused",)), sharded=("fc_1.w_0", "fc_1.b_0"))
@@ -128,7 +128,7 @@ def test_fit_a_line_example_runs_unchanged_under_launch(tmp_path):
     assert text.count("pserver: every trainer is done") == 2
 
 
-def test_seed_002_train_runs_as_written(tmp_path):
+def test_the_design_documents_train_runs_as_written(tmp_path):
     """The seed's own train(): every process runs the same loop, pservers included."""
     import numpy as np
 
@@ -140,7 +140,7 @@ def test_seed_002_train_runs_as_written(tmp_path):
     x = rng.uniform(0, 10, size=(506, 13))
     np.savetxt(home / "housing.data", np.hstack([x, (x @ rng.uniform(0, 1, 13))[:, None]]), fmt="%.4f")
     out = io.StringIO()
-    code = launch(os.path.join(os.path.dirname(__file__), "dist", "seed_002_train.py"), [], 2, 2,
+    code = launch(os.path.join(os.path.dirname(__file__), "dist", "placegroup_design_train.py"), [], 2, 2,
                   grace=30 * TIME_FACTOR, out=out, extra_env={"PLACEGROUP_DATA_HOME": str(tmp_path)})
     text = out.getvalue()
     assert code == 0, text[-3000:]
@@ -179,13 +179,13 @@ def test_sliced_wide_layer_example_on_3_pservers(tmp_path):
     out = io.StringIO()
     assert launch(example, ["--passes", "2"], 2, 3, grace=20 * TIME_FACTOR, out=out) == 0, out.getvalue()
     text = out.getvalue()
-    assert "rows 0..682 of fc_1.w_0" in text  # seed 000: a 2048-row weight in 3 blocks
+    assert "rows 0..682 of fc_1.w_0" in text  # parameter slicing: a 2048-row weight in 3 blocks
     want = re.search(r"test accuracy ([0-9.]+)", local).group(1)
     assert re.findall(r"\[trainer\.\d\] test accuracy ([0-9.]+)", text) == [want, want]
 
 
 def test_async_and_ssp_fit_a_line_converge_within_5_percent_of_sync(tmp_path):
-    """Issue #6's check on examples/fit_a_line.py: the trained model's loss in async and SSP(2)
+    """On examples/fit_a_line.py: the trained model's loss in async and SSP(2)
     mode is within 5% of the sync one."""
     import re
 

@@ -1,4 +1,4 @@
-"""Failure detection across real processes (issue #7, DESIGN.md §7).
+"""Failure detection across real processes.
 
 A cluster is started by hand (``cluster_envs``, as ``placegroup launch`` does) so one process
 can be killed or stopped mid-run; every other process must exit within the peer timeout plus

@@ -81,8 +81,8 @@ def test_runs_as_a_script_and_saves_the_program(tmp_path, no_housing):
         assert [op.type for op in prog.global_block().ops][:2] == ["mul", "elementwise_add"]
 
 
-def test_seed_002_train_loop_with_placegroup_as_paddle(no_housing):
-    """Seed 002 §3.5's train_loop, verbatim but for the data set and the pass count."""
+def test_the_design_documents_train_loop_with_placegroup_as_paddle(no_housing):
+    """The PlaceGroup design's train_loop, verbatim but for the data set and the pass count."""
     import placegroup as paddle
 
     main, startup = fluid.Program(), fluid.Program()

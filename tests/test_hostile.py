@@ -1,4 +1,4 @@
-"""Hostile input (issue #7, part 4; docs/protocol.md, "What is dropped").
+"""Hostile input (docs/protocol.md, "What is dropped").
 
 What arrives on an executor's sockets is dropped with a rate-limited log line unless it is a
 well-formed message from an executor linked to this one, carrying values a plan of this
@@ -553,7 +553,7 @@ def _train(out, attack: bool):
 
 
 def test_a_flood_on_the_pservers_ports_changes_nothing_in_the_losses(tmp_path):
-    """Issue #7's check: random bytes, a frame claiming 8 GiB, strangers' and impostors'
+    """Random bytes, a frame claiming 8 GiB, strangers' and impostors'
     messages on every pserver's port while a 2 + 2 cluster trains; the losses and parameters
     equal a clean run's exactly, and the pservers' logs stay short."""
     clean, clean_log, _ = _train(tmp_path / "clean", attack=False)

@@ -1,4 +1,4 @@
-"""LoD tensors end to end (issue #15, slice 1): the value type, LoD through the program,
+"""LoD tensors end to end : the value type, LoD through the program,
 feeding and fetching, and a text classifier over the first sequence ops.
 
 * the ``LoDTensor`` value (placegroup/values.py) as ``fluid.core.LoDTensor``, with Fluid 1.8's

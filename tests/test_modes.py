@@ -38,7 +38,7 @@ def check_equivalent(run, ref, sharded=()):
 
 @pytest.mark.parametrize("name, optimizer, trainers, pservers, steps", [
     ("linear", "sgd", 2, 2, 8),
-    ("wide", "sgd", 2, 3, 6),        # seed 000: fc_1.w_0 in 2 blocks over 3 pservers
+    ("wide", "sgd", 2, 3, 6),        # parameter slicing: fc_1.w_0 in 2 blocks over 3 pservers
     ("wide", "momentum", 2, 2, 12),  # with piecewise_decay on the pservers
     ("wide", "adam", 2, 2, 12),
     ("linear", "sgd", 3, 1, 4),

@@ -1,6 +1,6 @@
 """Optimizer ops, lr schedules, regularizers and optimizer classes against plain numpy.
 
-* every optimizer op (``ops/optimizer.py``, ``ops/lars_dpsgd.py``) against a numpy reference of DESIGN.md §9's maths
+* every optimizer op (``ops/optimizer.py``, ``ops/lars_dpsgd.py``) against a numpy reference of the update rules Fluid 1.8 documents
   over several float32 steps, with its state fed back; output shapes and dtypes (float32 and
   float64); inputs never mutated or aliased; slot roles and ``inplace`` pairs; ``infer`` errors;
 * every schedule's value over steps 0..12 against its formula, the one decay counter that

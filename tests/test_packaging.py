@@ -1,4 +1,4 @@
-"""Packaging (DESIGN.md §2): every package directory is in pyproject's ``packages``, and a plain
+"""Packaging: every package directory is in pyproject's ``packages``, and a plain
 ``pip install .`` gives one import name that works from any directory, the root included."""
 import os
 import shutil

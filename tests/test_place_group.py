@@ -1,4 +1,4 @@
-"""PlaceGroup text form (DESIGN.md §3): round-trips, malformed input, and executor matching."""
+"""PlaceGroup text form (`role/ip:port/device:[ids]`): round-trips, malformed input, and executor matching."""
 
 import re
 

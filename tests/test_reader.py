@@ -67,7 +67,7 @@ def test_batch_rejects_a_non_positive_size(bad):
 
 
 def test_placegroup_batch_is_paddle_batch():
-    # Seed 002 calls paddle.batch(paddle.reader.shuffle(...)) with `import placegroup as paddle`.
+    # The PlaceGroup design's example calls paddle.batch(paddle.reader.shuffle(...)) with `import placegroup as paddle`.
     assert placegroup.batch is reader.batch
     assert placegroup.reader is reader
 

@@ -12,18 +12,18 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # "not implemented" errors (compat.py), Fluid 1.8's public names as data (compat_names.py, 148
 # lines of names only), the generator of docs/fluid_compat.md, the `run` command and the small
 # fluid.core / nets / metrics / layers.control_flow modules those names need
-# placegroup/: + ~270 for layers/ops.py (issue #14, item 6): 34 Fluid 1.8 layers over the unary,
+# placegroup/: + ~270 for layers/ops.py (Fluid 1.8 breadth): 34 Fluid 1.8 layers over the unary,
 # reduce_max/min/prod, comparison and logical ops, each with its docstring and example
-# placegroup/: + ~270 for inference models (issue #14, item 3): save/load_inference_model, the
+# placegroup/: + ~270 for inference models (Fluid 1.8 breadth): save/load_inference_model, the
 # pruning to the feed -> target subgraph with its errors, ~40% docstrings (io/inference.py), and
 # Program.extra, where an inference model records its feed and fetch names
-# placegroup/: + ~250 for the six Fluid 1.8 optimizers of issue #14, item 6 (RMSProp, Adamax,
+# placegroup/: + ~250 for the six further Fluid 1.8 optimizers (RMSProp, Adamax,
 # Adadelta, DecayedAdagrad, Ftrl, Lamb in optimizer.py), about half of it their docstrings
-# comm/: 1700 + ~400 for the layers of issue #13 (item 5): the transport interface (base.py), the
+# comm/: 1700 + ~400 for comm's layers: the transport interface (base.py), the
 # session (hello, done, peer status), the loopback transport and the drop log shared by the
 # session and the mailbox, ~40% of it their docstrings; what they took out of the mailbox and
 # the ZeroMQ transport is gone from there
-# ops/: 3100 + ~2500 for the breadth of issue #14 (Fluid 1.8's layers): conv/pool, batch/layer/
+# ops/: 3100 + ~2500 for the breadth of Fluid 1.8's layers: conv/pool, batch/layer/
 # instance/group norm and counter-based dropout, tensor manipulation (transpose .. range), the
 # loss and distance ops with nce and hsigmoid, the clip ops; one family per module, about a third
 # docstrings and NOTEs on where Paddle's kernels are followed to the letter

@@ -1,4 +1,4 @@
-"""Distributed sparse tables (issue #4): a table sharded over the pservers, rows prefetched by
+"""Distributed sparse tables: a table sharded over the pservers, rows prefetched by
 id, SelectedRows gradients; the run equals one process to 1e-5 (losses, fc, the whole table
 put back together from the pservers' shards)."""
 import io
@@ -71,7 +71,7 @@ def test_ctr_example_keeps_the_table_off_the_trainers(tmp_path):
 
 @pytest.mark.slow
 def test_ctr_example_with_10_million_rows():
-    """Issue #4's check: a 10M x 64 table (2.4 GiB) on 2 pservers, trainers under 500 MB."""
+    """A 10M x 64 table (2.4 GiB) on 2 pservers, trainers under 500 MB."""
     trainer_mib, table_mib = _run_ctr(10_000_000, 300)
     assert table_mib > 2400 and max(trainer_mib) < 500
 

@@ -295,7 +295,7 @@ def _grads(dtype):
 
 
 def _ref_rows(op, a, p, g, st):
-    """DESIGN.md §9's dense rule on some rows (float64); returns (p, state) for those rows."""
+    """The optimizer's dense rule on some rows (float64); returns (p, state) for those rows."""
     lr, mu = 0.05, a.get("mu", 0.9)
     if op == "sgd":
         return p - lr * g, {}

@@ -1,4 +1,4 @@
-"""The transpiler's passes: merge, slice (seed 000) and placement, each checked alone."""
+"""The transpiler's passes: merge, slice (parameter slicing) and placement, each checked alone."""
 import math
 
 import pytest
@@ -25,7 +25,7 @@ def _ops(prog):
     return [(op.type, str(op.place)) for op in prog.global_block().ops]
 
 
-def test_seed_002_placement_of_fit_a_line(fresh_programs):
+def test_placement_of_fit_a_line(fresh_programs):
     main, startup = fresh_programs
     _linear()
     before = str(main)
@@ -65,8 +65,8 @@ def test_program_survives_save_and_load(fresh_programs, tmp_path):
     assert back.cluster == prog.cluster
 
 
-def test_seed_000_example_gives_two_blocks(fresh_programs):
-    """10 x 1000 over 3 pservers: min(ceil(10000 / 8192), 3) = 2 blocks (seed 000)."""
+def test_the_parameter_slicing_example_gives_two_blocks(fresh_programs):
+    """10 x 1000 over 3 pservers: min(ceil(10000 / 8192), 3) = 2 blocks (the parameter-slicing design's example)."""
     main, _ = fresh_programs
     x = fluid.layers.data(name="x", shape=[10])
     h = fluid.layers.fc(input=x, size=1000)

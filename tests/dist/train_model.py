@@ -1,6 +1,6 @@
-"""A model trained the seed 002 §3.5 way, single-process or as one process of a cluster.
+"""A model trained as Fluid's distributed scripts train, single-process or as one process of a cluster.
 
-Run with no TRAINING_ROLE: one process on the whole batch. With the seeds' variables (as
+Run with no TRAINING_ROLE: one process on the whole batch. With Fluid's launch variables (as
 ``placegroup launch`` sets them): trainer t is fed the t-th contiguous 1/N of every batch.
 Writes ``<out>/<role><id>.npz`` with the per-step losses and, for trainers, every parameter.
 
@@ -26,13 +26,13 @@ def build(model: str, optimizer: str):
         y = fluid.layers.data(name="y", shape=[1])
         pred = fluid.layers.fc(input=x, size=1)
         cost = fluid.layers.mean(fluid.layers.square_error_cost(input=pred, label=y))
-    elif model == "wide":  # seed 000's example: w1 is 10 x 1000 over 3 pservers -> 2 blocks
+    elif model == "wide":  # parameter slicing's example: w1 is 10 x 1000 over 3 pservers -> 2 blocks
         x = fluid.layers.data(name="x", shape=[10])
         y = fluid.layers.data(name="y", shape=[1])
         h = fluid.layers.fc(input=x, size=1000, act="relu")
         pred = fluid.layers.fc(input=h, size=1)
         cost = fluid.layers.mean(fluid.layers.square_error_cost(input=pred, label=y))
-    elif model == "mp":  # seed 004: a classifier whose last fc is column-sliced over the trainers
+    elif model == "mp":  # model parallelism: a classifier whose last fc is column-sliced over the trainers
         x = fluid.layers.data(name="x", shape=[10])
         y = fluid.layers.data(name="y", shape=[1], dtype="int64")
         h = fluid.layers.fc(input=x, size=16, act="relu")
@@ -145,7 +145,7 @@ def main() -> None:
         shard = np.array(fresh.find_var("fc_1.w_0").get_tensor())
         print(f"trainer {tid} checkpoint: fc_1.w_0 {list(shard.shape)} reloaded "
               f"{'equal' if np.array_equal(shard, values['fc_1.w_0']) else 'DIFFERENT'}; {len(saved)} vars")
-    if role is not None:  # DESIGN.md §4: a trainer cannot write what a pserver holds
+    if role is not None:  # a trainer cannot write what a pserver holds
         try:
             scope.var("learning_rate_0").get_tensor().set(np.zeros(1, np.float32))
         except fluid.PlacementError as e:

@@ -1,4 +1,4 @@
-"""A sparse model trained single-process or as one process of a cluster (issue #4):
+"""A sparse model trained single-process or as one process of a cluster:
 
     ids [N, 1] -> embedding([vocab, dim], is_sparse, is_distributed) -> fc(2) -> softmax CE -> mean
 

@@ -1,5 +1,6 @@
-"""Seed 002 §3.5's train(), as the seed writes it; its undefined ``pserver_prog`` is the one
-thing replaced (DESIGN.md §9). Run by tests/test_distributed.py under placegroup launch."""
+"""The train() of the PlaceGroup design's fit_a_line example, as that design document writes it;
+its undefined ``pserver_prog`` is the one thing replaced. Run by tests/test_distributed.py under
+placegroup launch."""
 import os
 import placegroup as fluid
 import placegroup as paddle
