@@ -108,3 +108,13 @@ def test_restarts_without_a_checkpoint_dir_say_what_they_will_do(tmp_path, monke
     assert "restart 1 of 1 resuming as the script's own checkpoint settings allow" in text
     with pytest.raises(ValueError, match="max_restarts must be 0 or more"):
         launch(str(script), [], 1, 0, max_restarts=-1)
+
+
+def test_a_pserver_that_will_not_stop_after_training_is_not_a_reason_to_train_again(tmp_path):
+    script = tmp_path / "hang.py"
+    script.write_text("import os, time\nif os.environ['TRAINING_ROLE'] == 'PSERVER':\n    time.sleep(60)\n")
+    import io
+    log = io.StringIO()
+    assert launch(str(script), [], 1, 1, out=log, max_restarts=2, grace=1) == 1
+    text = log.getvalue()
+    assert "still running 1s after the trainers finished" in text and "restart" not in text

@@ -233,9 +233,9 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
         env = {**extra_env, RESTART_ENV: str(restart)}
         if restart:
             env["PLACEGROUP_RESUME"] = "1"
-        code = _attempt(command, trainers, pservers, grace, out, lock, env, sched, binding,
-                        f"attempt {restart + 1}: " if max_restarts else "")
-        if code == 0 or code == 130 or restart >= max_restarts:
+        code, trained = _attempt(command, trainers, pservers, grace, out, lock, env, sched, binding,
+                                 f"attempt {restart + 1}: " if max_restarts else "")
+        if code == 0 or code == 130 or trained or restart >= max_restarts:
             if code not in (0, 130) and max_restarts:
                 _say(out, lock, f"giving up: the job failed {restart + 1} times")
             return code
@@ -271,9 +271,11 @@ def _newest_step(dirname: str | None) -> int | None:
 
 
 def _attempt(command: list, trainers: int, pservers: int, grace: float, out: Bars, lock: threading.Lock,
-             extra_env: dict, sched: str, binding: dict | None, label: str) -> int:
+             extra_env: dict, sched: str, binding: dict | None, label: str) -> tuple[int, bool]:
     """Start every process of the job once and watch them: the first failure stops the others
-    and is the exit code; 0 when every trainer finished and the pservers returned."""
+    and is the exit code; 0 when every trainer finished and the pservers returned. Also returns
+    whether every trainer finished its training (a pserver that then would not stop is no
+    reason to train again)."""
     procs: list[Proc] = []
     for tag, role, env in cluster_envs(trainers, pservers):
         popen = subprocess.Popen(command, env={**os.environ, **extra_env, **env},
@@ -287,7 +289,7 @@ def _attempt(command: list, trainers: int, pservers: int, grace: float, out: Bar
         p.thread = threading.Thread(target=_pump, args=(p, out, lock), daemon=True)
         p.thread.start()
         procs.append(p)
-    code = 0
+    code, trained = 0, False
     try:
         trainers_left = [p for p in procs if p.role == "TRAINER"]
         trainers_done_at = None
@@ -307,7 +309,7 @@ def _attempt(command: list, trainers: int, pservers: int, grace: float, out: Bar
                 if time.monotonic() - trainers_done_at > grace:
                     _say(out, lock, f"{label}{', '.join(p.tag for p in running)} still running {grace:.0f}s "
                                     f"after the trainers finished; stopping them")
-                    code = 1
+                    code, trained = 1, all(p.popen.returncode == 0 for p in trainers_left)
                     break
             time.sleep(0.05)
     except KeyboardInterrupt:
@@ -319,4 +321,4 @@ def _attempt(command: list, trainers: int, pservers: int, grace: float, out: Bar
                 p.thread.join(timeout=5)
         with lock:
             out.close()
-    return code
+    return code, trained
