@@ -235,8 +235,10 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
             env["PLACEGROUP_RESUME"] = "1"
         code, trained = _attempt(command, trainers, pservers, grace, out, lock, env, sched, binding,
                                  f"attempt {restart + 1}: " if max_restarts else "")
-        if code == 0 or code == 130 or trained or restart >= max_restarts:
-            if code not in (0, 130) and max_restarts:
+        if code == 0 or code == 130 or trained:
+            return code
+        if restart >= max_restarts:
+            if max_restarts:
                 _say(out, lock, f"giving up: the job failed {restart + 1} times")
             return code
         restart += 1
