@@ -55,7 +55,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # index of pending values by (var, source) and message counters kept only while profiling
 # executor/: + ~110 for the feed rules (executor/feed.py): Fluid 1.8's dtype rule per declared
 # var written down beside the code, and the shape rule moved there from executor.py
-BUDGET = {"placegroup": 20600, "executor": 2140, "ops": 11200, "comm": 2285}
+# placegroup/: + ~280 for what a newcomer sees (failures.py: an expected failure ends with one
+# line; dump_executors.py: dump names the job's executors and checks a view's flags; click's
+# usage errors as one line)
+BUDGET = {"placegroup": 20880, "executor": 2140, "ops": 11200, "comm": 2285}
 PASS_LINES = 220
 
 
