@@ -39,11 +39,25 @@ def assign(xp, ins, a, ctx):
 
 
 @register("assign_value", ins=(), outs=("Out",),
-          attrs={"shape": [1], "dtype": "float32", "values": []},
+          attrs={"shape": [1], "dtype": "float32", "values": [], "whole_shape": [], "rank_axis": -1},
           infer=lambda ins, a: {"Out": Meta(tuple(a["shape"]), a["dtype"])}, role="init")
 def assign_value(xp, ins, a, ctx):
-    """Out = the constant ``values`` (flat list) reshaped to ``shape``."""
-    return {"Out": xp.asarray(a["values"], dtype=a["dtype"]).reshape(tuple(a["shape"]))}
+    """Out = the constant ``values`` (flat list) reshaped to ``shape``. With ``rank_axis`` >= 0
+    (a model-parallel shard, as the random ops' ``rank_axis``), ``values`` is the whole array
+    of ``whole_shape`` and Out is the ``ctx.rank``-th part of it along ``rank_axis``, of
+    ``shape``: a trainer's columns of a pretrained weight."""
+    shape = tuple(a["shape"])
+    if a["rank_axis"] < 0:
+        return {"Out": xp.asarray(a["values"], dtype=a["dtype"]).reshape(shape)}
+    whole, ax = tuple(a["whole_shape"]), a["rank_axis"]
+    check(len(a["values"]) == math.prod(whole) and len(whole) == len(shape) and 0 <= ax < len(whole)
+          and whole[:ax] + whole[ax + 1:] == shape[:ax] + shape[ax + 1:]
+          and (ctx.rank + 1) * shape[ax] <= whole[ax],
+          f"assign_value: the part {list(shape)} of rank {ctx.rank} along axis {ax} is not in the whole "
+          f"array {list(whole)} ({len(a['values'])} values given)")
+    arr = np.asarray(a["values"], dtype=a["dtype"]).reshape(whole)
+    part = np.take(arr, range(ctx.rank * shape[ax], (ctx.rank + 1) * shape[ax]), axis=ax)
+    return {"Out": xp.asarray(part)}
 
 
 # -- eye, linspace --------------------------------------------------------------------------

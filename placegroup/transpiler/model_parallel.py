@@ -18,10 +18,12 @@ nobody reads; ``DistributeTranspilerConfig(mp_fused=False)`` turns it off), Y is
 so memory per member for the last layer is O(K·b · C/K) (ops/parallel_loss.py).
 
 Each member holds only its shard, initialized to exactly its columns of what the whole weight
-would have been (ops/random.py, ``rank_axis``). The forward is rewritten and the backward is
-built again by ``append_backward`` from the loss, so gradients flow through the collectives'
-own gradient rules (ops/collective.py); the optimizer ops are kept, their state sliced like
-the weight. Every member's shard gradient collects the rows of all K losses, each a mean over
+would have been (ops/random.py, ``rank_axis``), or of the array it starts from: a weight (or
+bias) with a ``NumpyArrayInitializer``, pretrained say, keeps the whole array in its
+``assign_value``, and each member cuts its own columns (entries) from it. The forward is
+rewritten and the backward is built again by ``append_backward`` from the loss, so gradients
+flow through the collectives' own gradient rules (ops/collective.py); the optimizer ops are
+kept, their state sliced like the weight. Every member's shard gradient collects the rows of all K losses, each a mean over
 b rows, so it is scaled by 1/K: the sum of the members' losses over K is the one-process loss
 on the whole batch, and training matches one process training on the whole batch. Later
 passes leave these parameters on the trainers: their gradients are neither merged on pservers
@@ -72,11 +74,11 @@ def _shard_startup(startup, var, k: int) -> None:
     whole = list(var.shape)
     part = list(whole)
     part[-1] //= k
-    if "values" in op.attrs:
-        raise PassError(f"model parallel: {var.name!r} has an array initializer; use a random or constant one")
     op.attrs["shape"] = part
-    if "rank_axis" in op.attrs:  # the member's columns of the whole weight, generated alone
-        op.attrs.update(whole_shape=whole, offsets=[0] * len(whole), rank_axis=len(whole) - 1)
+    # the member's columns of the whole value: generated alone (a random op), or cut from the
+    # whole array (assign_value, a NumpyArrayInitializer's); a constant needs only the shape
+    if "rank_axis" in op.attrs:
+        op.attrs.update(whole_shape=whole, rank_axis=len(whole) - 1)
     startup.var(var.name).shape = tuple(part)
 
 
