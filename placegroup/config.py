@@ -118,6 +118,9 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     _S("PLACEGROUP_CHECKPOINT_KEEP", _count, 3, "How many complete checkpoints to keep.", "a whole number"),
     _S("PLACEGROUP_RESUME", _flag, False,
        "1: resume from the newest complete checkpoint after the startup program.", "a whole number (0 or 1)"),
+    _S("PLACEGROUP_PROGRESS", str, "",
+       "Set by ``placegroup launch`` when its output is a terminal: ``launch`` makes a trainer send "
+       "its progress to the launcher, which draws a bar per trainer."),
     _S("PLACEGROUP_RESTART", _count, 0,
        "Set by ``placegroup launch --max-restarts``: how many times the job was restarted before "
        "this attempt (0 on the first).", "a whole number"),
@@ -129,9 +132,6 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
       for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")),
 )}
 
-    _S("PLACEGROUP_PROGRESS", str, "",
-       "Set by ``placegroup launch`` when its output is a terminal: ``launch`` makes a trainer send "
-       "its progress to the launcher, which draws a bar per trainer."),
 
 def raw(name: str, environ: Mapping[str, str] | None = None) -> str | None:
     """The text of setting ``name`` (stripped), or None when it is unset or empty."""
