@@ -326,6 +326,9 @@ class Interpreter:
         each = [(p.each.var, src) for p in plan.ops if p.each is not None for src in p.each.sources]
         self.each_vars = {v for v, _ in each}
         self.mailbox.instance_vars = self.each_vars  # NOTE(reply-batching)
+        if not plan.ops:  # nothing is placed here (more pservers than blocks): nothing ends a step
+            self.link.await_instance([], 0)  # but every trainer's done
+            return
         step = 0
         try:
             while True:
