@@ -17,7 +17,8 @@ Example::
     timeout = config.get("PLACEGROUP_PEER_TIMEOUT")       # 30.0 unless set
     config.get("PLACEGROUP_PEER_TIMEOUT", {"PLACEGROUP_PEER_TIMEOUT": "5"})   # 5.0
 
-A value that does not parse raises ``ValueError`` naming the variable and what it expects.
+A value that does not parse raises ``ConfigError`` (a ``ValueError``) naming the variable, its
+text and what it expects.
 Values are read when asked for (so a launcher or a test may set them first), except
 ``DEBUG``, which is read once at import because the executor's loop consults it per op.
 
@@ -28,6 +29,8 @@ from __future__ import annotations
 import dataclasses
 import os
 from typing import Any, Callable, Mapping
+
+from placegroup.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +52,13 @@ def _count(text: str) -> int:
     return value
 
 
+def _role(text: str) -> str:
+    role = text.upper()
+    if role not in ("TRAINER", "PSERVER"):
+        raise ValueError(text)
+    return role
+
+
 def _flag(text: str) -> bool:
     if text not in ("0", "1"):
         raise ValueError(text)
@@ -65,16 +75,17 @@ def _seconds(text: str) -> float:
 _S = Setting
 SETTINGS: dict[str, Setting] = {s.name: s for s in (
     # -- the launch contract (Paddle's names) --------------------------------------------------
-    _S("TRAINING_ROLE", str.upper, None,
-       "TRAINER or PSERVER (any case): this process's role; unset: one process alone."),
+    _S("TRAINING_ROLE", _role, None,
+       "This process's role in a cluster (any case); unset: one process alone.", "TRAINER or PSERVER"),
     _S("PADDLE_INIT_PSERVERS", str, "",
        "The pservers: comma-separated ip or ip:port (a bare ip takes PADDLE_INIT_PORT)."),
     _S("PADDLE_INIT_TRAINERS", str, "1", "The trainers: a count, or comma-separated ip[:port]."),
     _S("PADDLE_TRAINER_ENDPOINTS", str, "",
-       "The trainers' ip:port list, for jobs whose trainers talk to each other (collectives)."),
+       "The trainers' ip:port list, for jobs whose trainers talk to each other (no pservers, or "
+       "model-parallel layers); the transpiler reads it when it was given only a count."),
     _S("POD_IP", str, "127.0.0.1", "This process's IP address."),
     _S("PADDLE_INIT_PORT", str, "6174", "This process's port, and the port of a bare pserver ip."),
-    _S("PADDLE_TRAINER_ID", _count, 0, "This trainer's id, 0..N-1.", "a whole number"),
+    _S("PADDLE_TRAINER_ID", _count, 0, "This trainer's id, 0..N-1 (a pserver ignores it).", "a whole number"),
     _S("CPU_NUM", _count, 1, "How many CPU places fluid.cpu_places() and with_data_parallel use, as in "
        "Fluid (placegroup runs them as one place over the whole batch).", "a whole number"),
     _S("FLAGS_selected_gpus", str, "", "Comma-separated CUDA device ids for fluid.cuda_places(); empty: "
@@ -147,7 +158,7 @@ def get(name: str, environ: Mapping[str, str] | None = None) -> Any:
 
     Raises:
         KeyError: ``name`` is not a setting.
-        ValueError: naming the variable, its text and what it expects.
+        ConfigError: (a ValueError) naming the variable, its text and what it expects.
     """
     text = raw(name, environ)
     s = SETTINGS[name]
@@ -156,7 +167,7 @@ def get(name: str, environ: Mapping[str, str] | None = None) -> Any:
     try:
         return s.parse(text)
     except ValueError:
-        raise ValueError(f"{name}={text!r}: expected {s.expects or 'a value'} ({s.doc})") from None
+        raise ConfigError(f"{name}={text!r}: expected {s.expects or 'a value'} ({s.doc})") from None
 
 
 def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:

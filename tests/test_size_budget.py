@@ -58,7 +58,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # placegroup/: + ~280 for what a newcomer sees (failures.py: an expected failure ends with one
 # line; dump_executors.py: dump names the job's executors and checks a view's flags; click's
 # usage errors as one line)
-BUDGET = {"placegroup": 20880, "executor": 2140, "ops": 11200, "comm": 2285}
+# placegroup/: + ~190 for the launch contract checked where it is read (transpiler/endpoints.py:
+# the trainers' endpoints from PADDLE_TRAINER_ENDPOINTS, the errors that name the variables)
+BUDGET = {"placegroup": 21070, "executor": 2140, "ops": 11200, "comm": 2285}
 PASS_LINES = 220
 
 

@@ -16,37 +16,21 @@ from __future__ import annotations
 from typing import Any
 
 from placegroup import config
+from placegroup.errors import ConfigError
 from placegroup.ir.framework import SELECTED_ROWS, Program, default_main_program, default_startup_program
 from placegroup.ir.place_group import ExecutorId, ExecutorRole, Node
+from placegroup.transpiler.endpoints import check_role_has_a_job, pserver_endpoints, trainer_endpoints
 from placegroup.transpiler.config import DistributeTranspilerConfig, RoundRobin
 from placegroup.transpiler.allreduce import allreduce_gradients
 from placegroup.transpiler.merge import merge_gradients
-from placegroup.transpiler.model_parallel import shard_model_parallel
-from placegroup.transpiler.passes import Job, TranspileContext, run_passes
+from placegroup.transpiler.model_parallel import is_model_parallel, shard_model_parallel
+from placegroup.transpiler.passes import Job, TranspileContext, run_passes, update_gradients, updates
 from placegroup.transpiler.placement import place
 from placegroup.transpiler.slice import slice_params
 from placegroup.transpiler.sparse import shard_tables
 
 PASSES = (("model_parallel", shard_model_parallel), ("merge", merge_gradients), ("allreduce", allreduce_gradients), ("slice", slice_params),
           ("sparse", shard_tables), ("placement", place))
-
-
-def _endpoints(spec: Any, default_port: str, what: str) -> list[str]:
-    """``"ip,ip:port,..."`` (or a list) -> ``["ip:port", ...]``; a bare ip takes the port."""
-    items = spec if isinstance(spec, (list, tuple)) else str(spec).split(",")
-    out = []
-    for item in (s.strip() for s in items):
-        if not item:
-            continue
-        ep = item if ":" in item else f"{item}:{default_port}"
-        try:
-            Node.parse(ep)
-        except ValueError as e:
-            raise ValueError(f"{what}: {ep!r} is not ip:port ({e})") from None
-        out.append(ep)
-    if not out:
-        raise ValueError(f"{what}: no endpoints in {spec!r}")
-    return out
 
 
 def _check_merge_steps(main: Program, m: int) -> None:
@@ -71,6 +55,36 @@ def _check_merge_steps(main: Program, m: int) -> None:
                          f"gradients (embedding(is_sparse=True)). Use merge_steps=1, or is_sparse=False")
 
 
+def _why_trainers_talk(main: Program, pservers: list[str]) -> str | None:
+    """Why the trainers exchange data with each other (NOTE(trainer-endpoints)), or None."""
+    if not pservers:
+        return "no pservers (PADDLE_INIT_PSERVERS is empty): the trainers form the group and all-reduce"
+    if any(is_model_parallel(v) for v in main.list_vars()):
+        return "model-parallel layers: the trainers exchange activations"
+    return None
+
+
+def _check_collective(main: Program, pservers: list[str], n: int) -> None:
+    """Without pservers the trainers all-reduce dense gradients (allreduce.py); a sparse one,
+    or a distributed table, needs pservers. Checked before the passes, so the message names
+    the setting to change rather than a pass.
+
+    Raises:
+        ConfigError: naming the parameters and the two ways out.
+    """
+    if pservers or n <= 1:
+        return
+    block = main.global_block()
+    sparse = sorted({op.param for op, _ in updates(block) for g in update_gradients(block, op.param)
+                     if block.var(g).type == SELECTED_ROWS}
+                    | {v.name for v in main.list_vars() if v.is_parameter and v.attrs.get("distributed")})
+    if sparse:
+        raise ConfigError(f"{n} trainers and no pservers (PADDLE_INIT_PSERVERS is empty): the trainers "
+                          f"all-reduce dense gradients only, and {sparse} have sparse ones (embedding("
+                          f"is_sparse=True) or a distributed table). Give the job pservers "
+                          f"(placegroup launch --pservers N), or use is_sparse=False")
+
+
 class DistributeTranspiler:
     """Rewrites a single-process model into the one shared, placed program.
 
@@ -91,29 +105,34 @@ class DistributeTranspiler:
         """Run the passes over copies of ``program`` and ``startup_program``.
 
         Args:
-            trainer_id: this process's trainer id (default: ``$PADDLE_TRAINER_ID`` or 0).
-            pservers: ``"ip:port,ip:port"`` (a bare ip takes ``$PADDLE_INIT_PORT``).
-            trainers: a count, or ``"ip:port,..."`` (needed for trainer-to-trainer edges).
+            trainer_id: this process's trainer id (default: ``$PADDLE_TRAINER_ID`` or 0); a
+                pserver ignores it, and a trainer's is checked when its program is asked for.
+            pservers: ``"ip:port,ip:port"`` (a bare ip takes ``$PADDLE_INIT_PORT``, said once
+                per process on the log); empty: no pservers, the trainers form the group.
+            trainers: a count, or ``"ip:port,..."``. Trainers that exchange data with each
+                other (no pservers, model-parallel layers) need endpoints: given a count, they
+                come from ``$PADDLE_TRAINER_ENDPOINTS`` (NOTE(trainer-endpoints) in endpoints.py).
             sync_mode: merge the trainers' gradients each step (True) or apply each alone.
             merge_steps: m local steps make one round, whose mean gradient is applied once
                 (docs/distributed.md, "Modes"; dense gradients only).
 
         Raises:
-            ValueError: malformed endpoints; merge_steps > 1 with sparse gradients.
+            ConfigError: malformed endpoints; trainer endpoints needed and not to be had, or a
+                count that ``PADDLE_TRAINER_ENDPOINTS`` contradicts; ``TRAINING_ROLE`` set with
+                neither pservers nor trainer endpoints; no pservers and sparse gradients.
+            ValueError: merge_steps > 1 with sparse gradients.
             PassError: a pass failed (names the pass).
         """
         cfg = self.config
         port = config.get("PADDLE_INIT_PORT")
+        # checked when a trainer's program is asked for: a pserver ignores it, as in Fluid
         self.trainer_id = config.get("PADDLE_TRAINER_ID") if trainer_id is None else int(trainer_id)
+        main = program or default_main_program()
         # no pservers: the trainers form a collective group (collective data parallel)
-        self.pserver_endpoints = _endpoints(pservers, port, "pservers") if pservers else []
-        if isinstance(trainers, int) or str(trainers).strip().isdigit():
-            n, trainer_eps = int(trainers), []
-        else:
-            trainer_eps = _endpoints(trainers, port, "trainers")
-            n = len(trainer_eps)
-        if n < 1 or not 0 <= self.trainer_id < n:
-            raise ValueError(f"trainer_id {self.trainer_id} is not in 0..{n - 1}")
+        self.pserver_endpoints = pserver_endpoints(pservers, port)
+        check_role_has_a_job(self.pserver_endpoints, trainers)
+        n, trainer_eps = trainer_endpoints(trainers, port, _why_trainers_talk(main, self.pserver_endpoints))
+        _check_collective(main, self.pserver_endpoints, n)
         self.trainer_num, self.trainer_endpoints = n, trainer_eps
         self.current_endpoint = current_endpoint
         ctx = TranspileContext(
@@ -125,7 +144,6 @@ class DistributeTranspiler:
             staleness=cfg.staleness if staleness is None else staleness, mp_fused=cfg.mp_fused,
             merge_steps=cfg.merge_steps if merge_steps is None else merge_steps)
         self.sync_mode = ctx.sync_mode
-        main = program or default_main_program()
         _check_merge_steps(main, ctx.merge_steps)
         startup = startup_program or default_startup_program()
         self._job = run_passes(Job(main, startup), PASSES, ctx)
@@ -139,14 +157,21 @@ class DistributeTranspiler:
     def _executor(self, endpoint: str | None, role: str | None) -> ExecutorId:
         if role is None:
             role = "pserver" if endpoint in self.pserver_endpoints else "trainer"
-        role = role.lower()
+        if str(role).lower() not in (ExecutorRole.TRAINER.value, ExecutorRole.PSERVER.value):
+            raise ConfigError(f"role {role!r} is not TRAINER or PSERVER (the role a Fluid script "
+                              f"reads from TRAINING_ROLE)")
+        role = str(role).lower()
         if role == ExecutorRole.PSERVER.value:
             if endpoint not in self.pserver_endpoints:
-                raise ValueError(f"pserver endpoint {endpoint!r} is not one of {self.pserver_endpoints}")
+                raise ConfigError(f"pserver endpoint {endpoint!r} (POD_IP:PADDLE_INIT_PORT) is not one of "
+                                  f"the pservers {self.pserver_endpoints} (PADDLE_INIT_PSERVERS)")
             return ExecutorId.parse(role, endpoint)
         rank = self.trainer_id
         if self.trainer_endpoints and endpoint in self.trainer_endpoints:
             rank = self.trainer_endpoints.index(endpoint)
+        elif not 0 <= rank < self.trainer_num:
+            raise ConfigError(f"trainer_id {rank} is not in 0..{self.trainer_num - 1}: PADDLE_TRAINER_ID "
+                              f"(or transpile's trainer_id) names one of the {self.trainer_num} trainers")
         ep = self.trainer_endpoints[rank] if self.trainer_endpoints else None
         return ExecutorId.parse(role, ep, rank=rank)
 
