@@ -1,6 +1,7 @@
-"""docs/launch.md's Slurm recipe, run by a real Slurm: 2 pservers + 2 trainers of fit_a_line.
+"""docs/launch.md's Slurm recipe (deploy/slurm/): each task's launch environment, and a real run.
 
-A one-node cluster (scripts/slurm-local.sh: munged, slurmctld and slurmd, installed from
+The fast tests run job.sbatch with stand-ins for scontrol, srun and python, and check the
+environment every task gets. The slow one starts a one-node cluster (scripts/slurm-local.sh: munged, slurmctld and slurmd, installed from
 Debian's packages when missing) runs ``sbatch deploy/slurm/job.sbatch examples/fit_a_line.py``;
 the job must end COMPLETED, and its trainers must reach the loss one process reaches.
 Needs root and Slurm (or apt-get and the Debian mirror); skipped otherwise, with the reason.
@@ -18,9 +19,6 @@ import pytest
 
 from tests.conftest import TIME_FACTOR
 
-pytestmark = pytest.mark.slow
-pytest.importorskip("sklearn")  # fit_a_line's diabetes set ships inside scikit-learn
-
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
 JOB = ROOT / "deploy" / "slurm" / "job.sbatch"
@@ -31,6 +29,72 @@ ARGS = ["examples/fit_a_line.py", "--passes", "3", "--data", "diabetes", "--drop
 def _run_script(*args, timeout):
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT)
+
+
+# Stand-ins: scontrol names the nodes of $FAKE_NODES; srun runs its command once per task with
+# SLURM_PROCID and SLURMD_NODENAME as its cyclic distribution sets them; python prints the
+# launch environment.
+FAKES = {
+    "scontrol": '[ "$1 $2" = "show hostnames" ] || exit 9\nfor n in $FAKE_NODES; do echo "$n"; done\n',
+    "srun": 'echo "srun $*" >&2\nwhile [ "${1#-}" != "$1" ]; do shift; done\nnodes=($FAKE_NODES)\n'
+            'for ((i = 0; i < SLURM_NTASKS; i++)); do\n'
+            '  SLURM_PROCID=$i SLURMD_NODENAME=${FAKE_WRONG_NODE:-${nodes[i % ${#nodes[@]}]}} "$@" || exit\n'
+            'done\n',
+    "python": 'echo "$SLURM_PROCID $TRAINING_ROLE $POD_IP:$PADDLE_INIT_PORT id=${PADDLE_TRAINER_ID-} '
+              'ps=$PADDLE_INIT_PSERVERS tr=$PADDLE_TRAINER_ENDPOINTS n=$PADDLE_INIT_TRAINERS $*"\n',
+}
+
+
+def _fake_job(tmp_path, nodes, ntasks=4, **env):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in FAKES.items():
+        (bin_dir / name).write_text("#!/bin/bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "PADDLE_", "TRAINING_"))}
+    return subprocess.run(["bash", str(JOB), "examples/fit_a_line.py", "--passes", "3"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=30,
+                          env={**clean, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+                               "FAKE_NODES": " ".join(nodes), "SLURM_NTASKS": str(ntasks),
+                               "SLURM_JOB_NODELIST": "x", "BASE_PORT": "7164", **env})
+
+
+def test_on_one_node_every_task_is_on_127_0_0_1_with_its_own_port(tmp_path):
+    r = _fake_job(tmp_path, ["vm"])
+    assert r.returncode == 0, r.stderr
+    assert "--distribution=cyclic" in r.stderr and "--kill-on-bad-exit=1" in r.stderr
+    ps, tr = "127.0.0.1:7164,127.0.0.1:7165", "127.0.0.1:7166,127.0.0.1:7167"
+    common = f"ps={ps} tr={tr} n=2 examples/fit_a_line.py --passes 3"
+    assert r.stdout.splitlines() == [
+        f"0 PSERVER 127.0.0.1:7164 id= {common}",
+        f"1 PSERVER 127.0.0.1:7165 id= {common}",
+        f"2 TRAINER 127.0.0.1:7166 id=0 {common}",
+        f"3 TRAINER 127.0.0.1:7167 id=1 {common}",
+    ]
+
+
+def test_on_several_nodes_task_i_is_on_node_i_mod_nodes(tmp_path):
+    r = _fake_job(tmp_path, ["n0", "n1"], ntasks=6, PSERVERS="1")
+    assert r.returncode == 0, r.stderr
+    ps, tr = "n0:7164", "n1:7165,n0:7166,n1:7167,n0:7168,n1:7169"
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(f"0 PSERVER n0:7164 id= ps={ps} tr={tr} n=5 ")
+    assert [line.split()[1:4] for line in lines[1:]] == [
+        ["TRAINER", "n1:7165", "id=0"], ["TRAINER", "n0:7166", "id=1"], ["TRAINER", "n1:7167", "id=2"],
+        ["TRAINER", "n0:7168", "id=3"], ["TRAINER", "n1:7169", "id=4"]]
+
+
+def test_a_task_on_another_node_than_its_endpoint_says_so(tmp_path):
+    r = _fake_job(tmp_path, ["n0", "n1"], FAKE_WRONG_NODE="n1")
+    assert r.returncode == 2 and r.stdout == ""
+    assert "task.sh: task 0 runs on n1, but its endpoint is n0:7164: give every node the same " \
+           "number of tasks (sbatch --ntasks-per-node)" in r.stderr
+
+
+def test_a_job_with_no_room_for_a_trainer_is_refused(tmp_path):
+    r = _fake_job(tmp_path, ["vm"], ntasks=2)
+    assert r.returncode == 2
+    assert "job.sbatch: 2 tasks leave no trainer beside 2 pservers" in r.stderr
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +162,9 @@ def _job_field(conf_env: dict, job: str, field: str) -> str:
     return m.group(1)
 
 
+@pytest.mark.slow
 def test_the_slurm_recipe_trains_fit_a_line_with_two_pservers_and_two_trainers(slurm, tmp_path):
+    pytest.importorskip("sklearn")  # fit_a_line's diabetes set ships inside scikit-learn
     env = {**os.environ, "SLURM_CONF": slurm, "BASE_PORT": str(_free_port_run(4)),
            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
     out = tmp_path / "job.out"
