@@ -26,6 +26,9 @@ Run::
     python examples/ctr_slots.py                                              # one process
     placegroup launch --trainers 2 --pservers 2 examples/ctr_slots.py         # sync
     placegroup launch --trainers 2 --pservers 2 examples/ctr_slots.py --async
+
+Its embeddings' gradients are sparse, so it needs pservers: with ``--pservers 0`` it stops
+with one line that says so (the trainers alone all-reduce dense gradients only).
 """
 from __future__ import annotations
 

@@ -26,6 +26,9 @@ Run::
     placegroup launch --trainers 2 --pservers 2 examples/ctr_sparse.py           # 10M rows: ~4.6 GiB per pserver
     placegroup launch examples/ctr_sparse.py --vocab 1000000                      # a first run: ~0.5 GiB
     python examples/ctr_sparse.py --vocab 1000000                                 # one process
+
+Its embeddings' gradients are sparse, so it needs pservers: with ``--pservers 0`` it stops
+with one line that says so (the trainers alone all-reduce dense gradients only).
 """
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ Run::
     python examples/inference.py                         # into a temporary directory
     python examples/inference.py --model-dir /tmp/mlp    # keep the model
     placegroup launch --trainers 2 --pservers 2 examples/inference.py
+    placegroup launch --trainers 2 --pservers 0 examples/inference.py    # trainers only
     python examples/inference.py --predict /tmp/mlp      # what the fresh process runs
 
 ``train_and_save(...)`` is the run as a function (tests call it) and returns what happened.

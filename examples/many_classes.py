@@ -16,6 +16,7 @@ Run::
 
     python examples/many_classes.py --classes 1000000                    # one process
     placegroup launch --trainers 2 --pservers 0 examples/many_classes.py # 2 trainers, no pservers
+    placegroup launch --trainers 2 --pservers 2 examples/many_classes.py # pservers idle: nothing else to hold
     placegroup launch --trainers 4 --pservers 0 examples/many_classes.py
 """
 from __future__ import annotations
@@ -55,7 +56,10 @@ def main() -> None:
     loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits=logits, label=label))
     fluid.optimizer.SGD(learning_rate=0.5).minimize(loss)
     exe = fluid.Executor(fluid.CPUPlace())
-    prog, _, tid, n = fluid.transpile_from_env(exe)  # Fluid's launch environment, if set
+    prog, role, tid, n = fluid.transpile_from_env(exe)  # Fluid's launch environment, if set
+    if role == "PSERVER":  # the shards stay on the trainers; a pserver has nothing of this layer
+        print("pserver: every trainer is done")
+        return
     shard = fluid.global_scope().find_var("fc_0.w_0").get_tensor().shape()
     print(f"trainer {tid} of {n}: holds fc_0.w_0 {shard} of [{a.dim}, {a.classes}]")
     t0 = time.perf_counter()
@@ -70,7 +74,7 @@ def main() -> None:
     per_step = (time.perf_counter() - t0) / a.steps
     exe.close()
     print(f"trainer {tid}: {1e3 * per_step:.0f} ms per step; peak memory {peak_rss_mb():,.0f} MiB "
-          f"(the whole weight is {a.dim * a.classes * 4 / 2 ** 20:,.0f} MiB)")
+          f"(the whole weight is {a.dim * a.classes * 4 / 2 ** 20:,.1f} MiB)")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ Run::
 
     python examples/sliced_wide_layer.py                                   # one process
     placegroup launch --trainers 2 --pservers 3 examples/sliced_wide_layer.py
+    placegroup launch --trainers 2 --pservers 0 examples/sliced_wide_layer.py  # trainers only: nothing sliced
 """
 from __future__ import annotations
 

@@ -20,6 +20,9 @@ Run::
     python examples/text_classification.py --model bow
     placegroup launch --trainers 2 --pservers 2 examples/text_classification.py          # sync
     placegroup launch --trainers 2 --pservers 2 examples/text_classification.py --async
+
+Its embeddings' gradients are sparse, so it needs pservers: with ``--pservers 0`` it stops
+with one line that says so (the trainers alone all-reduce dense gradients only).
 """
 from __future__ import annotations
 

@@ -19,6 +19,9 @@ Run::
     python examples/word2vec.py                                               # one process
     placegroup launch --trainers 2 --pservers 2 examples/word2vec.py          # sync
     placegroup launch --trainers 2 --pservers 2 examples/word2vec.py --async
+
+Its embeddings' gradients are sparse, so it needs pservers: with ``--pservers 0`` it stops
+with one line that says so (the trainers alone all-reduce dense gradients only).
 """
 from __future__ import annotations
 
