@@ -18,7 +18,7 @@ from typing import Any
 from placegroup import config
 from placegroup.errors import ConfigError
 from placegroup.ir.framework import SELECTED_ROWS, Program, default_main_program, default_startup_program
-from placegroup.ir.place_group import ExecutorId, ExecutorRole, Node
+from placegroup.ir.place_group import ExecutorId, ExecutorRole
 from placegroup.transpiler.endpoints import check_role_has_a_job, pserver_endpoints, trainer_endpoints
 from placegroup.transpiler.config import DistributeTranspilerConfig, RoundRobin
 from placegroup.transpiler.allreduce import allreduce_gradients

@@ -58,10 +58,10 @@ def parse(spec: Any, default_port: str, what: str) -> list[str]:
         ep = item if ":" in item else f"{item}:{default_port}"
         if ep != item and not _said_bare_ip:
             _said_bare_ip = True
-            where = (f"PADDLE_INIT_PORT={default_port}" if config.is_set("PADDLE_INIT_PORT")
-                     else f"port {default_port}, PADDLE_INIT_PORT's default (it is unset)")
-            log.warning("%s: %r has no port, so it means %s (it takes %s); write ip:port to say "
-                        "which port", what, item, ep, where)
+            where = (f"the port of PADDLE_INIT_PORT={default_port}" if config.is_set("PADDLE_INIT_PORT")
+                     else "PADDLE_INIT_PORT is unset: its default port")
+            log.warning("%s: %r has no port, so it means %s (%s); write ip:port to say which port",
+                        what, item, ep, where)
         try:
             Node.parse(ep)
         except ValueError as e:
