@@ -99,28 +99,15 @@ def build(n_features: int, optimizer: str, lr: float, total_steps: int):
 
 
 def distribute(exe, main, startup, mode: str = "sync"):
-    """Transpile for the cluster the environment names, if it names one, as Fluid's distributed
-    training scripts do.
+    """Transpile for the cluster Fluid's launch environment names, if it names one, and run the
+    startup program (``fluid.transpile_from_env``: the boilerplate of Fluid's distributed
+    scripts, once).
 
     Returns ``(main_program, role, trainer_id, trainer_num)``; ``role`` is None in one process.
     A pserver serves here until every trainer is done.
     """
-    role = os.getenv("TRAINING_ROLE")
-    if role is None or os.getenv("PADDLE_INIT_PSERVERS") is None:
-        exe.run(startup)
-        return main, None, 0, 1
-    port = os.getenv("PADDLE_INIT_PORT", "6174")
-    current_endpoint = os.getenv("POD_IP", "127.0.0.1") + ":" + port
-    t = fluid.DistributeTranspiler()
-    t.transpile(pservers=os.getenv("PADDLE_INIT_PSERVERS"), trainers=os.getenv("PADDLE_INIT_TRAINERS", "1"),
-                program=main, startup_program=startup, sync_mode=mode != "async",
-                staleness=2 if mode == "ssp" else 0)
-    prog = t.get_program(current_endpoint, role)
-    exe.run(t.get_startup_program(current_endpoint, role))
-    if role.upper() == "PSERVER":
-        exe.run(prog)  # serves until every trainer has said it is done
-        exe.close()
-    return prog, role.upper(), t.trainer_id, t.trainer_num
+    return fluid.transpile_from_env(exe, main, startup, sync_mode=mode != "async",
+                                    staleness=2 if mode == "ssp" else 0)
 
 
 def evaluate(exe, program, feeder, batches, avg_cost) -> float:

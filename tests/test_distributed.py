@@ -124,8 +124,11 @@ def test_fit_a_line_example_runs_unchanged_under_launch(tmp_path):
     pattern = r"train loss of the trained model ([0-9.]+)"
     want = float(re.search(pattern, local).group(1))
     got = [float(m) for m in re.findall(r"\[trainer\.\d\] " + pattern, text)]
-    assert len(got) == 2 and all(abs(g - want) <= 1e-5 * want for g in got), (want, got)
-    assert text.count("pserver: every trainer is done") == 2
+    # trainer 0 reports for the job (in sync mode every trainer ends with the same parameters)
+    assert len(got) == 1 and abs(got[0] - want) <= 1e-5 * want, (want, got)
+    for t in (0, 1):
+        assert re.search(rf"\[trainer\.{t}\] trainer {t}: step (\d+)/\1 \(100%\)", text), text
+    assert "Traceback" not in text
 
 
 def test_the_design_documents_train_runs_as_written(tmp_path):
