@@ -4,7 +4,9 @@ It knows nothing about particular op types: the gradient of an op is its
 OpDef's ``grad`` entry. What it does itself:
 
 * finds the vars that need a gradient: those that depend, through differentiable slots, on a
-  trainable parameter (or on ``parameter_list``), minus ``no_grad_set`` and ``stop_gradient``;
+  trainable parameter (or on ``parameter_list``) or on an input no op writes that is not
+  ``stop_gradient`` (a data var marked so gets ``x@GRAD``, as in Fluid), minus ``no_grad_set``
+  and ``stop_gradient``;
 * seeds ``loss@GRAD`` with ones;
 * when several ops contribute to the gradient of one var, names the parts
   ``x@GRAD@RENAME@k`` and adds a ``sum`` before the first reader of ``x@GRAD``;
@@ -47,6 +49,23 @@ def _vars_needing_grad(block, ops, params: set[str], no_grad: set[str]) -> set[s
                 if n not in no_grad and not (v.stop_gradient and not v.is_parameter):
                     need.add(n)
     return need
+
+
+def _leaves_wanting_grad(block) -> set[str]:
+    """Vars no op writes that ask for a gradient (``stop_gradient=False``), as Fluid gives one:
+    typically a data var the user marked so, for the gradient of the loss with respect to the
+    input. Parameters are chosen by ``parameter_list`` instead, and other persistable vars
+    (learning rates, running statistics) never get one."""
+    written = {n for op in block.ops for n in op.output_arg_names}
+    leaves = set()
+    for op in block.ops:
+        for n in _differentiable_inputs(op):
+            if n in written or n in leaves or not block.has_var(n):
+                continue
+            v = block.var(n)
+            if not v.stop_gradient and not v.persistable and not v.is_parameter:
+                leaves.add(n)
+    return leaves
 
 
 class _Grads:
@@ -146,8 +165,11 @@ def append_backward(loss, parameter_list: Iterable | None = None, no_grad_set: I
                         attrs={"shape": list(target.shape), "value": 1.0, "dtype": target.dtype,
                                "_loss": target.name}, infer=False)
 
-    grads, need = _walk(block, [loss], seed, params, no_grad_set,
+    leaves = _leaves_wanting_grad(block)
+    grads, need = _walk(block, [loss], seed, params | leaves, no_grad_set,
                         "append_backward: no op of the program writes the loss", callbacks or ())
+    for name in sorted(leaves & need):
+        grads.finish(name)  # x@GRAD of a data var the user marked stop_gradient=False
     result = []
     for p in block.all_parameters():
         if p.name in params and p.name in need and grads.finish(p.name):

@@ -59,6 +59,37 @@ def test_stop_gradient_and_no_grad_set(fresh_programs):
     assert not main.global_block().has_var("x@GRAD")  # data never gets a gradient
 
 
+def test_a_data_var_marked_stop_gradient_false_gets_its_gradient(fresh_programs):
+    """As in Fluid: ``x.stop_gradient = False`` on an input makes append_backward compute
+    ``x@GRAD`` (the gradient of the loss with respect to the input), checked numerically."""
+    main, startup = fresh_programs
+    x = fluid.layers.data(name="x", shape=[3])
+    label = fluid.layers.data(name="label", shape=[1])
+    x.stop_gradient = False
+    h = fluid.layers.fc(input=x, size=4, act="tanh")
+    loss = fluid.layers.mean(fluid.layers.square_error_cost(fluid.layers.fc(input=h, size=1), label))
+    pg = fluid.append_backward(loss)
+    assert [p.name for p, _ in pg] == ["fc_0.w_0", "fc_0.b_0", "fc_1.w_0", "fc_1.b_0"]  # params only
+    assert not main.global_block().has_var("label@GRAD")  # stop_gradient, as data vars are
+    rng = np.random.default_rng(2)
+    xs, ys = rng.normal(size=(5, 3)), rng.normal(size=(5, 1))
+    exe = fluid.Executor()
+    exe.run(startup)
+    gx, = exe.run(main, feed={"x": xs.astype(np.float32), "label": ys.astype(np.float32)}, fetch_list=["x@GRAD"])
+    scope = fluid.global_scope()
+    w0, b0, w1, b1 = (np.array(scope.find_var(n).get_tensor(), np.float64)
+                      for n in ("fc_0.w_0", "fc_0.b_0", "fc_1.w_0", "fc_1.b_0"))
+
+    def f(x_):
+        return np.mean((np.tanh(x_ @ w0 + b0) @ w1 + b1 - ys) ** 2)
+
+    num = np.zeros_like(xs)
+    for i in np.ndindex(*xs.shape):
+        d = np.zeros_like(xs); d[i] = 1e-6
+        num[i] = (f(xs + d) - f(xs - d)) / 2e-6
+    np.testing.assert_allclose(gx, num, rtol=1e-3, atol=1e-6)
+
+
 def test_frozen_parameter_gets_no_update(fresh_programs):
     main, startup = fresh_programs
     x = fluid.layers.data(name="x", shape=[2])
