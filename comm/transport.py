@@ -178,7 +178,9 @@ class ZmqTransport:
             try:
                 _send(self.router, [peer.encode(), *frames], [0, *sizes])
             except zmq.ZMQError as e:  # EHOSTUNREACH (ROUTER_MANDATORY): the peer left
-                log.warning("%s: %s is gone (%s); dropping what is sent to it", self.me, peer, e)
+                # Only informational: a peer that closes right after its `done` (still unread
+                # here) is no failure, and a wait that needs a lost peer raises PeerLost naming it.
+                log.info("%s: %s is gone (%s); dropping what is sent to it", self.me, peer, e)
                 self.known.discard(peer)
                 self.unreachable.add(peer)
         elif peer not in self.unreachable:
