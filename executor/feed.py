@@ -12,7 +12,9 @@ which ``fluid.data`` sets and ``fluid.layers.data`` does not) is checked, by
   value changes kind (numpy's ``same_kind``: bool -> int -> float, float64 -> float32,
   int64 -> int32). Fluid keeps the array's own dtype instead; it then fails in the first op
   that meets a parameter ("Tensor holds the wrong type"), or flows on in that dtype. Here a
-  var holds its declared dtype (the plan and the wire check it), so the value is cast once;
+  var holds its declared dtype (the plan and the wire check it), so the value is cast; a cast
+  across kinds (int64 ids into a float32 var) is said once per feed, since it may be the wrong
+  array;
 * ``fluid.layers.data`` var, a float array for an int or bool var (or an int one for a bool
   var): refused rather than truncated. Fluid would pass the floats on to ops that want ids;
 * strings, objects, complex numbers, dates: refused, as Fluid's ``LoDTensor.set`` refuses them;
@@ -30,10 +32,13 @@ elements itself, as Fluid's does (placegroup/data_feeder.py).
 """
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from placegroup.errors import ProgramError
 
+log = logging.getLogger("placegroup.executor")
 _NUMBERS = "biuf"  # numpy dtype kinds a var can hold: bool, int, unsigned, float
 _KINDS = {"U": "strings", "S": "bytes", "O": "Python objects", "c": "complex numbers", "M": "dates",
           "m": "time spans", "V": "records"}
@@ -99,7 +104,23 @@ def _cast(name: str, var, dtype: np.dtype, arr):
                            f"array is {arr.dtype.name}: feed arr.astype({dtype.name!r})")
     if not np.can_cast(arr.dtype, dtype, "same_kind"):
         raise ProgramError(_changes_values(name, dtype, arr, f"an array of {arr.dtype.name}", "arr"))
+    if arr.dtype.kind != dtype.kind:
+        _say_cast_once(name, arr.dtype, dtype)
     return arr.astype(dtype)
+
+
+_told: set = set()
+
+
+def _say_cast_once(name: str, have: np.dtype, want: np.dtype) -> None:
+    """A cast across kinds (int or bool to float, bool to int) is said, once per feed and dtype:
+    Fluid 1.8 would not have cast it, so the script may be feeding the wrong array."""
+    if (name, have.name, want.name) in _told:
+        return
+    _told.add((name, have.name, want.name))
+    log.warning("feed %r: an array of %s was cast to %s, the var's dtype (Fluid 1.8 keeps a fed "
+                "array's dtype, and its first op with a parameter then fails); feed %s data to "
+                "say it is meant", name, have.name, want.name, want.name)
 
 
 def _changes_values(name: str, dtype: np.dtype, arr, what: str, expr: str) -> str:

@@ -171,6 +171,21 @@ def test_a_cast_feed_trains_as_the_cast_array_does():
     assert losses(I64) == losses(I64.astype("float32"))
 
 
+def test_a_cast_across_kinds_is_said_once_per_feed(caplog):
+    """int64 ids cast into a float32 var may be the wrong array: said once, naming the feed;
+    float64 -> float32 (the same kind) is not."""
+    from placegroup.executor import feed as feed_rules
+
+    feed_rules._told.clear()
+    main, x = _program("float32", "layers.data")
+    with caplog.at_level("WARNING", logger="placegroup.executor"):
+        for _ in range(3):
+            fed_array("x", x, np.dtype("float32"), x.shape, I64)
+        fed_array("x", x, np.dtype("float32"), x.shape, I64.astype("float64"))
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and said[0].startswith("feed 'x': an array of int64 was cast to float32"), said
+
+
 def test_a_refused_feed_runs_no_op():
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):
