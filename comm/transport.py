@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import socket
 import time
 from typing import Sequence
 
@@ -29,6 +30,31 @@ from placegroup.comm.loopback import LoopbackNetwork
 log = logging.getLogger("placegroup.comm")
 
 ZERO_COPY_BYTES = 64 * 1024  # NOTE(zero-copy)
+TCP_RTO_MAX_MS = 44  # Linux >= 6.15: the longest wait between two resends of one TCP segment
+
+
+def cap_resend_wait(fd: int, peer_timeout: float) -> bool:
+    """NOTE(resend-cap): a link cut for ``c`` seconds heals only if traffic flows again before
+    ``peer_timeout`` of silence, when libzmq's heartbeats drop the connection. TCP resends a
+    lost segment after 0.2, 0.6, 1.4, 3, 6.2, ... s (doubling up to 120 s), so after a cut of 4 s
+    the next resend may come at 6.2 s: with the default backoff only cuts shorter than about
+    half the timeout heal. Capping the wait between resends at a sixth of the timeout lets any
+    cut shorter than about 5/6 of it heal (the kernel, counting its 15 resends at that pace,
+    still gives up on a connection only well after the timeout). Set on each TCP connection's
+    file descriptor, which libzmq reports; returns False where the kernel has no such option
+    (before 6.15) or ``fd`` is gone, and then TCP's own backoff applies."""
+    ms = int(min(max(peer_timeout / 6, 0.2), 120.0) * 1000)
+    try:
+        s = socket.fromfd(fd, socket.AF_INET, socket.SOCK_STREAM)  # a duplicate: closing it leaves fd
+    except OSError:
+        return False
+    try:
+        s.setsockopt(socket.IPPROTO_TCP, TCP_RTO_MAX_MS, ms)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
 LINGER_MS = 2000  # a closed socket gives its last messages this long, then drops them
 
 
@@ -143,7 +169,7 @@ class ZmqTransport:
             self.dealers[peer] = s
             self.socket_peer[s] = peer
             self.poller.register(s, zmq.POLLIN)
-            self._monitor(s, peer, zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
+            self._monitor(s, peer, zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
                           | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
 
     def _monitor(self, s: zmq.Socket, peer: str | None, events: int) -> None:
@@ -223,6 +249,7 @@ class ZmqTransport:
 
     def _arrived(self, peer: str, fd: int, address: str) -> None:
         """A (new) connection of ``peer`` to our ROUTER: it can be addressed now."""
+        cap_resend_wait(fd, self.peer_timeout)  # NOTE(resend-cap)
         for old in [f for f, p in self.fd_peer.items() if p == peer]:
             del self.fd_peer[old]
         self.fd_peer[fd] = peer
@@ -255,6 +282,9 @@ class ZmqTransport:
                 peer = self.fd_peer.pop(int(event["value"]), None)
                 if peer is None:
                     continue  # a connection that never said who it was (a port scanner, say)
+            if event["event"] == zmq.EVENT_CONNECTED:  # a DEALER's TCP connection: its fd
+                cap_resend_wait(int(event["value"]), self.peer_timeout)  # NOTE(resend-cap)
+                continue
             if event["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.down.discard(peer)
                 self._report(peer, CONNECTED)
