@@ -213,9 +213,11 @@ def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume:
     Each process gets Fluid's launch environment (TRAINING_ROLE, PADDLE_INIT_PSERVERS, ...);
     output lines are prefixed with the role; the first failure stops the rest and is the
     exit code, unless --max-restarts allows starting the job again from its newest complete
-    checkpoint:
+    checkpoint, as in
 
-        placegroup launch --max-restarts 3 --checkpoint-dir ckpt --checkpoint-every 100 train.py
+    \b
+        placegroup launch --max-restarts 3 --checkpoint-dir ckpt \\
+            --checkpoint-every 100 train.py
     """
     from placegroup.tools.launch import launch as run_cluster
 
