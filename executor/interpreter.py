@@ -36,7 +36,7 @@ from placegroup.comm.mailbox import PeersDone
 from placegroup.errors import OpError
 from placegroup.executor.edges import RULES, InEdge
 from placegroup.executor.plan import Plan, PlannedOp
-from placegroup.executor.profile import END, Profile
+from placegroup.executor.profile import END, SWITCH, Profile
 from placegroup.executor.policy import CARRIED, CONSTANT, Sync
 from placegroup.ir.printer import format_op
 from placegroup.values import as_host, to_device
@@ -83,6 +83,8 @@ class Interpreter:
         self.profile = Profile(self.who, self.mailbox) if config.get("PLACEGROUP_PROFILE") else None
         if self.profile is not None:
             self.hook = _profiling(self.profile, self.hook)
+        self.profile_gen = -1  # fluid.profiler's switch as last followed (_follow_switch)
+        self.unprofiled_hook = self.hook
         self.pending: dict = {}          # var -> (InEdge, step): carried values not taken yet
         self.have_version: dict = {}     # loop-carried var -> the version in the scope
         self.staleness_seen: dict = {}   # lag -> how many loop-carried reads (or updates) had it
@@ -98,6 +100,8 @@ class Interpreter:
         """Run every op of ``plan`` once, as step ``step`` (-1: the job's startup program)."""
         self.vals = vals
         self.current_staleness = 0
+        if self.profile_gen != SWITCH.generation:
+            self._follow_switch()
         link = self.link
         if link is not None and step <= 0 and id(plan) not in self.initial_sent:
             self.initial_sent.add(id(plan))
@@ -130,6 +134,20 @@ class Interpreter:
             self._end_step(plan, step)
         if self.profile is not None:
             self.profile.step_done(plan.startup or plan.initializes)
+
+    def _follow_switch(self) -> None:
+        """fluid.profiler was started or stopped: profile from this step on, or stop (a profile
+        from PLACEGROUP_PROFILE stays)."""
+        self.profile_gen = SWITCH.generation
+        if SWITCH.on and self.profile is None:
+            self.profile = Profile(self.who, self.mailbox)
+            SWITCH.profiles.append(self.profile)
+            self.hook = _profiling(self.profile, self.unprofiled_hook)
+        elif not SWITCH.on and self.profile is not None and self.profile in SWITCH.profiles:
+            self.profile.mark(None)
+            self.profile, self.hook = None, self.unprofiled_hook
+            if self.mailbox is not None:
+                self.mailbox.timed = False
 
     def _end_step(self, plan: Plan, step: int) -> None:
         # NOTE(deferred-flush) in executor/link.py: what this step posted leaves at the next wait

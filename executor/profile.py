@@ -48,6 +48,8 @@ class Profile:
         self.cpu: dict = defaultdict(float)
         self.waited: dict = defaultdict(float)
         self.calls: dict = defaultdict(int)
+        self.longest: dict = defaultdict(float)  # the longest and shortest single call, seconds
+        self.shortest: dict = {}
         self.steps = 0
         self.current: str | None = None
         self.since = self.since_cpu = 0.0
@@ -58,10 +60,16 @@ class Profile:
         """The time since the last mark was the last name's; from now on it is ``name``'s
         (None: nobody's, e.g. before the first step)."""
         now, cpu = time.perf_counter(), time.thread_time()
-        if self.current is not None:
-            self.seconds[self.current] += now - self.since
-            self.cpu[self.current] += cpu - self.since_cpu
-            self.calls[self.current] += 1
+        current = self.current
+        if current is not None:
+            took = now - self.since
+            self.seconds[current] += took
+            self.cpu[current] += cpu - self.since_cpu
+            self.calls[current] += 1
+            if took > self.longest[current]:
+                self.longest[current] = took
+            if took < self.shortest.get(current, took + 1.0):
+                self.shortest[current] = took
         self.current, self.since, self.since_cpu = name, now, cpu
 
     def wait(self, seconds: float) -> None:
@@ -75,17 +83,27 @@ class Profile:
         self.steps += 1
         self.mark(None if startup else BETWEEN)
 
-    def report(self, out=None) -> None:
-        """Print the table (once) to ``out`` (stderr)."""
+    def reset(self) -> None:
+        """Forget what was timed so far (``fluid.profiler.reset_profiler``: skip a warm-up)."""
+        for table in (self.seconds, self.cpu, self.waited, self.calls, self.longest, self.shortest):
+            table.clear()
+        self.steps = 0
+
+    def report(self, out=None, sort: str = "total") -> None:
+        """Print the table (once) to ``out`` (stderr), its ops ordered by ``sort``: ``total``
+        (the time they took, the default), ``calls``, ``ave``, ``max`` or ``min`` (per call)."""
         if self.printed or not self.calls:
             return
         self.printed = True
         out = out if out is not None else sys.stderr
         total = sum(self.seconds.values())
+        order = {"total": self.seconds.get, "calls": self.calls.get, "max": self.longest.get,
+                 "min": lambda k: self.shortest.get(k, 0.0),
+                 "ave": lambda k: self.seconds[k] / max(self.calls[k], 1)}[sort]
         print(f"placegroup profile, {self.who}: {self.steps:,} steps, {total:.3f} s", file=out)
         print(f"  {'op':<34}{'calls':>8}{'us/call':>11}{'of which waiting':>18}{'CPU us/call':>13}{'share':>8}",
               file=out)
-        for name in sorted(self.seconds, key=self.seconds.get, reverse=True):
+        for name in sorted(self.seconds, key=order, reverse=True):
             n, s, w = self.calls[name], self.seconds[name], self.waited.get(name, 0.0)
             waiting = f"{w / n * 1e6:.1f}" if w else ""
             print(f"  {name:<34}{n:>8,}{s / n * 1e6:>11.1f}{waiting:>18}{self.cpu[name] / n * 1e6:>13.1f}"
@@ -107,6 +125,27 @@ def messages_line(mb) -> str:
 
 
 _profiles: list[Profile] = []
+
+
+class Switch:
+    """``fluid.profiler``'s start and stop (placegroup/profiler.py), which every interpreter
+    follows at its next step: on, each gets a profile of its own (unless it has one from
+    ``PLACEGROUP_PROFILE``); off, those profiles are detached. ``generation`` counts the
+    flips, so an interpreter checks one integer per step."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.generation = 0
+        self.profiles: list[Profile] = []  # the ones made since the last start
+
+    def flip(self, on: bool) -> None:
+        self.on = on
+        self.generation += 1
+        if on:
+            self.profiles = []
+
+
+SWITCH = Switch()
 
 
 @atexit.register

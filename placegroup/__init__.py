@@ -38,6 +38,7 @@ from placegroup.compiler import (BuildStrategy, CompiledProgram, ExecutionStrate
                                  cuda_pinned_places, cuda_places)
 from placegroup.parallel_executor import ParallelExecutor  # noqa: E402
 from placegroup import average, clip, install_check  # noqa: E402
+from placegroup import profiler  # noqa: E402  (fluid.profiler)
 from placegroup.io import load, load_program_state, save, set_program_state  # noqa: E402
 from placegroup.core import LoDTensor, Tensor  # noqa: E402
 from placegroup.lod_tensor import create_lod_tensor, create_random_int_lodtensor  # noqa: E402

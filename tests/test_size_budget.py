@@ -64,7 +64,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # from the newest checkpoint, tools/progress.py: a bar per trainer drawn by the launcher)
 # executor/: + ~20 for saying a feed's cast across kinds (int64 ids into a float32 var) once
 # comm/: + ~30 for capping TCP's wait between resends, so a cut shorter than the peer timeout heals
-BUDGET = {"placegroup": 21300, "executor": 2160, "ops": 11200, "comm": 2315}
+# placegroup/, executor/: + ~60 and + ~55 for fluid.profiler (Fluid 1.8's profiler API over the
+# executors' op timings, switched on and off while they run)
+BUDGET = {"placegroup": 21380, "executor": 2220, "ops": 11200, "comm": 2315}
 PASS_LINES = 220
 
 
