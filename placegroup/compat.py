@@ -30,13 +30,14 @@ from placegroup.errors import NotImplementedInPlacegroup, PlacegroupError
 # NOTE(paddle-alias): a Paddle module name maps to placegroup's by its longest prefix in this
 # table, the rest of the name kept: paddle.fluid.layers -> placegroup.layers,
 # paddle.dataset.uci_housing -> placegroup.dataset.uci_housing. The entries past the first three
-# are Fluid modules that live elsewhere in placegroup.
+# are Fluid modules that live elsewhere in placegroup, or are imported only when first used.
 ALIASES = {
     "paddle.fluid": "placegroup",
     "paddle.reader": "placegroup.reader",
     "paddle.dataset": "placegroup.dataset",
     "paddle.fluid.framework": "placegroup.ir.framework",
     "paddle.fluid.unique_name": "placegroup.ir.unique_name",
+    "paddle.fluid.incubate": "placegroup.incubate",  # imported on first use, as `fluid.incubate`
 }
 
 # The module of placegroup that stands for each module of FLUID_18 (compat table, gaps).

@@ -5,7 +5,8 @@ Read from PaddlePaddle 1.8.5's own Python sources (``python/paddle/fluid/...``):
 ``tensor``, ``control_flow``, ``io``, ``loss``, ``detection``, ... and ``fluid.io`` includes
 the reader decorators). ``fluid`` adds the submodules and names its ``__init__.py`` binds by
 name outside ``__all__`` (``core``, ``metrics``, ``executor``, ...). ``fluid.core`` is a C++
-extension with no ``__all__``: its entry lists the names Fluid scripts use most. Names only.
+extension with no ``__all__``: its entry lists the names Fluid scripts use most; Fleet's
+``parameter_server.distribute_transpiler``, with none either, the names it defines. Names only.
 
 ``placegroup.compat`` uses them to tell a name placegroup does not implement yet (an error
 that says so) from one Fluid never had (a plain AttributeError), and docs/fluid_compat.md is
@@ -136,6 +137,20 @@ FLUID_18: dict[str, frozenset[str]] = {
     "fluid.core": _names("""
         CPUPlace CUDAPinnedPlace CUDAPlace EOFException LoDTensor LoDTensorArray Scope VarDesc
         is_compiled_with_cuda
+    """),
+    "fluid.incubate.fleet.base.role_maker": _names("""
+        GeneralRoleMaker MPISymetricRoleMaker PaddleCloudRoleMaker Role RoleMakerBase
+        UserDefinedCollectiveRoleMaker UserDefinedRoleMaker
+    """),
+    "fluid.incubate.fleet.base.fleet_base": _names("""
+        DistributedOptimizer Fleet Mode
+    """),
+    "fluid.incubate.fleet.parameter_server.distribute_transpiler": _names("""
+        DistributedTranspiler TranspilerOptimizer fleet
+    """),
+    "fluid.incubate.fleet.parameter_server.distribute_transpiler.distributed_strategy": _names("""
+        AsyncStrategy DistributedStrategy GeoStrategy HalfAsyncStrategy StrategyFactory SyncStrategy
+        TrainerRuntimeConfig
     """),
     "paddle.reader": _names("""
         ComposeNotAligned buffered cache chain compose firstn map_readers multiprocess_reader

@@ -86,6 +86,12 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     _S("POD_IP", str, "127.0.0.1", "This process's IP address."),
     _S("PADDLE_INIT_PORT", str, "6174", "This process's port, and the port of a bare pserver ip."),
     _S("PADDLE_TRAINER_ID", _count, 0, "This trainer's id, 0..N-1 (a pserver ignores it).", "a whole number"),
+    _S("PADDLE_PSERVERS_IP_PORT_LIST", str, "",
+       "Fleet's name for the pservers, comma-separated ip:port (PaddleCloudRoleMaker reads it)."),
+    _S("PADDLE_TRAINERS_NUM", _count, None, "Fleet's name for the number of trainers (PaddleCloudRoleMaker "
+       "reads it).", "a whole number"),
+    _S("PADDLE_PORT", str, "", "Fleet's name for this process's port: a pserver's endpoint is POD_IP:PADDLE_PORT "
+       "(PaddleCloudRoleMaker reads it)."),
     _S("CPU_NUM", _count, 1, "How many CPU places fluid.cpu_places() and with_data_parallel use, as in "
        "Fluid (placegroup runs them as one place over the whole batch).", "a whole number"),
     _S("FLAGS_selected_gpus", str, "", "Comma-separated CUDA device ids for fluid.cuda_places(); empty: "

@@ -66,7 +66,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # comm/: + ~30 for capping TCP's wait between resends, so a cut shorter than the peer timeout heals
 # placegroup/, executor/: + ~60 and + ~55 for fluid.profiler (Fluid 1.8's profiler API over the
 # executors' op timings, switched on and off while they run)
-BUDGET = {"placegroup": 21380, "executor": 2220, "ops": 11200, "comm": 2315}
+# placegroup/: + ~830 for Fluid 1.8's fleet parameter-server API (incubate/fleet/: the role
+# makers, the fleet object over DistributeTranspiler, the strategies), about 40% docstrings
+BUDGET = {"placegroup": 22210, "executor": 2220, "ops": 11200, "comm": 2315}
 PASS_LINES = 220
 
 

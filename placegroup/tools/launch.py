@@ -4,7 +4,7 @@ Each process gets the environment Fluid's distributed scripts read (docs/launch.
 ``TRAINING_ROLE``, ``PADDLE_INIT_PSERVERS`` (``ip:port,...``), ``PADDLE_INIT_TRAINERS`` (the
 count), ``PADDLE_INIT_PORT`` and ``POD_IP`` (its own endpoint), ``PADDLE_TRAINER_ID``, and the
 Fleet names ``PADDLE_PSERVERS_IP_PORT_LIST``, ``PADDLE_TRAINERS_NUM``,
-``PADDLE_CURRENT_ENDPOINT``, ``PADDLE_TRAINER_ENDPOINTS``, and its share of the cores for BLAS
+``PADDLE_CURRENT_ENDPOINT``, ``PADDLE_TRAINER_ENDPOINTS``, ``PADDLE_PORT``, and its share of the cores for BLAS
 (``OMP_NUM_THREADS`` and friends, unless already set), under the SCHED_BATCH policy
 (NOTE(sched-batch); ``--sched normal`` to leave it) and, where that pays, bound to its share of
 the cores (NOTE(cpu-bind); ``--cpu-bind spread|none`` to choose). Every line a process prints is
@@ -80,9 +80,11 @@ def cluster_envs(trainers: int, pservers: int, host: str = "127.0.0.1") -> list[
     out = []
     for i, ep in enumerate(ps_eps):
         out.append((f"pserver.{i}", "PSERVER", {**common, "TRAINING_ROLE": "PSERVER", "PADDLE_INIT_PORT": ep.split(":")[1],
+                                                "PADDLE_PORT": ep.split(":")[1],
                                                 "PADDLE_CURRENT_ENDPOINT": ep, "PADDLE_PSERVER_ID": str(i)}))
     for i, ep in enumerate(tr_eps):
         out.append((f"trainer.{i}", "TRAINER", {**common, "TRAINING_ROLE": "TRAINER", "PADDLE_INIT_PORT": ep.split(":")[1],
+                                                "PADDLE_PORT": ep.split(":")[1],
                                                 "PADDLE_CURRENT_ENDPOINT": ep, "PADDLE_TRAINER_ID": str(i)}))
     return out
 

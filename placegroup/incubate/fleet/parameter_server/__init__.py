@@ -1,0 +1,1 @@
+"""Fleet in parameter-server mode; ``distribute_transpiler`` holds the ``fleet`` object."""
