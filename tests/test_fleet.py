@@ -140,6 +140,20 @@ def _fleet(current_id: int, role: int, sync=ds.SyncStrategy()):
     return f, main
 
 
+def test_after_minimize_the_default_programs_are_this_processs_placed_ones():
+    """As with Fluid's in-place transpile, a script may run fluid.default_main_program()."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x, y = fluid.layers.data(name="x", shape=[13]), fluid.layers.data(name="y", shape=[1])
+        cost = fluid.layers.mean(fluid.layers.square_error_cost(input=fluid.layers.fc(input=x, size=1), label=y))
+        f = DistributedTranspiler()
+        f.init(UserDefinedRoleMaker(current_id=0, role=Role.WORKER, worker_num=2, server_endpoints=PS.split(",")))
+        f.distributed_optimizer(fluid.optimizer.SGD(0.01), ds.SyncStrategy()).minimize(cost)
+        assert fluid.default_main_program() is f.main_program
+        assert fluid.default_startup_program() is f.startup_program
+    assert str(f.main_program.executor).startswith("trainer")
+
+
 def test_minimize_gives_each_role_its_placed_programs():
     server, main = _fleet(1, Role.SERVER)
     trainer, _ = _fleet(0, Role.WORKER)

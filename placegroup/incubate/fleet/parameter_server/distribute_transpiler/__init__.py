@@ -18,8 +18,10 @@ Example (a Fluid 1.8 CTR script, unchanged)::
         for feed in batches: exe.run(fleet.main_program, feed=feed, fetch_list=[loss])
         fleet.stop_worker()
 
-Unlike Fluid's transpiler, placegroup's never rewrites its input: on a trainer,
-``fluid.default_main_program()`` stays the one-process program; run ``fleet.main_program``.
+Fluid's transpiler rewrites the program it is given, so Fluid scripts may also run
+``fluid.default_main_program()`` after minimize. placegroup's never rewrites its input; when
+minimize transpiled the default programs, they are switched to this process's placed ones
+(NOTE(fleet-default-programs)), so both ways run the same program.
 
 Thread-safety: one fleet per process, driven by the script's thread.
 """
@@ -34,7 +36,8 @@ from placegroup.incubate.fleet.parameter_server.distribute_transpiler.distribute
     AsyncStrategy, DistributedStrategy, GeoStrategy, HalfAsyncStrategy, StrategyFactory, SyncStrategy,
     TrainerRuntimeConfig)
 from placegroup.io import inference, var_files
-from placegroup.ir.framework import Program, default_startup_program
+from placegroup.ir.framework import (Program, default_main_program, default_startup_program,
+                                     switch_main_program, switch_startup_program)
 from placegroup.optimizer_base import Optimizer
 from placegroup.transpiler import DistributeTranspiler, DistributeTranspilerConfig
 
@@ -147,6 +150,14 @@ class DistributedTranspiler(Fleet):
                         trainers=self.worker_num(), startup_program=startup)
             self.main_program = t.get_program(None, "trainer")
             self.startup_program = t.get_startup_program(None, "trainer")
+        # NOTE(fleet-default-programs): Fluid's transpiler rewrites the program it is given in
+        # place, so a Fluid script may run `fluid.default_main_program()` (and its default
+        # startup program) after minimize and get this process's part. placegroup's transpiler
+        # never changes its input; the defaults are pointed at the placed programs instead.
+        if main is default_main_program():
+            switch_main_program(self.main_program)
+        if startup is default_startup_program():
+            switch_startup_program(self.startup_program)
 
     def save_inference_model(self, executor, dirname: str, feeded_var_names, target_vars, main_program=None,
                              export_for_deployment: bool = True) -> list[str]:
