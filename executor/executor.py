@@ -35,6 +35,7 @@ import numpy as np
 
 from placegroup.compiler import prepare_run
 from placegroup.errors import PlacementError, ProgramError
+from placegroup.executor.dataset_loop import run_from_dataset
 from placegroup.executor.feed import fed_array
 from placegroup.executor.interpreter import Interpreter
 from placegroup.executor.link import Link
@@ -276,6 +277,22 @@ class Executor:
             link.fail(e)
             raise
         return [self._fetch(vals, n, return_numpy, plan) for n in names]
+
+    def train_from_dataset(self, program=None, dataset=None, scope=None, thread=0, debug=False,
+                           fetch_list=None, fetch_info=None, print_period=100, fetch_handler=None):
+        """Run ``program`` once per batch of ``dataset`` (a ``fluid.DatasetFactory`` dataset),
+        printing ``<fetch_info>: <value>`` of ``fetch_list`` every ``print_period`` batches; as
+        Fluid 1.8 (executor/dataset_loop.py, docs/datasets.md). ``thread`` is accepted (one
+        reader). Returns None."""
+        run_from_dataset(self, program, dataset, scope, False, debug, fetch_list, fetch_info,
+                         print_period, fetch_handler)
+
+    def infer_from_dataset(self, program=None, dataset=None, scope=None, thread=0, debug=False,
+                           fetch_list=None, fetch_info=None, print_period=100, fetch_handler=None):
+        """As ``train_from_dataset`` for a program without optimizer ops; one with them is
+        refused (NOTE(infer-from-dataset) in executor/dataset_loop.py). Returns None."""
+        run_from_dataset(self, program, dataset, scope, True, debug, fetch_list, fetch_info,
+                         print_period, fetch_handler)
 
     @staticmethod
     def _fetch(vals: dict, f: Any, return_numpy: bool, plan: Plan):

@@ -19,6 +19,7 @@ from placegroup import dataset, initializer, io, layers, optimizer, reader, regu
 from placegroup import compat, core, metrics, nets  # noqa: E402
 from placegroup.ir import unique_name  # noqa: E402
 from placegroup.data_feeder import DataFeeder  # noqa: E402
+from placegroup.dataset_factory import DatasetFactory, InMemoryDataset, QueueDataset  # noqa: E402
 from placegroup.tools.from_env import transpile_from_env  # noqa: E402
 from placegroup.reader import batch  # noqa: E402
 from placegroup.backward import append_backward, gradients  # noqa: E402
