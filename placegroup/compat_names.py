@@ -152,6 +152,12 @@ FLUID_18: dict[str, frozenset[str]] = {
         AsyncStrategy DistributedStrategy GeoStrategy HalfAsyncStrategy StrategyFactory SyncStrategy
         TrainerRuntimeConfig
     """),
+    "fluid.dataset": _names("""
+        DatasetFactory InMemoryDataset QueueDataset
+    """),
+    "fluid.incubate.data_generator": _names("""
+        MultiSlotDataGenerator MultiSlotStringDataGenerator
+    """),
     "paddle.reader": _names("""
         ComposeNotAligned buffered cache chain compose firstn map_readers multiprocess_reader
         shuffle xmap_readers
