@@ -409,6 +409,9 @@ _open: "set[_Distributed]" = set()
 
 
 @atexit.register
-def _close_all() -> None:
+def close_distributed() -> None:
+    """Close every distributed executor of this process not closed yet: each takes its last
+    parameters, sends what it posted and says done (Fluid's process-wide ``Executor.close``,
+    which fleet's ``stop_worker`` calls; also run at exit, NOTE(exit-done))."""
     for dist in list(_open):
         dist.close()

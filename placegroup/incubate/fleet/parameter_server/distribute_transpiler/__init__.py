@@ -30,7 +30,7 @@ from __future__ import annotations
 from placegroup.compat import install_gaps
 from placegroup.errors import ConfigError
 from placegroup.executor import Executor
-from placegroup.executor import executor as _executor_module
+from placegroup.executor.executor import close_distributed
 from placegroup.incubate.fleet.base.fleet_base import DistributedOptimizer, Fleet, Mode
 from placegroup.incubate.fleet.parameter_server.distribute_transpiler.distributed_strategy import (  # noqa: F401
     AsyncStrategy, DistributedStrategy, GeoStrategy, HalfAsyncStrategy, StrategyFactory, SyncStrategy,
@@ -107,7 +107,7 @@ class DistributedTranspiler(Fleet):
         """
         self._executor.close()
         # NOTE(exit-done) in executor/executor.py: the open distributed executors, closed at exit
-        _executor_module._close_all()
+        close_distributed()
 
     def distributed_optimizer(self, optimizer, strategy=None) -> "TranspilerOptimizer":
         """Wrap ``optimizer``; its ``minimize`` makes this process's programs.
