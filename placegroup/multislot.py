@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placegroup.errors import ConfigError
-from placegroup.values import LoDTensor
+from placegroup.values import LoDTensor, lengths_to_offsets
 
 __all__ = ["Slot", "Instances", "parse_text", "slot_of"]
 
@@ -93,7 +93,7 @@ class Instances:
         for s in range(len(slots)):
             values.append(np.concatenate([p.values[s] for p in parts]))
             counts = np.concatenate([np.diff(p.offsets[s]) for p in parts])
-            offsets.append(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+            offsets.append(lengths_to_offsets(counts))
         return Instances(values, offsets)
 
     def take(self, idx: np.ndarray) -> "Instances":
@@ -101,7 +101,7 @@ class Instances:
         values, offsets = [], []
         for vals, off in zip(self.values, self.offsets):
             starts, counts = off[idx], off[idx + 1] - off[idx]
-            new_off = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+            new_off = lengths_to_offsets(counts)
             # each taken instance's values: its start, then one step per value
             pos = np.repeat(starts - new_off[:-1], counts) + np.arange(new_off[-1])
             values.append(vals[pos])
@@ -153,7 +153,7 @@ def parse_text(text: str, slots: list, source: str) -> Instances:
         except ValueError:
             _find_bad_value(lines, slots, s, source)
             raise
-        offsets.append(np.concatenate([[0], np.cumsum(counts[s], dtype=np.int64)]).astype(np.int64))
+        offsets.append(lengths_to_offsets(counts[s]))
     return Instances(values, offsets)
 
 

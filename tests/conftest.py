@@ -12,6 +12,25 @@ TIME_FACTOR = float(os.environ.get("PLACEGROUP_TEST_TIME_FACTOR", "1"))
 os.environ.setdefault("PLACEGROUP_WAIT_TIMEOUT", str(120 * TIME_FACTOR))
 
 
+# The launch contract's variables: what placegroup launch sets for each process (Paddle's and
+# Fleet's names); tests that read the environment start without any of them.
+LAUNCH_VARS = ("TRAINING_ROLE", "PADDLE_INIT_PSERVERS", "PADDLE_INIT_TRAINERS", "PADDLE_TRAINER_ENDPOINTS",
+               "PADDLE_TRAINER_ID", "POD_IP", "PADDLE_INIT_PORT", "PADDLE_PORT", "PADDLE_CURRENT_ENDPOINT",
+               "PADDLE_PSERVER_ID", "PADDLE_PSERVERS_IP_PORT_LIST", "PADDLE_TRAINERS_NUM")
+
+
+@pytest.fixture
+def launch_env(monkeypatch):
+    """No launch variable from outside; returns a setter for the test's own."""
+    for name in LAUNCH_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+    def set_(**values):
+        for k, v in values.items():
+            monkeypatch.setenv(k, v)
+    return set_
+
+
 @pytest.fixture(autouse=True)
 def fresh_programs():
     """Fresh main/startup programs, unique names and global scope for each test."""

@@ -36,22 +36,12 @@ from tests.conftest import TIME_FACTOR
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "compat_scripts" / "ctr_fleet.py"
-FLEET_VARS = ("TRAINING_ROLE", "PADDLE_PSERVERS_IP_PORT_LIST", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ID",
-              "POD_IP", "PADDLE_PORT", "PADDLE_TRAINER_ENDPOINTS", "PADDLE_INIT_PSERVERS", "PADDLE_INIT_TRAINERS",
-              "PADDLE_INIT_PORT", "PADDLE_CURRENT_ENDPOINT", "PADDLE_PSERVER_ID")
 PS = "127.0.0.1:7164,127.0.0.1:7165"
 
 
 @pytest.fixture
-def env(monkeypatch):
-    """No launch variable from outside; returns a setter for the test's own."""
-    for name in FLEET_VARS:
-        monkeypatch.delenv(name, raising=False)
-
-    def set_(**values):
-        for k, v in values.items():
-            monkeypatch.setenv(k, v)
-    return set_
+def env(launch_env):
+    return launch_env
 
 
 # -- role makers -----------------------------------------------------------------------------

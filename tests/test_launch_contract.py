@@ -21,24 +21,14 @@ from placegroup import config
 from placegroup.errors import ConfigError
 from placegroup.tools.launch import cluster_envs
 from placegroup.transpiler import endpoints
-from tests.conftest import TIME_FACTOR, build_fit_a_line
+from tests.conftest import LAUNCH_VARS, TIME_FACTOR, build_fit_a_line
 
-LAUNCH_VARS = ("TRAINING_ROLE", "PADDLE_INIT_PSERVERS", "PADDLE_INIT_TRAINERS", "PADDLE_TRAINER_ENDPOINTS",
-               "PADDLE_TRAINER_ID", "POD_IP", "PADDLE_INIT_PORT", "PADDLE_CURRENT_ENDPOINT", "PADDLE_PSERVER_ID",
-               "PADDLE_PSERVERS_IP_PORT_LIST", "PADDLE_TRAINERS_NUM")
 TRAINERS = "127.0.0.1:7170,127.0.0.1:7171"
 
 
 @pytest.fixture
-def env(monkeypatch):
-    """No launch variable from outside; returns a setter for the test's own."""
-    for name in LAUNCH_VARS:
-        monkeypatch.delenv(name, raising=False)
-
-    def set_(**values):
-        for k, v in values.items():
-            monkeypatch.setenv(k, v)
-    return set_
+def env(launch_env):
+    return launch_env
 
 
 def _mp_model():

@@ -6,6 +6,7 @@ The worker (tests/dist/train_restart.py) kills itself where ``--die`` says; ever
 attempt computed, and the final parameters, must equal an uninterrupted run's (sync mode,
 rtol 1e-5).
 """
+import io
 import os
 import subprocess
 import sys
@@ -100,7 +101,6 @@ def test_restarts_without_a_checkpoint_dir_say_what_they_will_do(tmp_path, monke
     monkeypatch.delenv("PLACEGROUP_CHECKPOINT_DIR", raising=False)
     script = tmp_path / "fail.py"
     script.write_text("import os, sys\nsys.exit(3 if os.environ['TRAINING_ROLE'] == 'TRAINER' else 0)\n")
-    import io
     log = io.StringIO()
     assert launch(str(script), [], 1, 0, out=log, max_restarts=1, grace=5) == 3
     text = log.getvalue()
@@ -113,7 +113,6 @@ def test_restarts_without_a_checkpoint_dir_say_what_they_will_do(tmp_path, monke
 def test_a_pserver_that_will_not_stop_after_training_is_not_a_reason_to_train_again(tmp_path):
     script = tmp_path / "hang.py"
     script.write_text("import os, time\nif os.environ['TRAINING_ROLE'] == 'PSERVER':\n    time.sleep(60)\n")
-    import io
     log = io.StringIO()
     assert launch(str(script), [], 1, 1, out=log, max_restarts=2, grace=1) == 1
     text = log.getvalue()

@@ -24,13 +24,25 @@ from placegroup.transpiler.config import DistributeTranspilerConfig, RoundRobin
 from placegroup.transpiler.allreduce import allreduce_gradients
 from placegroup.transpiler.merge import merge_gradients
 from placegroup.transpiler.model_parallel import is_model_parallel, shard_model_parallel
-from placegroup.transpiler.passes import Job, TranspileContext, run_passes, update_gradients, updates
+from placegroup.transpiler.passes import Job, TranspileContext, run_passes
 from placegroup.transpiler.placement import place
 from placegroup.transpiler.slice import slice_params
 from placegroup.transpiler.sparse import shard_tables
 
 PASSES = (("model_parallel", shard_model_parallel), ("merge", merge_gradients), ("allreduce", allreduce_gradients), ("slice", slice_params),
           ("sparse", shard_tables), ("placement", place))
+
+
+def _distributed_tables(main: Program) -> list[str]:
+    """The parameters that are distributed tables (embedding(is_distributed=True))."""
+    return sorted(v.name for v in main.list_vars() if v.is_parameter and v.attrs.get("distributed"))
+
+
+def _sparse_updated(main: Program) -> list[str]:
+    """The parameters whose optimizer op takes a sparse (SelectedRows) gradient."""
+    block = main.global_block()
+    return sorted({op.param for op in block.ops if op.role == "optimize" for slot in op.opdef.input_slots("Grad")
+                   if block.var(op.input(slot)[0]).type == SELECTED_ROWS})
 
 
 def _check_merge_steps(main: Program, m: int) -> None:
@@ -41,15 +53,13 @@ def _check_merge_steps(main: Program, m: int) -> None:
     """
     if m <= 1:
         return
-    tables = sorted(v.name for v in main.list_vars() if v.is_parameter and v.attrs.get("distributed"))
+    tables = _distributed_tables(main)
     if tables:
         raise ValueError(f"merge_steps={m} cannot be used with distributed tables {tables}: each step "
                          f"prefetches the rows it looks up from the pservers, which count rounds of "
                          f"{m} steps, so a step inside a round has no version of the rows to ask for. "
                          f"Use merge_steps=1 with these tables (sparse tables train in every mode)")
-    block = main.global_block()
-    sparse = sorted({op.param for op in block.ops if op.role == "optimize" for slot in op.opdef.input_slots("Grad")
-                     if block.var(op.input(slot)[0]).type == SELECTED_ROWS})
+    sparse = _sparse_updated(main)
     if sparse:
         raise ValueError(f"merge_steps={m} sums dense gradients; {sparse} have sparse (SelectedRows) "
                          f"gradients (embedding(is_sparse=True)). Use merge_steps=1, or is_sparse=False")
@@ -74,10 +84,7 @@ def _check_collective(main: Program, pservers: list[str], n: int) -> None:
     """
     if pservers or n <= 1:
         return
-    block = main.global_block()
-    sparse = sorted({op.param for op, _ in updates(block) for g in update_gradients(block, op.param)
-                     if block.var(g).type == SELECTED_ROWS}
-                    | {v.name for v in main.list_vars() if v.is_parameter and v.attrs.get("distributed")})
+    sparse = sorted(set(_sparse_updated(main)) | set(_distributed_tables(main)))
     if sparse:
         raise ConfigError(f"{n} trainers and no pservers (PADDLE_INIT_PSERVERS is empty): the trainers "
                           f"all-reduce dense gradients only, and {sparse} have sparse ones (embedding("

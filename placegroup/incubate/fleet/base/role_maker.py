@@ -23,6 +23,7 @@ from __future__ import annotations
 from placegroup import config
 from placegroup.compat import install_gaps
 from placegroup.errors import ConfigError
+from placegroup.transpiler.endpoints import parse
 
 __all__ = ["Role", "RoleMakerBase", "PaddleCloudRoleMaker", "UserDefinedRoleMaker"]
 
@@ -85,8 +86,11 @@ class RoleMakerBase:
                 f"{self._worker_endpoints}, server_endpoints: {self._server_endpoints}")
 
 
-def _endpoints(text: str) -> list[str]:
-    return [e.strip() for e in text.split(",") if e.strip()]
+def _endpoints(variable: str) -> list[str]:
+    """The ``ip:port`` list of ``variable`` ([] when unset), checked as the transpiler checks
+    its own (a malformed entry is a ConfigError naming the variable)."""
+    text = config.get(variable)
+    return parse(text, config.get("PADDLE_INIT_PORT"), variable) if text else []
 
 
 class PaddleCloudRoleMaker(RoleMakerBase):
@@ -125,7 +129,7 @@ class PaddleCloudRoleMaker(RoleMakerBase):
     def generate_role(self) -> None:
         if self._role_is_generated:
             return
-        self._worker_endpoints = _endpoints(config.get("PADDLE_TRAINER_ENDPOINTS"))
+        self._worker_endpoints = _endpoints("PADDLE_TRAINER_ENDPOINTS")
         if self._is_collective:
             if not self._worker_endpoints:
                 raise ConfigError("PaddleCloudRoleMaker(is_collective=True) needs PADDLE_TRAINER_ENDPOINTS "
@@ -146,7 +150,7 @@ class PaddleCloudRoleMaker(RoleMakerBase):
                               f"{', '.join(unset)} {'is' if len(unset) == 1 else 'are'} unset (it needs "
                               f"{', '.join(need)}; `placegroup launch` sets them). Fluid's fleet has no "
                               f"one-process mode: without TRAINING_ROLE, train without fleet")
-        eps = _endpoints(config.get("PADDLE_PSERVERS_IP_PORT_LIST"))
+        eps = _endpoints("PADDLE_PSERVERS_IP_PORT_LIST")
         n = config.get("PADDLE_TRAINERS_NUM")
         if n < 1:
             raise ConfigError(f"PADDLE_TRAINERS_NUM={n}: expected at least one trainer")
