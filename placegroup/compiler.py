@@ -32,35 +32,21 @@ then only read, except for the scope it remembers for ``share_vars_from``.
 """
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import enum
-import warnings
 from typing import Any
 
 import numpy as np
 
 from placegroup import config
 from placegroup.errors import ProgramError
+from placegroup.fields import Field as _Field
+from placegroup.fields import Fields as _Strategy
+from placegroup.fields import StrategyNotice, notice
 from placegroup.ir.framework import Program
 from placegroup.ir.places import CPUPlace, CUDAPinnedPlace, CUDAPlace
 
 __all__ = ["BuildStrategy", "CompiledProgram", "ExecutionStrategy", "StrategyNotice", "cpu_places",
            "cuda_pinned_places", "cuda_places"]
-
-
-class StrategyNotice(UserWarning):
-    """A strategy field that changes nothing in placegroup was set (once per field and process)."""
-
-
-_noticed: set[str] = set()
-
-
-def notice(key: str, message: str) -> None:
-    """Warn ``message`` with a StrategyNotice, the first time ``key`` comes up in this process."""
-    if key not in _noticed:
-        _noticed.add(key)
-        warnings.warn(f"{message} (shown once per process)", StrategyNotice, stacklevel=3)
 
 
 # -- places ------------------------------------------------------------------------------------
@@ -108,76 +94,8 @@ def cuda_places(device_ids=None) -> list:
 
 
 # -- strategies ----------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class _Field:
-    kind: Any           # bool, int, str, "bools" (None/True/False), "strs" (a list), "set", or an Enum
-    default: Any
-    inert: str = ""     # why a value changes nothing here ("": honoured, or checked at run)
-
-
-_EXPECTS = {bool: "True or False", int: "an int", str: "a str", "bools": "None, False or True",
-            "strs": "a list of str", "set": "a set of str"}
-
-
-def _coerce(owner: str, name: str, kind: Any, value: Any) -> Any:
-    if kind is bool or kind == "bools":
-        if isinstance(value, (bool, np.bool_)) or (kind == "bools" and value is None):
-            return None if value is None else bool(value)
-    elif kind is int:
-        if isinstance(value, (int, np.integer)):
-            return int(value)
-    elif kind is str:
-        if isinstance(value, str):
-            return value
-    elif kind in ("strs", "set"):
-        if isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(v, str) for v in value):
-            return set(value) if kind == "set" else list(value)
-    elif isinstance(value, kind):
-        return value
-    expects = _EXPECTS.get(kind) or " or ".join(f"{kind.__qualname__}.{m.name}" for m in kind)
-    raise TypeError(f"{owner}.{name} must be {expects}, got {value!r} ({type(value).__name__})")
-
-
-class _Strategy:
-    """Fields from a table (``_FIELDS``): unknown names are AttributeErrors, values are
-    type-checked, inert ones set to another value give a notice."""
-
-    _FIELDS: dict[str, _Field] = {}
-
-    def __init__(self) -> None:
-        object.__setattr__(self, "_values", {n: (set(f.default) if f.kind == "set" else f.default)
-                                             for n, f in self._FIELDS.items()})
-
-    def __getattr__(self, name: str) -> Any:  # only for names that are not class attributes
-        values = self.__dict__.get("_values")
-        if values is not None and name in values:
-            return values[name]
-        raise AttributeError(self._unknown(name))
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        field = self._FIELDS.get(name)
-        if field is None:
-            raise AttributeError(self._unknown(name))
-        owner = type(self).__name__
-        value = _coerce(owner, name, field.kind, value)
-        self._values[name] = value
-        if field.inert and value != field.default:
-            shown = f"{type(value).__qualname__}.{value.name}" if isinstance(value, enum.Enum) else repr(value)
-            notice(f"{owner}.{name}", f"{owner}.{name} = {shown} changes nothing in placegroup: {field.inert}")
-
-    def _unknown(self, name: str) -> str:
-        close = difflib.get_close_matches(name, list(self._FIELDS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        return f"'{type(self).__name__}' object has no attribute '{name}'{hint}"
-
-    def __dir__(self):
-        return sorted(set(super().__dir__()) | set(self._FIELDS))
-
-    def __repr__(self) -> str:
-        changed = {n: v for n, v in self._values.items() if v != self._FIELDS[n].default}
-        return f"{type(self).__name__}({', '.join(f'{n}={v!r}' for n, v in changed.items())})"
-
+# Each is a table of fields; placegroup/fields.py checks every assignment against it (types,
+# the once-per-process notices, AttributeError for a name that is no field, as pybind gives).
 
 _FUSE = "placegroup runs the program's ops as they are, unfused"
 _ONE_PLACE = "one place runs each step (NOTE(data-parallel) in placegroup/compiler.py)"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import placegroup as fluid
-from placegroup import compiler
+from placegroup import fields
 from placegroup.compiler import StrategyNotice
 from placegroup.errors import ProgramError
 
@@ -17,7 +17,7 @@ STEPS = 4
 @pytest.fixture(autouse=True)
 def fresh_notices(monkeypatch):
     """Each test sees the notices as a fresh process would."""
-    monkeypatch.setattr(compiler, "_noticed", set())
+    monkeypatch.setattr(fields, "_noticed", set())
 
 
 def _batches(batch=8, seed=1):
