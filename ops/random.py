@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from placegroup.ops.registry import Meta, Slot, check, register
+from placegroup.ops.registry import Cut, Meta, Slot, check, register
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -66,6 +66,21 @@ def _infer(ins, a):
     return {"Out": Meta(tuple(a["shape"]), a["dtype"])}
 
 
+def cut_counter(a, cut: Cut) -> dict:
+    """NOTE(init-cut) for a counter-based op: the part's indices in the whole var, composed
+    with the part this op already makes (a cut of a cut stays a box of the whole var)."""
+    shape = tuple(int(d) for d in a["shape"])
+    cut.check(f"cut of a random op of shape {list(shape)}", shape)
+    if a["rank_axis"] >= 0:
+        raise ValueError(f"a random op that makes a per-rank part (rank_axis {a['rank_axis']}) cannot be cut again")
+    whole = [int(d) for d in a["whole_shape"]] or list(shape)
+    offs = [int(o) for o in a["offsets"]] or [0] * len(shape)
+    steps = [int(st) for st in a["strides"]] or [1] * len(shape)
+    return {**a, "shape": list(cut.shape), "whole_shape": whole, "rank_axis": cut.rank_axis,
+            "offsets": [o + st * co for o, st, co in zip(offs, steps, cut.offsets)],
+            "strides": [st * cs for st, cs in zip(steps, cut.strides)]}
+
+
 CHUNK = 1 << 20  # elements generated at a time: a 10M-row table never needs 10x its size
 
 
@@ -79,10 +94,10 @@ def _generate(xp, a, rank: int, values) -> dict:
         return {"Out": out}
     whole = tuple(int(d) for d in a["whole_shape"]) or shape
     offs = tuple(int(o) for o in a["offsets"]) or (0,) * len(shape)
+    steps = tuple(int(st) for st in a["strides"]) or (1,) * len(shape)
     if a["rank_axis"] >= 0:  # a model-parallel shard: the rank-th part along rank_axis
         ax = a["rank_axis"]
-        offs = offs[:ax] + (offs[ax] + rank * shape[ax],) + offs[ax + 1:]
-    steps = tuple(int(st) for st in a["strides"]) or (1,) * len(shape)
+        offs = offs[:ax] + (offs[ax] + steps[ax] * rank * shape[ax],) + offs[ax + 1:]
     per_row = max(1, out.size // shape[0])
     rows = max(1, CHUNK // per_row)
     for r0 in range(0, shape[0], rows):
@@ -130,7 +145,7 @@ def _normal(xp, key: int, idx, mean: float = 0.0, std: float = 1.0):
 
 
 @register("uniform_random", ins=(), outs=("Out",), attrs={**_RAND_ATTRS, "min": -1.0, "max": 1.0, "per_step": False},
-          infer=_infer, role="init", uses_step=True)
+          infer=_infer, role="init", cut=cut_counter, uses_step=True)
 def uniform_random(xp, ins, a, ctx):
     """Out ~ U[min, max), value at whole-var index i = f(seed, i) (f(seed, step, i) with
     ``per_step``, NOTE(random-steps))."""
@@ -139,7 +154,7 @@ def uniform_random(xp, ins, a, ctx):
 
 
 @register("gaussian_random", ins=(), outs=("Out",), attrs={**_RAND_ATTRS, "mean": 0.0, "std": 1.0, "per_step": False},
-          infer=_infer, role="init", uses_step=True)
+          infer=_infer, role="init", cut=cut_counter, uses_step=True)
 def gaussian_random(xp, ins, a, ctx):
     """Out ~ N(mean, std²) by Box-Muller on counters 2i and 2i+1."""
     key = op_key(a, ctx)
@@ -184,7 +199,7 @@ def normal_ppf(xp, p):
 
 
 @register("truncated_gaussian_random", ins=(), outs=("Out",), attrs={**_RAND_ATTRS, "mean": 0.0, "std": 1.0},
-          infer=_infer, role="init")
+          infer=_infer, role="init", cut=cut_counter)
 def truncated_gaussian_random(xp, ins, a, ctx):
     """Out = (z + mean) * std with z ~ N(0, 1) truncated to [-2, 2] by the inverse CDF, as
     Fluid 1.8 (NOTE(truncated-normal)); value at whole-var index i = f(seed, i)."""

@@ -16,6 +16,8 @@ An OpDef says everything the rest of the system needs to know about an op type:
 * ``grad``: a gradient maker ``(op: GradOpView) -> [OpSpec]`` that describes the backward ops
   (``append_backward`` only walks the graph and sums fan-in);
 * ``role``: ``forward``, ``loss``, ``backward``, ``optimize``, ``lr_sched``, ``init`` or ``comm``;
+* ``cut``: an initializer's rule for making only a part of its output (``Cut``,
+  NOTE(init-cut)); ``is_initializer``: the op makes a var's first value (role ``init``);
 * ``uses_step``: the kernel reads ``ctx.step`` (dropout's masks), so the executor keeps it
   current for the op (it is never run as a plain op, NOTE(lean-loop));
 * ``lod``: its LoD rule, which outputs are sequences (NOTE(lod-rule)); ``wants_lod``: the
@@ -121,6 +123,59 @@ class Slot:
 
 
 @dataclasses.dataclass(frozen=True)
+class Cut:
+    """The part of an initializer's output that one op is to make alone (``OpDef.cut``).
+
+    NOTE(init-cut): a var the transpiler splits (a pserver's row block, a distributed table's
+    row shard, a model-parallel trainer's column shard) gets its first value from its own copy
+    of the initializer op, which must make exactly the part of what the whole var would have
+    been, so that the parts put together equal one process's var. How an op does that is the
+    op's own fact, not the pass's: a counter-based random op generates just the part's
+    indices (NOTE(counter-rng) in ops/random.py), ``fill_constant`` needs only the shape, and
+    ``assign_value`` keeps just the part's values. ``OpDef.cut(attrs, cut) -> attrs`` gives
+    the attrs of the op that makes the part; an initializer without one cannot be split, and
+    the pass that would split it says so.
+
+    Along dim d of the op's output (of ``attrs["shape"]``) the part holds the indices
+    ``offsets[d] + strides[d] * arange(shape[d])``: a row block is ``offsets [r, 0, ...]``
+    with strides 1, a table shard k of M is ``offsets [k, 0]``, ``strides [M, 1]``.
+    ``rank_axis`` >= 0 cuts further along that axis at run time: the executor of rank r makes
+    the r-th run of ``shape[rank_axis]`` indices there (a column shard of one program that
+    every trainer runs); its offset and stride there must be 0 and 1.
+    """
+
+    shape: tuple
+    offsets: tuple
+    strides: tuple
+    rank_axis: int = -1
+
+    @classmethod
+    def rows(cls, shape, offset: int, stride: int = 1) -> Cut:
+        """The part of ``shape`` whose rows are ``offset + stride * arange(shape[0])``."""
+        rank = len(shape)
+        return cls(tuple(shape), (offset,) + (0,) * (rank - 1), (stride,) + (1,) * (rank - 1))
+
+    @classmethod
+    def per_rank(cls, shape, axis: int) -> Cut:
+        """The ``ctx.rank``-th part of ``shape[axis]`` indices along ``axis``."""
+        return cls(tuple(shape), (0,) * len(shape), (1,) * len(shape), axis)
+
+    def check(self, op: str, whole) -> None:
+        """Raise ValueError naming ``op`` unless the part lies inside an output of shape ``whole``."""
+        whole = tuple(int(d) for d in whole)
+        ok = len(whole) == len(self.shape) == len(self.offsets) == len(self.strides) and all(
+            o >= 0 and st >= 1 and (n == 0 or o + st * (n - 1) < w)
+            for n, o, st, w in zip(self.shape, self.offsets, self.strides, whole))
+        if ok and self.rank_axis >= 0:
+            ax = self.rank_axis
+            ok = ax < len(whole) and self.offsets[ax] == 0 and self.strides[ax] == 1
+        if not ok:
+            raise ValueError(f"{op}: the part {list(self.shape)} at offsets {list(self.offsets)} with strides "
+                             f"{list(self.strides)} (rank axis {self.rank_axis}) is not inside its output "
+                             f"{list(whole)}")
+
+
+@dataclasses.dataclass(frozen=True)
 class OpSpec:
     """An op to be appended, as a grad maker or a pass describes it."""
 
@@ -155,7 +210,15 @@ class OpDef:
     lod: str | Callable = "share"
     # input slots whose kernel takes the LoDTensor itself (its data otherwise)
     wants_lod: tuple = ()
+    # an initializer's rule for making only part of its output: (attrs, Cut) -> attrs
+    # (NOTE(init-cut)); None: it cannot be split
+    cut: Callable | None = None
     doc: str = ""
+
+    @property
+    def is_initializer(self) -> bool:
+        """The op makes a var's first value (a startup program's op, role ``init``)."""
+        return self.role == "init"
 
     def slot(self, name: str) -> Slot:
         for s in self.inputs + self.outputs:
@@ -183,14 +246,14 @@ def register(type: str, *, ins: Sequence[str | Slot], outs: Sequence[str | Slot]
              grad: Callable | None = None, role: str = "forward", gpu: Callable | None = None,
              inplace: Mapping[str, str] | None = None, wants_comm: bool = False,
              collective_calls: Sequence[str] = ("",), uses_step: bool = False,
-             lod: str | Callable = "share", wants_lod: Sequence[str] = ()):
+             lod: str | Callable = "share", wants_lod: Sequence[str] = (), cut: Callable | None = None):
     """Register the decorated function as the cpu kernel of op ``type``.
 
     Every kernel is called as ``f(xp, ins, attrs, ctx)`` (``ctx``: a ``KernelContext``). The
     same function serves cupy arrays on CUDA places unless ``gpu`` gives another. A kernel
     that reads ``ctx.step`` must say ``uses_step=True`` (the executor keeps ``ctx.step``
     current only for such ops and the non-plain ones, NOTE(lean-loop)). ``lod`` and
-    ``wants_lod``: NOTE(lod-rule).
+    ``wants_lod``: NOTE(lod-rule). ``cut``: an initializer's part rule, NOTE(init-cut).
 
     Raises:
         ValueError: if ``type`` is registered twice, or ``role`` or ``lod`` is unknown.
@@ -207,7 +270,7 @@ def register(type: str, *, ins: Sequence[str | Slot], outs: Sequence[str | Slot]
             type=type, inputs=_slots(ins), outputs=_slots(outs), attrs=dict(attrs or {}),
             kernels={"cpu": fn, "gpu": gpu or fn}, infer=infer, grad=grad, role=role,
             inplace=dict(inplace or {}), wants_comm=wants_comm, collective_calls=tuple(collective_calls),
-            uses_step=uses_step, lod=lod, wants_lod=tuple(wants_lod), doc=fn.__doc__ or "")
+            uses_step=uses_step, lod=lod, wants_lod=tuple(wants_lod), cut=cut, doc=fn.__doc__ or "")
         return fn
 
     return deco

@@ -6,11 +6,17 @@ import math
 
 import numpy as np
 
-from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, grad_of, register
+from placegroup.ops.registry import Cut, Meta, OpSpec, Slot, check, grad_name, grad_of, register
+
+
+def _cut_shape(a, cut: Cut) -> dict:
+    """NOTE(init-cut) for a constant: every part is the constant, of the part's shape."""
+    cut.check("fill_constant", a["shape"])
+    return {**a, "shape": list(cut.shape)}
 
 
 @register("fill_constant", ins=(), outs=("Out",), attrs={"shape": [1], "value": 0.0, "dtype": "float32"},
-          infer=lambda ins, a: {"Out": Meta(tuple(a["shape"]), a["dtype"])}, role="init")
+          infer=lambda ins, a: {"Out": Meta(tuple(a["shape"]), a["dtype"])}, role="init", cut=_cut_shape)
 def fill_constant(xp, ins, a, ctx):
     """Out = a tensor of ``shape`` filled with ``value``."""
     return {"Out": xp.full(tuple(a["shape"]), a["value"], dtype=a["dtype"])}
@@ -38,9 +44,29 @@ def assign(xp, ins, a, ctx):
     return {"Out": ins["X"]}
 
 
+def _cut_values(a, cut: Cut) -> dict:
+    """NOTE(init-cut) for an array (a NumpyArrayInitializer's, Bilinear's): a row block or
+    shard keeps only its own values, cut here once; a per-rank part (``rank_axis``) keeps the
+    whole extent along that axis, which each rank cuts from when it runs."""
+    shape = tuple(int(d) for d in a["shape"])
+    cut.check("assign_value", shape)
+    if a["rank_axis"] >= 0:
+        raise ValueError(f"assign_value: a per-rank part (rank_axis {a['rank_axis']}) cannot be cut again")
+    if len(a["values"]) != math.prod(shape):
+        raise ValueError(f"assign_value: {len(a['values'])} values do not fill its shape {list(shape)}")
+    ax = cut.rank_axis
+    box = tuple(slice(None) if d == ax else slice(o, o + st * (n - 1) + 1, st)
+                for d, (n, o, st) in enumerate(zip(cut.shape, cut.offsets, cut.strides)))
+    part = np.asarray(a["values"]).reshape(shape)[box]
+    if ax < 0:
+        return {**a, "shape": list(cut.shape), "values": part.ravel().tolist()}
+    return {**a, "shape": list(cut.shape), "values": part.ravel().tolist(), "whole_shape": list(part.shape),
+            "rank_axis": ax}
+
+
 @register("assign_value", ins=(), outs=("Out",),
           attrs={"shape": [1], "dtype": "float32", "values": [], "whole_shape": [], "rank_axis": -1},
-          infer=lambda ins, a: {"Out": Meta(tuple(a["shape"]), a["dtype"])}, role="init")
+          infer=lambda ins, a: {"Out": Meta(tuple(a["shape"]), a["dtype"])}, role="init", cut=_cut_values)
 def assign_value(xp, ins, a, ctx):
     """Out = the constant ``values`` (flat list) reshaped to ``shape``. With ``rank_axis`` >= 0
     (a model-parallel shard, as the random ops' ``rank_axis``), ``values`` is the whole array

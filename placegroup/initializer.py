@@ -114,7 +114,21 @@ class MSRAInitializer(Initializer):
 
 
 class NumpyArrayInitializer(Initializer):
-    """Initialize to a given array (stored in the startup program as an ``assign_value`` op)."""
+    """Initialize to a given array, pretrained weights say (an ``assign_value`` op in the
+    startup program, holding the values).
+
+    Wherever the transpiler puts the parameter, it starts as this array: a pserver's row block
+    or a distributed table's row shard keeps only its own rows of the values, and a
+    model-parallel trainer cuts its own columns at start-up (NOTE(init-cut) in ops/registry.py).
+
+    Raises:
+        ValueError: at ``init``, when the array's shape differs from the var's.
+
+    Example::
+
+        emb = fluid.layers.embedding(ids, size=list(pretrained.shape), is_sparse=True, param_attr=
+                                     fluid.ParamAttr(initializer=fluid.initializer.NumpyArrayInitializer(pretrained)))
+    """
 
     def __init__(self, value) -> None:
         self.value = np.asarray(value)

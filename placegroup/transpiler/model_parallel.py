@@ -18,9 +18,10 @@ nobody reads; ``DistributeTranspilerConfig(mp_fused=False)`` turns it off), Y is
 so memory per member for the last layer is O(K·b · C/K) (ops/parallel_loss.py).
 
 Each member holds only its shard, initialized to exactly its columns of what the whole weight
-would have been (ops/random.py, ``rank_axis``), or of the array it starts from: a weight (or
-bias) with a ``NumpyArrayInitializer``, pretrained say, keeps the whole array in its
-``assign_value``, and each member cuts its own columns (entries) from it. The forward is
+would have been, by its initializer's ``cut`` rule with a ``rank_axis`` (NOTE(init-cut)): a
+random op generates just those columns, and a weight (or bias) with a ``NumpyArrayInitializer``,
+pretrained say, keeps the whole array in its ``assign_value``, each member cutting its own
+columns (entries) from it. The forward is
 rewritten and the backward is built again by ``append_backward`` from the loss, so gradients
 flow through the collectives' own gradient rules (ops/collective.py); the optimizer ops are
 kept, their state sliced like the weight. Every member's shard gradient collects the rows of all K losses, each a mean over
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 from placegroup.backward import append_backward
 from placegroup.errors import PassError
+from placegroup.ops.registry import Cut
 from placegroup.transpiler.passes import Job, PassResult
 
 MP = "model_parallel"
@@ -67,18 +69,21 @@ def _consumer(main, name: str, op_type: str):
 
 
 def _shard_startup(startup, var, k: int) -> None:
+    """``var``'s initializer makes only this member's columns of the whole value, by the op's
+    own rule (NOTE(init-cut) in ops/registry.py), since one program serves every member."""
     ops = [op for op in startup.ops if var.name in op.output_arg_names]
     if not ops:
         return
     op = ops[0]
-    whole = list(var.shape)
-    part = list(whole)
+    part = list(var.shape)
     part[-1] //= k
-    op.attrs["shape"] = part
-    # the member's columns of the whole value: generated alone (a random op), or cut from the
-    # whole array (assign_value, a NumpyArrayInitializer's); a constant needs only the shape
-    if "rank_axis" in op.attrs:
-        op.attrs.update(whole_shape=whole, rank_axis=len(whole) - 1)
+    if not op.opdef.is_initializer or op.opdef.cut is None:
+        raise PassError(f"model parallel: {var.name!r} is cut into column shards, but its startup op "
+                        f"`{op.type}` is not an initializer that can make a part alone (its OpDef has no `cut`)")
+    try:
+        op.attrs = op.opdef.cut(dict(op.attrs), Cut.per_rank(part, len(part) - 1))
+    except ValueError as e:
+        raise PassError(f"model parallel: {var.name!r}, column shard {part}: its startup op `{op.type}`: {e}") from None
     startup.var(var.name).shape = tuple(part)
 
 

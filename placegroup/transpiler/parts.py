@@ -10,9 +10,10 @@ merge, lr scaling, optimizer) once per part, over the part's share of each var:
 * other vars the update writes (beta powers) -> ``<name><suffix>``, a copy per part;
 * vars the update only reads (the learning rate) stay shared.
 
-In the startup program each such var's initializer makes only its part: a random one gets
-``whole_shape``/``offsets``/``strides`` (NOTE(counter-rng) in ops/random.py), a constant its
-part's shape, an ``assign_value`` its rows of the values. The caller connects the parts to the
+In the startup program each such var's initializer makes only its part, exactly those rows
+of what the whole var would have been, by the op's own ``cut`` rule (NOTE(init-cut) in
+ops/registry.py: a random op generates just those rows, a constant takes the part's shape, an
+``assign_value`` keeps its rows of the array). The caller connects the parts to the
 trainer (``split``/``concat`` for blocks, prefetch for shards). Facts are typed attrs:
 ``var.attrs["slice_of"] = [p, part index, first row, row stride]``.
 """
@@ -21,9 +22,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
-
 from placegroup.errors import PassError
+from placegroup.ops.registry import Cut
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,20 +49,20 @@ def _part_var(block, var, part: Part, sliced: bool):
                             stop_gradient=var.stop_gradient, type=var.type, attrs=attrs)
 
 
-def _part_init_attrs(op, shape, part: Part | None, whole) -> dict:
-    """Attrs of initializer ``op`` changed to make only ``part`` of its output (None: a copy)."""
-    attrs = dict(op.attrs)
-    attrs["shape"] = list(shape)
+def _part_init_attrs(op, shape, part: Part | None, var: str) -> dict:
+    """Attrs of initializer ``op`` changed to make only ``part`` of ``var`` (None: a copy), by
+    the op's own rule (NOTE(init-cut) in ops/registry.py)."""
     if part is None:
-        return attrs
-    if "whole_shape" in attrs:
-        attrs["whole_shape"] = list(whole)
-        attrs["offsets"] = [part.offset] + [0] * (len(whole) - 1)
-        attrs["strides"] = [part.stride] + [1] * (len(whole) - 1)
-    if "values" in attrs:
-        values = np.asarray(attrs["values"]).reshape(whole)
-        attrs["values"] = values[part.offset:part.offset + part.stride * part.rows:part.stride].ravel().tolist()
-    return attrs
+        return dict(op.attrs)
+    if not op.opdef.is_initializer or op.opdef.cut is None:
+        raise PassError(f"{var!r} is split into parts ({var}{part.suffix}, ...), but its startup op `{op.type}` "
+                        f"is not an initializer that can make a part alone (its OpDef has no `cut`); give "
+                        f"the op one, or initialize {var!r} with another initializer")
+    try:
+        return op.opdef.cut(dict(op.attrs), Cut.rows(shape, part.offset, part.stride))
+    except ValueError as e:
+        raise PassError(f"{var!r}, part {part.suffix[1:]} (rows {part.offset}, step {part.stride}): "
+                        f"its startup op `{op.type}`: {e}") from None
 
 
 def repeat_update(job, p, parts: list[Part]) -> list[str]:
@@ -101,7 +101,7 @@ def repeat_update(job, p, parts: list[Part]) -> list[str]:
         startup.remove_op(at)
         for i, part in enumerate(parts):
             pv = _part_var(startup, main.var(n), part, n in sliced)
-            attrs = _part_init_attrs(op, pv.shape, part if n in sliced else None, main.var(n).shape)
+            attrs = _part_init_attrs(op, pv.shape, part if n in sliced else None, n)
             startup.insert_op(at + i, op.type, op.inputs, {"Out": [pv.name]}, attrs, role=op.role, infer=False)
     for n in (sliced | copied) - {p.name} - set(outside):  # whole state vars nobody uses now
         main.remove_var(n)
