@@ -38,10 +38,28 @@ class LayerHelper:
 
     def create_parameter(self, attr: Any, shape: Sequence[int], dtype: str = "float32",
                          is_bias: bool = False, default_initializer: Any = None):
-        """A parameter in the main program and its initializer op in the startup program."""
-        attr = ParamAttr.to_attr(attr)
+        """A parameter in the main program and its initializer op in the startup program.
+
+        ``attr`` takes the forms of NOTE(attr-forms) in placegroup/param_attr.py, but a list:
+        False gives no parameter (None) for a bias and is an error for a weight, which every
+        layer that calls this without ``is_bias`` needs (Fluid fails there too, in the op).
+
+        Raises:
+            TypeError: ``attr`` is a list or not an attr form.
+            ValueError: ``attr`` is False for a weight; a parameter of that name exists with
+                another shape.
+        """
+        arg_name = "bias_attr" if is_bias else "param_attr"
+        attr = ParamAttr.to_attr(attr, arg_name)
+        if isinstance(attr, list):
+            raise TypeError(f"{self.name}: {arg_name} is a list of {len(attr)} attrs, but this layer makes one "
+                            f"{'bias' if is_bias else 'weight'}; pass one attr (a list is for the weights of "
+                            f"a layer of several inputs, such as fc)")
         if attr is False:
-            return None
+            if is_bias:
+                return None
+            raise ValueError(f"{self.name}: param_attr=False makes no weight, but {self.layer_type} needs "
+                             f"one; pass None, True or a ParamAttr")
         shape = [int(d) for d in shape]
         if any(d <= 0 for d in shape):
             raise ValueError(f"{self.name}: parameter shape {shape} must be positive")
@@ -53,8 +71,8 @@ class LayerHelper:
             WeightNormParamAttr.params_with_weight_norm.append(w)
             return w
         main_block = self.main_program.global_block()
-        if main_block.has_var(name):
-            return main_block.var(name)  # shared parameter (same ParamAttr name)
+        if main_block.has_var(name):  # shared parameter (same ParamAttr name)
+            return self._shared(main_block, name, shape)
         sblock = self.startup_program.global_block()
         if not sblock.has_var(name):
             svar = sblock.create_var(name, shape=shape, dtype=dtype, persistable=True)
@@ -68,6 +86,31 @@ class LayerHelper:
         if attr.gradient_clip is not None:  # Fluid 1.x's per-parameter clip (placegroup/clip.py)
             param.gradient_clip_attr = attr.gradient_clip
         return param
+
+    def _shared(self, main_block, name: str, shape) -> Any:
+        """The existing parameter ``name``, which this layer shares, if its shape is ``shape``."""
+        shared = main_block.var(name)
+        if list(shared.shape) != list(shape):
+            raise ValueError(f"{self.name}: parameter {name!r} exists with shape {list(shared.shape)}, but this "
+                             f"layer needs {list(shape)}; give each its own name")
+        return shared
+
+    def multiple_param_attr(self, param_attr: Any, length: int) -> list:
+        """One ParamAttr per input of a layer of ``length`` inputs (fc): a list of as many
+        attrs as inputs, or one attr for all of them (each input's weight then made from it
+        alone, so with a name they share that one weight, as in Fluid 1.8).
+
+        Raises:
+            TypeError: ``param_attr`` is not an attr form (NOTE(attr-forms)).
+            ValueError: a list whose length is neither 1 nor ``length``.
+        """
+        attrs = ParamAttr.to_attr(param_attr, "param_attr")
+        if not isinstance(attrs, list):
+            attrs = [attrs]
+        if len(attrs) not in (1, length):
+            raise ValueError(f"{self.name}: param_attr is a list of {len(attrs)} attrs for {length} inputs; "
+                             f"give one attr per input, or one for all")
+        return attrs * length if len(attrs) == 1 else attrs
 
     # NOTE(weight-norm): as Fluid 1.8's LayerHelper._create_weight_normalize. The main program
     # computes w = v * (g / norm_except_dim(v)) with ops, so append_backward reaches g and v; the
@@ -101,7 +144,7 @@ class LayerHelper:
         made = []
         for pname, pshape in ((g_name, g_shape), (v_name, shape)):
             if main_block.has_var(pname):  # a shared weight: its g and v exist, w is made anew
-                made.append(main_block.var(pname))
+                made.append(self._shared(main_block, pname, pshape))
                 continue
             attrs = {} if attr.do_model_average else {"do_model_average": False}
             p = main_block.create_parameter(pname, pshape, dtype, trainable=attr.trainable,

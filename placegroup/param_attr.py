@@ -4,6 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from placegroup.initializer import Initializer
+from placegroup.regularizer import WeightDecayRegularizer
+
+# what a layer's param_attr/bias_attr may be (NOTE(attr-forms)), for error messages
+ATTR_FORMS = ("None, True (the default), False (no parameter), a name (str), an Initializer, a "
+              "WeightDecayRegularizer, a ParamAttr or WeightNormParamAttr, or (for a layer of several "
+              "inputs, such as fc) a list of these")
+
 
 class ParamAttr:
     """Fluid's ParamAttr.
@@ -38,23 +46,53 @@ class ParamAttr:
         self.do_model_average = do_model_average
         self.sparse_update = sparse_update
 
+    # NOTE(attr-forms): the forms a layer's ``param_attr``/``bias_attr`` takes, as Fluid 1.8.5's
+    # ``ParamAttr._to_attr``: None and True are the default attr (the layer's own name and
+    # initializer); False is no parameter (a layer without a bias; a weight a layer needs
+    # cannot be False, and the layer says so); a str names it; an Initializer or a
+    # WeightDecayRegularizer is an attr with only that set; a ParamAttr (or
+    # WeightNormParamAttr) is taken as is and never changed; a list or tuple of these gives one
+    # attr per item (only ``fc`` and other layers of several inputs take one:
+    # ``LayerHelper.multiple_param_attr``). Anything else, a number included, is a TypeError
+    # naming the argument and these forms.
     @staticmethod
-    def to_attr(arg: Any) -> "ParamAttr | bool":
-        """None -> default ParamAttr; str -> named; ParamAttr as is; False -> no parameter."""
+    def to_attr(arg: Any, arg_name: str = "param_attr") -> "ParamAttr | bool | list":
+        """The ParamAttr (or False, or list of them) that ``arg`` stands for (NOTE(attr-forms)).
+
+        Args:
+            arg: None, True, False, a str, an Initializer, a WeightDecayRegularizer, a
+                ParamAttr, or a list/tuple of these.
+            arg_name: the argument's name in the layer's call, for the error.
+
+        Returns:
+            A ParamAttr, False, or a list of them (for a list or tuple).
+
+        Raises:
+            TypeError: any other ``arg``, naming ``arg_name`` and the forms it takes.
+
+        Example::
+
+            ParamAttr.to_attr("w").name  # 'w'
+            ParamAttr.to_attr(False)     # False: no parameter
+        """
         if arg is None:
             return ParamAttr()
-        if arg is False:
-            return False
+        if isinstance(arg, (list, tuple)):
+            return [ParamAttr.to_attr(a, arg_name) for a in arg]
         if isinstance(arg, ParamAttr):
             return arg
         if isinstance(arg, str):
             return ParamAttr(name=arg)
-        from placegroup.initializer import Initializer
-
         if isinstance(arg, Initializer):
             return ParamAttr(initializer=arg)
-        raise TypeError(f"cannot make a ParamAttr from {arg!r}")
+        if isinstance(arg, WeightDecayRegularizer):
+            return ParamAttr(regularizer=arg)
+        if isinstance(arg, bool):
+            return ParamAttr() if arg else False
+        raise TypeError(f"{arg_name}={arg!r} ({type(arg).__name__}) is not a form a ParamAttr is made from; "
+                        f"{arg_name} takes {ATTR_FORMS}")
 
+    _to_attr = to_attr  # Fluid's name, which some scripts call
 
 
 class WeightNormParamAttr(ParamAttr):

@@ -36,12 +36,15 @@ def fc(input, size: int, num_flatten_dims: int = 1, param_attr=None, bias_attr=N
         input: a Variable or a list of them.
         size: output width.
         num_flatten_dims: dims of ``input`` kept as rows; the rest are flattened.
+        param_attr: the weights' attr, one for all inputs or a list of one per input
+            (NOTE(attr-forms) in placegroup/param_attr.py); not False.
+        bias_attr: the bias's attr; False: no bias.
         model_parallel: mark the layer for the model-parallel pass: its weight is
             column-sliced over the trainers (docs/model_parallel.md).
     """
     helper = LayerHelper("fc", name=name)
     inputs = input if isinstance(input, (list, tuple)) else [input]
-    attrs = param_attr if isinstance(param_attr, (list, tuple)) else [param_attr] * len(inputs)
+    attrs = helper.multiple_param_attr(param_attr, len(inputs))
     parts = []
     for x, pa in zip(inputs, attrs):
         in_dim = math.prod(x.shape[num_flatten_dims:])

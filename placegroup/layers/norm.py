@@ -101,6 +101,9 @@ def _bn_op(helper, op_type: str, input, momentum, epsilon, param_attr, bias_attr
            moving_variance_name, do_model_average, attrs: dict):
     """batch_norm's parameters (in Fluid's order) and its op (``op_type``); returns Y."""
     channels = _channels(op_type, helper, input, data_layout)
+    if bias_attr is False:
+        raise ValueError(f"{op_type} {helper.name}: bias_attr must not be False (the op needs its bias, as in "
+                         f"Fluid); pass None or a ParamAttr")
     dtype = input.dtype
     scale = helper.create_parameter(param_attr, [channels], dtype, default_initializer=ConstantInitializer(1.0))
     bias = helper.create_parameter(bias_attr, [channels], dtype, is_bias=True)

@@ -23,6 +23,7 @@ from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable, normalize_dtype
 from placegroup.initializer import ConstantInitializer
 from placegroup.layer_helper import LayerHelper
+from placegroup.param_attr import ParamAttr
 
 __all__ = ["create_tensor", "create_parameter", "create_global_var", "cast", "concat", "sums", "assign",
            "fill_constant", "zeros", "ones", "eye", "linspace", "full", "full_like", "arange", "gaussian_random",
@@ -46,16 +47,24 @@ def create_tensor(dtype, name=None, persistable: bool = False):
 def create_parameter(shape, dtype, name=None, attr=None, is_bias: bool = False, default_initializer=None):
     """A trainable parameter of ``shape`` (Xavier-initialized, zeros for a bias, unless told).
 
+    Args:
+        name: its name when ``attr`` is None (a ParamAttr's own name wins, as in Fluid 1.8,
+            where a ParamAttr without one gives ``create_parameter_<n>.w_0``).
+        attr: None or a ParamAttr; Fluid 1.8 takes no other form here.
+
+    Raises:
+        TypeError: ``attr`` is neither None nor a ParamAttr.
+
     Example::
 
         w = fluid.layers.create_parameter(shape=[4, 3], dtype="float32", name="w")
     """
-    from placegroup.param_attr import ParamAttr
-
+    if attr is None:
+        attr = ParamAttr(name=name)
+    elif not isinstance(attr, ParamAttr):
+        raise TypeError(f"create_parameter: attr={attr!r} ({type(attr).__name__}) must be None or a ParamAttr; "
+                        f"pass fluid.ParamAttr(...), or name= for the name")
     helper = LayerHelper("create_parameter")
-    attr = ParamAttr.to_attr(attr)
-    if name is not None and attr is not False and attr.name is None:
-        attr.name = name
     return helper.create_parameter(attr, shape, normalize_dtype(dtype), is_bias, default_initializer)
 
 
