@@ -34,16 +34,17 @@ from typing import Any, Sequence
 import numpy as np
 
 from placegroup.compiler import prepare_run
-from placegroup.errors import PlacementError, ProgramError
+from placegroup.errors import ConfigError, PlacementError, ProgramError
 from placegroup.executor.dataset_loop import run_from_dataset
 from placegroup.executor.feed import fed_array
+from placegroup.executor.fetched import FetchedArray
 from placegroup.executor.interpreter import Interpreter
 from placegroup.executor.link import Link
 from placegroup.executor.plan import Plan, compile_plan, fetch_edge
 from placegroup.executor.policy import policy_for
 from placegroup.executor.scope import Scope, global_scope, to_numpy
 from placegroup.ir.cluster import Cluster
-from placegroup.ir.framework import default_main_program
+from placegroup.ir.framework import default_main_program, transpiled_job
 from placegroup.ir.place_group import ExecutorRole
 from placegroup.ir.places import CPUPlace
 from placegroup.reader_registry import reader_feed
@@ -52,6 +53,35 @@ from placegroup.values import LoDTensor, check_lod, is_selected_rows
 
 def _fetch_name(f: Any) -> str:
     return f if isinstance(f, str) else f.name
+
+
+def _refuse_training_alone(program) -> None:
+    """NOTE(in-place-transpile) in placegroup/transpiler/distribute_transpiler.py: after this
+    process was transpiled for a job with pservers, an unplaced program that would update
+    parameters (optimizer ops, or any op but an initializer writing one) would train alone while
+    the pservers wait. A forward-only program (a ``clone(for_test=True)``) runs locally.
+
+    Raises:
+        ConfigError: naming the op and the programs to run instead.
+    """
+    job = transpiled_job()
+    if job is None:
+        return
+    params = {v.name for v in program.list_vars() if v.is_parameter}
+    for block in program.blocks:
+        for op in block.ops:
+            if op.role == "init":
+                continue
+            written = [n for names in op.outputs.values() for n in names if n in params]
+            if op.role == "optimize" or written:
+                what = f"writes parameter {written[0]!r}" if written else "is an optimizer op"
+                raise ConfigError(
+                    f"this process belongs to a job with pservers {list(job.pservers)}, but the program "
+                    f"it runs was not transpiled: op #{block.ops.index(op)} `{op.type}` (block {block.idx}) "
+                    f"{what}, so it would train alone while the pservers wait. Run the program "
+                    f"transpile() was given (by default fluid.default_main_program(), which it rewrote "
+                    f"into this process's part) or t.get_trainer_program(); build the model in that "
+                    f"program, or pass it as transpile(program=...)")
 
 
 class _Distributed:
@@ -136,6 +166,7 @@ class Executor:
         if hit is not None and hit[0]() is program and hit[1] == program._version:
             return hit[2]
         if dist is None:
+            _refuse_training_alone(program)
             plan = compile_plan(program, None, None, self.xp, fed_lod)
         else:
             plan = compile_plan(program, dist.me, dist.cluster, self.xp, fed_lod)
@@ -304,8 +335,9 @@ class Executor:
                                f"this program?")
         value = vals[name]
         if return_numpy and type(value) is np.ndarray:  # the common case, first
-            # an op may update a persistable var in place later (NOTE(sparse-copy)): hand out a copy
-            return value.copy() if name in plan.persistable else value
+            # an op may update a persistable var in place later (NOTE(sparse-copy)): hand out a copy;
+            # float(loss) of a shape-[1] fetch works on any numpy (NOTE(fetched-scalars))
+            return (value.copy() if name in plan.persistable else value).view(FetchedArray)
         return _fetched(name, value, return_numpy, name in plan.persistable)
 
     @property
@@ -340,8 +372,9 @@ class Executor:
 
 
 def _fetched(name: str, value, return_numpy: bool, persistable: bool):
-    """A fetched value as ``exe.run`` returns it: a numpy array (``return_numpy``), else a
-    LoDTensor (a SelectedRows stays one). NOTE(lod-feed): a value with a LoD is no array."""
+    """A fetched value as ``exe.run`` returns it: a numpy array (``return_numpy``; a
+    FetchedArray, NOTE(fetched-scalars) in executor/fetched.py), else a LoDTensor (a
+    SelectedRows stays one). NOTE(lod-feed): a value with a LoD is no array."""
     if is_selected_rows(value):
         return value.to_host() if return_numpy else value
     lod = value.offsets if type(value) is LoDTensor else ()
@@ -354,7 +387,7 @@ def _fetched(name: str, value, return_numpy: bool, persistable: bool):
     arr = to_numpy(data)
     # an op may update a persistable var in place later (NOTE(sparse-copy)): hand out a copy
     arr = arr.copy() if arr is data and persistable else arr
-    return arr if return_numpy else LoDTensor(arr, lod, check=False)
+    return arr.view(FetchedArray) if return_numpy else LoDTensor(arr, lod, check=False)
 
 
 def _not_sequences(name: str, var, got: str) -> str:

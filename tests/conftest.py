@@ -4,6 +4,7 @@ import os
 import pytest
 
 import placegroup as fluid
+from placegroup.ir.framework import note_transpiled_job
 
 # One factor scales every timeout in the distributed tests (STYLE.md rule 13).
 TIME_FACTOR = float(os.environ.get("PLACEGROUP_TEST_TIME_FACTOR", "1"))
@@ -31,6 +32,18 @@ def launch_env(monkeypatch):
     return set_
 
 
+@pytest.fixture(scope="session")
+def fluid18_python() -> str:
+    """The python with PaddlePaddle Fluid 1.8.5 that ``PLACEGROUP_PADDLE18_PYTHON`` names, for the
+    comparisons with Fluid itself (mark them ``paddle``); skips the test when it is unset.
+    ``eval "$(python -m tests.fluid18_env)"`` makes one and sets it."""
+    python = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
+    if not python:
+        pytest.skip("PLACEGROUP_PADDLE18_PYTHON is not set (a python with paddlepaddle==1.8.5: "
+                    "eval \"$(python -m tests.fluid18_env)\" makes one)")
+    return python
+
+
 @pytest.fixture(autouse=True)
 def fresh_programs():
     """Fresh main/startup programs, unique names and global scope for each test."""
@@ -38,6 +51,8 @@ def fresh_programs():
     with fluid.program_guard(main, startup), fluid.unique_name.guard(), \
             fluid.scope_guard(fluid.Scope()):
         yield main, startup
+    # a test that transpiled for a job with pservers leaves the process a member of that job
+    note_transpiled_job(None)
 
 
 def build_fit_a_line(lr: float = 0.01):

@@ -21,6 +21,7 @@ import numpy as np
 
 import placegroup as fluid
 from placegroup.comm.loopback import LoopbackNetwork
+from placegroup.ir.framework import note_transpiled_job
 from placegroup.values import LoDTensor
 from tests.conftest import TIME_FACTOR
 
@@ -97,10 +98,14 @@ def run_cluster(build: Callable, trainers: int, pservers: int, batches: list, *,
     run = Run({}, {}, {}, {}, {})
 
     def program_of(role: str, index: int):
+        # each executor stands for a process of its own, which transpiles the model once; transpile
+        # rewrites what it is given into that process's part, so each gets a copy, and this test
+        # process, which plays every part, is no member of the job (note_transpiled_job)
         t = fluid.DistributeTranspiler(config)
-        t.transpile(trainer_id=index if role == "trainer" else 0, program=main, startup_program=startup,
-                    pservers=",".join(ps), trainers=",".join(tr) if endpoints or not pservers else trainers,
-                    **transpile)
+        t.transpile(trainer_id=index if role == "trainer" else 0, program=main.clone(),
+                    startup_program=startup.clone(), pservers=",".join(ps),
+                    trainers=",".join(tr) if endpoints or not pservers else trainers, **transpile)
+        note_transpiled_job(None)
         ep = ps[index] if role == "pserver" else (tr[index] if endpoints or not pservers else None)
         return t.get_program(ep, role), t.get_startup_program(ep, role)
 

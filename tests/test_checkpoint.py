@@ -102,7 +102,8 @@ def _programs(which, pservers, min_block_size=2000):
         return main, [main]
     eps = [f"127.0.0.1:{7000 + i}" for i in range(pservers)]
     t = fluid.DistributeTranspiler(fluid.DistributeTranspilerConfig(min_block_size=min_block_size))
-    t.transpile(pservers=",".join(eps), trainers=2, program=main, startup_program=startup)
+    # transpile rewrites what it is given into one process's part; main stays the one-process program
+    t.transpile(pservers=",".join(eps), trainers=2, program=main.clone(), startup_program=startup.clone())
     trainers = [t.get_program(None, "trainer") for _ in range(2)]
     trainers[1].executor = fluid.ExecutorId.parse("trainer", None, rank=1)
     return main, [t.get_program(e, "pserver") for e in eps] + trainers
@@ -288,7 +289,8 @@ def test_async_refuses_the_schedule_and_ssp_warns(caplog):
     for kw, outcome in ((dict(sync_mode=False), "needs sync mode"), (dict(merge_steps=2), "merge_steps > 1"),
                         (dict(staleness=2), None)):
         t = fluid.DistributeTranspiler()
-        t.transpile(pservers="127.0.0.1:7000", trainers=2, program=main, startup_program=startup, **kw)
+        t.transpile(pservers="127.0.0.1:7000", trainers=2, program=main.clone(), startup_program=startup.clone(),
+                    **kw)
         prog = t.get_program("127.0.0.1:7000", "pserver")
         if outcome:
             with pytest.raises(fluid.ProgramError, match=outcome):

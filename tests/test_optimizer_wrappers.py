@@ -29,7 +29,7 @@ import placegroup.ops.averaging as averaging_ops
 from placegroup.comm.loopback import LoopbackNetwork
 from placegroup.errors import NotImplementedInPlacegroup, ProgramError
 from placegroup.initializer import NumpyArrayInitializer
-from placegroup.ir.framework import Program
+from placegroup.ir.framework import Program, note_transpiled_job
 from placegroup.ops.registry import KernelContext, get_op_def
 from tests.dist.train_model import data
 from tests.inproc import build_programs, run_cluster, run_local
@@ -525,8 +525,9 @@ def _cluster_apply(kind: str, trainers: int, pservers: int, batches) -> dict:
 
     def program_of(role, index):
         t = fluid.DistributeTranspiler()
-        t.transpile(index if role == "trainer" else 0, program=main, startup_program=startup,
+        t.transpile(index if role == "trainer" else 0, program=main.clone(), startup_program=startup.clone(),
                     pservers=",".join(ps), trainers=",".join(tr) if not pservers else trainers)
+        note_transpiled_job(None)  # this test process plays every part (tests/inproc.py, program_of)
         ep = ps[index] if role == "pserver" else (tr[index] if not pservers else None)
         return t.get_program(ep, role), t.get_startup_program(ep, role)
 

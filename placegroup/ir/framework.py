@@ -34,7 +34,8 @@ from placegroup.ops.registry import EMPTY_VAR, ROLES, get_op_def
 
 __all__ = ["Block", "Operator", "Parameter", "Program", "Variable", "LOD_TENSOR", "SELECTED_ROWS",
            "default_main_program", "default_startup_program", "infer_lod", "infer_op", "normalize_dtype",
-           "program_guard", "switch_main_program", "switch_startup_program"]
+           "note_transpiled_job", "program_guard", "switch_main_program", "switch_startup_program",
+           "transpiled_job"]
 
 
 def _names(v: Any) -> list[str]:
@@ -293,6 +294,41 @@ class Program:
     def to_string(self, throw_on_error: bool = False, with_details: bool = False) -> str:
         return str(self)
 
+    # -- the in-place rewrite -------------------------------------------------------------------
+    def rewrite_from(self, other: "Program") -> None:
+        """Make this program hold ``other``'s blocks, vars, ops and placement, keeping its own
+        identity: what ``DistributeTranspiler.transpile`` does to the program it was given
+        (NOTE(in-place-transpile) in placegroup/transpiler/distribute_transpiler.py).
+
+        The Block objects stay (a block the rewrite adds is new), and a var the caller holds
+        (``avg_cost``, a data var) stays the object found under its name, updated to the
+        rewritten var's fields; so ``fetch_list=[avg_cost]`` and ``DataFeeder(feed_list=[x, y])``
+        go on working. Executors compile the program anew at its next run.
+
+        ``other`` is consumed: its vars and ops move here.
+        """
+        blocks = []
+        for src in other.blocks:
+            keep = self.blocks[src.idx] if src.idx < len(self.blocks) else Block(self, src.idx)
+            keep.parent_idx = src.parent_idx
+            vars_ = {}
+            for name, v in src.vars.items():
+                held = keep.vars.get(name)
+                if held is not None and type(held) is type(v):
+                    held.__dict__.update(v.__dict__)
+                    v = held
+                v.block = keep
+                vars_[name] = v
+            for op in src.ops:
+                op.block = keep
+            keep.vars, keep.ops = vars_, list(src.ops)
+            blocks.append(keep)
+        self.blocks = blocks
+        self.current_block_idx = 0
+        self.random_seed, self.executor, self.cluster = other.random_seed, other.executor, other.cluster
+        self.provenance, self.extra = list(other.provenance), dict(other.extra)
+        self._bump()
+
 
 # -- the dict form (what prog.bin holds, placegroup/ir/serialize.py) ----------------------------
 
@@ -409,6 +445,23 @@ def default_main_program() -> Program:
 def default_startup_program() -> Program:
     """The program initializers append to outside any ``program_guard``."""
     return _startup_program
+
+
+# NOTE(in-place-transpile): the job this process transpiled for, when it has pservers. A
+# trainer of such a job that runs an unplaced program which would update parameters would train
+# alone while its pservers wait; the executor asks ``transpiled_job()`` and refuses, naming the fix.
+_transpiled_job: ClusterSchema | None = None
+
+
+def note_transpiled_job(cluster: ClusterSchema | None) -> None:
+    """Record (``None``: forget) the job the transpiler rewrote this process's programs for."""
+    global _transpiled_job
+    _transpiled_job = cluster
+
+
+def transpiled_job() -> ClusterSchema | None:
+    """The job with pservers this process's programs were transpiled for, or None."""
+    return _transpiled_job
 
 
 def switch_main_program(program: Program) -> Program:

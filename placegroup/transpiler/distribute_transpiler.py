@@ -1,8 +1,10 @@
 """DistributeTranspiler: Fluid's user entry point, over small passes.
 
-``transpile`` runs the passes (model_parallel, merge, allreduce, slice, sparse, placement) on copies of the programs (the input is never mutated), and
-``get_program(endpoint, role)`` returns the one placed program with the executor it was made
-for recorded in it.
+``transpile`` runs the passes (model_parallel, merge, allreduce, slice, sparse, placement) on
+copies of the programs, keeps the one shared, placed program, and then rewrites the programs it
+was given into this process's part of it, as Fluid 1.8 does (NOTE(in-place-transpile)).
+``get_program(endpoint, role)`` returns the placed program with the executor it was made for
+recorded in it.
 
 Example (Fluid's classic fit_a_line training script)::
 
@@ -17,13 +19,14 @@ from typing import Any
 
 from placegroup import config
 from placegroup.errors import ConfigError
-from placegroup.ir.framework import SELECTED_ROWS, Program, default_main_program, default_startup_program
+from placegroup.ir.framework import Program, default_main_program, default_startup_program, note_transpiled_job
 from placegroup.ir.place_group import ExecutorId, ExecutorRole
 from placegroup.transpiler.endpoints import check_role_has_a_job, pserver_endpoints, trainer_endpoints
 from placegroup.transpiler.config import DistributeTranspilerConfig, RoundRobin
 from placegroup.transpiler.allreduce import allreduce_gradients
+from placegroup.transpiler.checks import check_collective, check_merge_steps, why_trainers_talk
 from placegroup.transpiler.merge import merge_gradients
-from placegroup.transpiler.model_parallel import is_model_parallel, shard_model_parallel
+from placegroup.transpiler.model_parallel import shard_model_parallel
 from placegroup.transpiler.passes import Job, TranspileContext, run_passes
 from placegroup.transpiler.placement import place
 from placegroup.transpiler.slice import slice_params
@@ -31,65 +34,6 @@ from placegroup.transpiler.sparse import shard_tables
 
 PASSES = (("model_parallel", shard_model_parallel), ("merge", merge_gradients), ("allreduce", allreduce_gradients), ("slice", slice_params),
           ("sparse", shard_tables), ("placement", place))
-
-
-def _distributed_tables(main: Program) -> list[str]:
-    """The parameters that are distributed tables (embedding(is_distributed=True))."""
-    return sorted(v.name for v in main.list_vars() if v.is_parameter and v.attrs.get("distributed"))
-
-
-def _sparse_updated(main: Program) -> list[str]:
-    """The parameters whose optimizer op takes a sparse (SelectedRows) gradient."""
-    block = main.global_block()
-    return sorted({op.param for op in block.ops if op.role == "optimize" for slot in op.opdef.input_slots("Grad")
-                   if block.var(op.input(slot)[0]).type == SELECTED_ROWS})
-
-
-def _check_merge_steps(main: Program, m: int) -> None:
-    """merge_steps > 1 sums dense gradients (docs/distributed.md, "Modes").
-
-    Raises:
-        ValueError: a distributed table, or another parameter with a sparse gradient.
-    """
-    if m <= 1:
-        return
-    tables = _distributed_tables(main)
-    if tables:
-        raise ValueError(f"merge_steps={m} cannot be used with distributed tables {tables}: each step "
-                         f"prefetches the rows it looks up from the pservers, which count rounds of "
-                         f"{m} steps, so a step inside a round has no version of the rows to ask for. "
-                         f"Use merge_steps=1 with these tables (sparse tables train in every mode)")
-    sparse = _sparse_updated(main)
-    if sparse:
-        raise ValueError(f"merge_steps={m} sums dense gradients; {sparse} have sparse (SelectedRows) "
-                         f"gradients (embedding(is_sparse=True)). Use merge_steps=1, or is_sparse=False")
-
-
-def _why_trainers_talk(main: Program, pservers: list[str]) -> str | None:
-    """Why the trainers exchange data with each other (NOTE(trainer-endpoints)), or None."""
-    if not pservers:
-        return "no pservers (PADDLE_INIT_PSERVERS is empty): the trainers form the group and all-reduce"
-    if any(is_model_parallel(v) for v in main.list_vars()):
-        return "model-parallel layers: the trainers exchange activations"
-    return None
-
-
-def _check_collective(main: Program, pservers: list[str], n: int) -> None:
-    """Without pservers the trainers all-reduce dense gradients (allreduce.py); a sparse one,
-    or a distributed table, needs pservers. Checked before the passes, so the message names
-    the setting to change rather than a pass.
-
-    Raises:
-        ConfigError: naming the parameters and the two ways out.
-    """
-    if pservers or n <= 1:
-        return
-    sparse = sorted(set(_sparse_updated(main)) | set(_distributed_tables(main)))
-    if sparse:
-        raise ConfigError(f"{n} trainers and no pservers (PADDLE_INIT_PSERVERS is empty): the trainers "
-                          f"all-reduce dense gradients only, and {sparse} have sparse ones (embedding("
-                          f"is_sparse=True) or a distributed table). Give the job pservers "
-                          f"(placegroup launch --pservers N), or use is_sparse=False")
 
 
 class DistributeTranspiler:
@@ -105,11 +49,12 @@ class DistributeTranspiler:
 
     def transpile(self, trainer_id: int | None = None, program: Program | None = None,
                   pservers: str = "127.0.0.1:6174", trainers: int | str = 1, sync_mode: bool | None = None,
-                  startup_program: Program | None = None, current_endpoint: str = "127.0.0.1:6174", *,
+                  startup_program: Program | None = None, current_endpoint: str | None = None, *,
                   slice_var_up: bool | None = None, split_method: Any = None,
                   min_block_size: int | None = None, staleness: int | None = None,
                   merge_steps: int | None = None) -> None:
-        """Run the passes over copies of ``program`` and ``startup_program``.
+        """Transpile ``program`` and ``startup_program`` for the job, and rewrite both in place
+        into this process's part (NOTE(in-place-transpile)).
 
         Args:
             trainer_id: this process's trainer id (default: ``$PADDLE_TRAINER_ID`` or 0); a
@@ -119,7 +64,12 @@ class DistributeTranspiler:
             trainers: a count, or ``"ip:port,..."``. Trainers that exchange data with each
                 other (no pservers, model-parallel layers) need endpoints: given a count, they
                 come from ``$PADDLE_TRAINER_ENDPOINTS`` (NOTE(trainer-endpoints) in endpoints.py).
+            program, startup_program: the model (default: the default main and startup
+                programs); both are rewritten in place into this process's programs.
             sync_mode: merge the trainers' gradients each step (True) or apply each alone.
+            current_endpoint: this process's ``ip:port``. A pserver's (or ``TRAINING_ROLE=PSERVER``
+                with ``POD_IP:PADDLE_INIT_PORT`` a pserver) makes the rewrite the pserver's part;
+                otherwise it is trainer ``trainer_id``'s, as in Fluid.
             merge_steps: m local steps make one round, whose mean gradient is applied once
                 (docs/distributed.md, "Modes"; dense gradients only).
 
@@ -130,18 +80,22 @@ class DistributeTranspiler:
             ValueError: merge_steps > 1 with sparse gradients.
             PassError: a pass failed (names the pass).
         """
+        main = program or default_main_program()
+        if main.cluster is not None:
+            raise ConfigError("transpile: this program was transpiled already (transpile rewrites the "
+                              "program it is given into this process's part); transpile the model once, "
+                              "and build it again in a fresh Program to transpile it for another job")
         cfg = self.config
         port = config.get("PADDLE_INIT_PORT")
         # checked when a trainer's program is asked for: a pserver ignores it, as in Fluid
         self.trainer_id = config.get("PADDLE_TRAINER_ID") if trainer_id is None else int(trainer_id)
-        main = program or default_main_program()
         # no pservers: the trainers form a collective group (collective data parallel)
         self.pserver_endpoints = pserver_endpoints(pservers, port)
         check_role_has_a_job(self.pserver_endpoints, trainers)
-        n, trainer_eps = trainer_endpoints(trainers, port, _why_trainers_talk(main, self.pserver_endpoints))
-        _check_collective(main, self.pserver_endpoints, n)
+        n, trainer_eps = trainer_endpoints(trainers, port, why_trainers_talk(main, self.pserver_endpoints))
+        check_collective(main, self.pserver_endpoints, n)
         self.trainer_num, self.trainer_endpoints = n, trainer_eps
-        self.current_endpoint = current_endpoint
+        self.current_endpoint = current_endpoint or "127.0.0.1:6174"
         ctx = TranspileContext(
             trainers=n, trainer_endpoints=tuple(trainer_eps), pservers=tuple(self.pserver_endpoints),
             sync_mode=cfg.sync_mode if sync_mode is None else sync_mode,
@@ -151,9 +105,47 @@ class DistributeTranspiler:
             staleness=cfg.staleness if staleness is None else staleness, mp_fused=cfg.mp_fused,
             merge_steps=cfg.merge_steps if merge_steps is None else merge_steps)
         self.sync_mode = ctx.sync_mode
-        _check_merge_steps(main, ctx.merge_steps)
+        check_merge_steps(main, ctx.merge_steps)
         startup = startup_program or default_startup_program()
         self._job = run_passes(Job(main, startup), PASSES, ctx)
+        self._rewrite_in_place(main, startup, current_endpoint)
+
+    # NOTE(in-place-transpile): Fluid 1.8's transpile turns the program it was given (default: the
+    # default main program) into the trainer's program, and the startup program likewise, so
+    # Fluid scripts go on to run `fluid.default_main_program()`, `exe.run(fetch_list=[loss])` with
+    # no program, or a reference taken before `transpile`, and train with the pservers. Here the
+    # passes stay pure: they work on copies, and the one shared, placed program stays whole in
+    # `self._job` (what `get_program` cuts from and prog.bin saves). Only this method writes back,
+    # giving the caller's Program objects this process's part: a pserver's when this process is
+    # one (its endpoint among the pservers, by `current_endpoint` or TRAINING_ROLE=PSERVER with
+    # POD_IP:PADDLE_INIT_PORT), else trainer `trainer_id`'s. A forward-only clone taken before
+    # (`main.clone(for_test=True)`, how trainers evaluate) is untouched and runs locally on the
+    # parameters the trainer holds. Any other unplaced program that would update parameters is
+    # refused by the executor while this process belongs to a job with pservers
+    # (`transpiled_job()`), so a trainer never trains alone by mistake.
+    def _rewrite_in_place(self, main: Program, startup: Program, current_endpoint: str | None) -> None:
+        job = self._need()
+        try:
+            executor = self._process_executor(current_endpoint)
+        except ConfigError:
+            # a trainer id this job has not: `get_program` says so when a trainer's part is asked
+            # for; the programs stay as they were and the executor refuses to train them alone
+            executor = None
+        if executor is not None:
+            for mine, placed in ((main, job.main), (startup, job.startup)):
+                part = placed.clone()
+                part.executor = executor
+                mine.rewrite_from(part)
+        note_transpiled_job(job.main.cluster if self.pserver_endpoints else None)
+
+    def _process_executor(self, current_endpoint: str | None) -> ExecutorId:
+        """Which part of the job this process runs, for the in-place rewrite."""
+        role = config.get("TRAINING_ROLE")
+        endpoint = current_endpoint or f"{config.get('POD_IP')}:{config.get('PADDLE_INIT_PORT')}"
+        says_pserver = role == "PSERVER" or (role is None and current_endpoint is not None)
+        if says_pserver and endpoint in self.pserver_endpoints:
+            return self._executor(endpoint, "pserver")
+        return self._executor(self.current_endpoint if self.trainer_endpoints else None, "trainer")
 
     # -- the programs ------------------------------------------------------------------------
     def _need(self) -> Job:

@@ -18,10 +18,9 @@ Example (a Fluid 1.8 CTR script, unchanged)::
         for feed in batches: exe.run(fleet.main_program, feed=feed, fetch_list=[loss])
         fleet.stop_worker()
 
-Fluid's transpiler rewrites the program it is given, so Fluid scripts may also run
-``fluid.default_main_program()`` after minimize. placegroup's never rewrites its input; when
-minimize transpiled the default programs, they are switched to this process's placed ones
-(NOTE(fleet-default-programs)), so both ways run the same program.
+The transpiler rewrites the programs minimize was given into this process's part, as Fluid's
+does, so a Fluid script may as well run ``fluid.default_main_program()`` after minimize: it is
+the same program as ``fleet.main_program``.
 
 Thread-safety: one fleet per process, driven by the script's thread.
 """
@@ -36,8 +35,7 @@ from placegroup.incubate.fleet.parameter_server.distribute_transpiler.distribute
     AsyncStrategy, DistributedStrategy, GeoStrategy, HalfAsyncStrategy, StrategyFactory, SyncStrategy,
     TrainerRuntimeConfig)
 from placegroup.io import inference, var_files
-from placegroup.ir.framework import (Program, default_main_program, default_startup_program,
-                                     switch_main_program, switch_startup_program)
+from placegroup.ir.framework import Program, default_startup_program
 from placegroup.optimizer_base import Optimizer
 from placegroup.transpiler import DistributeTranspiler, DistributeTranspilerConfig
 
@@ -139,25 +137,17 @@ class DistributedTranspiler(Fleet):
         self._strategy, self._origin_program = strategy, main.clone()
         t = self._transpiler = DistributeTranspiler(config)
         servers = self.server_endpoints(to_string=True)
+        # NOTE(in-place-transpile) in placegroup/transpiler/distribute_transpiler.py: transpile
+        # rewrites `main` and `startup` into this process's part (a server's, given its endpoint),
+        # so fleet's programs and the default ones a Fluid script may run are the same objects.
         if self.is_server():
             endpoint = self.server_endpoints()[self.server_index()]
             t.transpile(trainer_id=0, program=main, pservers=servers, trainers=self.worker_num(),
                         startup_program=startup, current_endpoint=endpoint)
-            self.main_program = t.get_program(endpoint, "pserver")
-            self.startup_program = t.get_startup_program(endpoint, "pserver")
         else:
             t.transpile(trainer_id=self.worker_index(), program=main, pservers=servers,
                         trainers=self.worker_num(), startup_program=startup)
-            self.main_program = t.get_program(None, "trainer")
-            self.startup_program = t.get_startup_program(None, "trainer")
-        # NOTE(fleet-default-programs): Fluid's transpiler rewrites the program it is given in
-        # place, so a Fluid script may run `fluid.default_main_program()` (and its default
-        # startup program) after minimize and get this process's part. placegroup's transpiler
-        # never changes its input; the defaults are pointed at the placed programs instead.
-        if main is default_main_program():
-            switch_main_program(self.main_program)
-        if startup is default_startup_program():
-            switch_startup_program(self.startup_program)
+        self.main_program, self.startup_program = main, startup
 
     def save_inference_model(self, executor, dirname: str, feeded_var_names, target_vars, main_program=None,
                              export_for_deployment: bool = True) -> list[str]:
