@@ -26,9 +26,31 @@ which ``fluid.data`` sets and ``fluid.layers.data`` does not) is checked, by
   does not fit an int64 one.
 
 Every refusal is a ``ProgramError`` that starts ``feed 'x':`` and says what the var expects.
-The shape rule is NOTE(feed-shape) in ``fed_array``. The check is per feed, not per element:
-a dtype comparison, and numpy's cast when one is due. ``DataFeeder`` casts each sample's
-elements itself, as Fluid's does (placegroup/data_feeder.py).
+The check is per feed, not per element: a dtype comparison, and numpy's cast when one is due.
+``DataFeeder`` casts each sample's elements itself, as Fluid's does (placegroup/data_feeder.py).
+
+NOTE(feed-shape): the shape rules are Fluid 1.8.5's, found by running it on the cases of
+tests/cases/feed_shapes.py (tests/test_feed_shapes.py replays them against both). Fluid's
+executor hands a fed array to the feed op in the shape it has, so the ops see the fed shape,
+never the declared one; the only check is ``check_feed_shape_type``, for ``fluid.data`` vars.
+
+* ``fluid.layers.data`` var: no shape check. A batch padded narrower than declared (``[N, 2, 1]``
+  for ``[-1, 10, 1]``), a wider one, one without the batch dim, one of another rank: each is
+  taken as it is, and an op whose weights need the declared size fails there (naming the shapes),
+  as in Fluid. Ops over the padded dim (an fc over the last dim, a reduction) train on it.
+* ``fluid.data`` var (``need_check_feed``): Fluid's ``diff_tensor_shape`` compares the fed dims
+  with the declared ones from the left: the array may have no more dims than declared, and fed
+  dim ``i`` must equal declared dim ``i`` unless that is -1. So ``[N, 10]`` passes for
+  ``[-1, 10, 1]`` (and the ops see ``[N, 10]``), ``[N]`` for ``[-1, 1]``; ``[N, 2, 1]``,
+  ``[10, 1]`` (no batch dim) and ``[N, 10, 1, 1]`` are refused. A LoDTensor's data is checked
+  the same way. The refusal names the feed, both shapes, the dim at fault and a fix.
+* A Python number is ``[value]`` (shape ``[1]``) before the check; a Python list becomes an
+  array (NOTE(feed-dtype)) and follows the rule of its shape.
+* Readers: a loader started with ``start()`` checks a ``fluid.data`` var as Fluid's read op does
+  (same rank, each dim equal unless -1); an iterable loader's batches meet this check in
+  ``exe.run``; ``py_reader`` checks nothing (placegroup/io/data_loader.py, NOTE(reader-shape)).
+  ``DataFeeder`` and the sample readers reshape a stack of another rank to the declared shape
+  (NOTE(feeder-shape) in placegroup/data_feeder.py).
 """
 from __future__ import annotations
 
@@ -54,21 +76,47 @@ def fed_array(name: str, var, dtype: np.dtype, shape, value):
         value: a numpy (or cupy) array, a Python list or tuple, or a number.
 
     Returns:
-        An array of ``dtype`` whose shape fits ``shape`` (the value itself when it already is).
+        An array of ``dtype`` in the shape it was fed (the value itself when it already is of
+        ``dtype``): the ops see the fed shape, as in Fluid (NOTE(feed-shape)).
 
     Raises:
-        ProgramError: ``feed 'x': ...`` for a dtype or shape the rules refuse (NOTE(feed-dtype)).
+        ProgramError: ``feed 'x' ...`` for a dtype (NOTE(feed-dtype)) or, for a ``fluid.data``
+            var, a shape (NOTE(feed-shape)) the rules refuse.
     """
     if type(value) is not np.ndarray and not hasattr(value, "__cuda_array_interface__"):
         value = _from_python(name, dtype, value)
     if value.dtype != dtype:
         value = _cast(name, var, dtype, value)
-    # NOTE(feed-shape): the rank and every fixed dim must match; a fluid.layers.data var also
-    # takes the right size in another shape ([N] for [-1, 1]), as Fluid's LoDTensor did
-    if shape is not None and (len(value.shape) != len(shape) or any(
-            d != -1 and d != a for d, a in zip(shape, value.shape))):
-        value = _reshaped(name, var, value, shape)
+    if shape is not None and var.attrs.get("need_check_feed"):
+        check_fluid_data_shape(name, shape, value.shape)
     return value
+
+
+def check_fluid_data_shape(name: str, shape, fed) -> None:
+    """NOTE(feed-shape): a value fed to a ``fluid.data`` var through ``exe.run`` (or an iterable
+    reader) fits Fluid 1.8's check: no more dims than declared, and each fed dim equal to the
+    declared dim at its place unless that one is -1.
+
+    Raises:
+        ProgramError: ``feed 'x' has shape ..., but ...`` naming both shapes and the dim at fault.
+    """
+    if len(fed) <= len(shape) and all(d < 0 or d == a for d, a in zip(shape, fed)):
+        return
+    if len(fed) > len(shape):
+        why = f"it has {len(fed)} dims, more than the {len(shape)} declared"
+        fix = "drop the extra dims of size 1 (arr.reshape(...))" if all(
+            a == 1 for a in fed[len(shape):]) else "reshape it to the declared shape"
+    elif len(fed) == len(shape) - 1 and all(d < 0 or d == a for d, a in zip(shape[1:], fed)):
+        why = "it looks like one sample without its batch dim"
+        fix = f"feed arr[np.newaxis] (shape {[1, *fed]})"
+    else:
+        i = next(i for i, (d, a) in enumerate(zip(shape, fed)) if d >= 0 and d != a)
+        why = f"its dim {i} is {fed[i]} where the var has {shape[i]}"
+        fix = (f"pad or cut each sample to {list(shape[1:])}, or declare that dim -1 (None) "
+               f"if it varies" if i else "feed a batch of the declared size")
+    raise ProgramError(f"feed {name!r} has shape {list(fed)}, but the var is declared {list(shape)} by "
+                       f"fluid.data, which checks fed shapes (-1 is any size) as Fluid 1.8 does: {why}; {fix} "
+                       f"(a fluid.layers.data var takes a batch of any shape)")
 
 
 def _from_python(name: str, dtype: np.dtype, value):
@@ -134,15 +182,3 @@ def _changes_values(name: str, dtype: np.dtype, arr, what: str, expr: str) -> st
 def _not_numbers(name: str, dtype: np.dtype, arr, what: str) -> str:
     return (f"feed {name!r}: the var is {dtype.name}, but it was fed {what} "
             f"{_KINDS.get(arr.dtype.kind, arr.dtype.name)} ({arr.dtype.str}): feed bool, int or float data")
-
-
-def _reshaped(name: str, var, arr, shape):
-    """NOTE(feed-shape): ``arr`` in the shape of a ``fluid.layers.data`` var when they differ
-    only by dims of 1; a ``fluid.data`` var takes no other shape, as in Fluid 1.8."""
-    want = [d for d in shape if d != 1]
-    have = [a for a in arr.shape if a != 1]
-    if not var.attrs.get("need_check_feed") and shape.count(-1) <= 1 and len(want) == len(have) \
-            and all(d in (-1, a) for d, a in zip(want, have)):
-        return arr.reshape([-1 if d == -1 else d for d in shape])
-    raise ProgramError(f"feed {name!r} has shape {list(arr.shape)}, but the var is declared "
-                       f"{list(shape)} (-1 is any size)")

@@ -3,17 +3,28 @@
 As Fluid 1.x's ``fluid.DataFeeder``: sample ``i`` is a tuple with one element per var of
 ``feed_list``, in order; element ``k`` of every sample is stacked into the array fed to var
 ``k``, in that var's dtype and shape, the batch dimension (``-1``) becoming the number of
-samples. A label var declared ``shape=[1], dtype="int64"`` accepts ``3`` or ``[3]`` alike.
+samples. A label var declared ``shape=[1], dtype="int64"`` accepts ``3`` or ``[3]`` alike (one
+form per batch: numpy does not stack ``3`` with ``[3]``, nor does Fluid).
+
+NOTE(feeder-shape): as Fluid 1.8's ``DataToLoDTensorConverter``, the elements are stacked with
+``np.array(elements, dtype)``; when the stack's rank differs from the declared rank it is reshaped
+to the declared shape (``[N, 10]`` for ``[-1, 10, 1]``; a refusal when its values do not fill
+that), and when the ranks agree it is taken as it is, in any shape: samples padded to ``[2, 1]``
+for a ``[-1, 10, 1]`` var give ``[N, 2, 1]``, which the ops then see, as in Fluid. A declared
+shape with more than one -1 is no reshape target; the stack is taken as it is. Elements of
+different shapes do not stack and are refused, naming the first two shapes. What ``exe.run``
+then checks is NOTE(feed-shape) in executor/feed.py (a ``fluid.data`` var checks the shape).
 
 NOTE(feeder-lod): for a var with ``lod_level >= 1`` each sample's element is a sequence (a list
 of steps; with ``lod_level=2`` a list of such sequences, and so on), as Fluid's
 ``DataToLoDTensorConverter`` reads it: a sequence's length is ``len()`` of its list, the steps
 of all samples are stacked in order into the data, shaped as the var declares (``[-1, 1]`` ids
-give data ``[steps, 1]``), and ``feed`` returns a ``LoDTensor`` with the sequences' offsets.
-Each innermost sequence becomes one numpy array (a sample's words in one ``np.asarray``), so
-the Python work is per sequence, not per step. An element nested less deeply than the
-lod_level, or whose steps do not have the var's shape, is an error naming the sample, the var
-and the depth found.
+give data ``[steps, 1]``; the steps' stack follows NOTE(feeder-shape)), and ``feed`` returns a
+``LoDTensor`` with the sequences' offsets. Each innermost sequence becomes one numpy array (a
+sample's words in one ``np.asarray``), so the Python work is per sequence, not per step. An
+element nested less deeply than the lod_level is an error naming the sample, the var and the
+depth found; steps whose stack does not have one row per step (scalar steps reshaped to
+``[-1, 2]``) are refused, as Fluid refuses that LoD.
 
 Example::
 
@@ -53,49 +64,51 @@ class _Slot:
         self.dtype = np.dtype(var.dtype)
         self.shape = tuple(var.shape) if var.shape is not None else None
         self.lod_level = int(getattr(var, "lod_level", 0) or 0)
-        # One sample fills the dims after the first; their size is unknown when any is -1.
+        # One sample fills the dims after the batch dim; their size is unknown when any is -1.
         self.inner = self.shape[1:] if self.shape else ()
-        self.inner_size = math.prod(self.inner) if -1 not in self.inner else None
+        batched = bool(self.shape) and self.shape[0] == -1 and -1 not in self.inner
+        self.inner_size = math.prod(self.inner) if batched else None
 
     def where(self) -> str:
         return f"var {self.name!r} (shape {list(self.shape) if self.shape else None}, {self.dtype.name})"
 
     def convert(self, elements: list) -> np.ndarray:
-        """Stack one element per sample into this var's array."""
+        """Stack one element per sample into this var's array (NOTE(feeder-shape))."""
         if self.lod_level > 0:
             return self._convert_lod(elements)
-        if self.inner_size is None:  # unknown inner dims: stack, then check the rank
-            try:
-                arr = np.array(elements, dtype=self.dtype)
-            except (ValueError, TypeError) as e:
-                raise ProgramError(f"DataFeeder: the elements for {self.where()} do not stack "
-                                   f"into one {self.dtype.name} array: {e}") from None
-            if self.shape is not None and arr.ndim != len(self.shape):
-                raise ProgramError(f"DataFeeder: the elements for {self.where()} stack into shape "
-                                   f"{list(arr.shape)}, which is not of rank {len(self.shape)}")
-            return arr
-        for i, e in enumerate(elements):
-            n = np.size(e)
-            if n != self.inner_size:
-                raise ProgramError(
-                    f"DataFeeder: sample {i}: the element for {self.where()} has {n} values "
-                    f"(shape {list(np.shape(e))}), expected {self.inner_size} (one sample of "
-                    f"shape {list(self.inner)})")
-        shape = (len(elements),) + tuple(self.inner)
-        try:  # the fast path: numpy stacks elements of one shape in C
+        try:  # numpy stacks elements of one shape in C
             arr = np.array(elements, dtype=self.dtype)
-        except (ValueError, TypeError):  # mixed forms of one size, e.g. labels 3 and [3]
-            arr = None
-        if arr is None or arr.size != math.prod(shape):
-            rows = []
-            for i, e in enumerate(elements):
-                try:
-                    rows.append(np.asarray(e, dtype=self.dtype).reshape(self.inner))
-                except (ValueError, TypeError) as err:
-                    raise ProgramError(f"DataFeeder: sample {i}: the element for {self.where()} "
-                                       f"is not {self.dtype.name} data: {err}") from None
-            arr = np.stack(rows)
-        return arr.reshape(shape)
+        except (ValueError, TypeError) as e:
+            raise ProgramError(self._not_one_array(elements, "the samples' elements", e)) from None
+        return self._shaped(arr, "the samples")
+
+    def _shaped(self, arr: np.ndarray, what: str, lengths: list | None = None) -> np.ndarray:
+        """NOTE(feeder-shape): ``arr`` in the declared shape when its rank differs from it."""
+        if self.shape is None or arr.ndim == len(self.shape) or self.shape.count(-1) > 1:
+            return arr
+        try:
+            return arr.reshape(self.shape)
+        except ValueError:
+            pass
+        unit = "step" if lengths is not None else "sample"
+        need = f": each {unit} needs {self.inner_size} values" if self.inner_size else ""
+        raise ProgramError(f"DataFeeder: {what} for {self.where()} stack into shape {list(arr.shape)}, of "
+                           f"rank {arr.ndim}, which is reshaped to the declared rank as Fluid 1.8's DataFeeder "
+                           f"does, but its {arr.size} values do not fill {list(self.shape)}{need} "
+                           f"(a stack of the declared rank is taken in any shape)")
+
+    def _not_one_array(self, items: list, what: str, err: Exception, noun: str = "sample") -> str:
+        shapes = []
+        for i, e in enumerate(items):
+            sh = list(np.shape(e)) if not isinstance(e, (str, bytes)) else "text"
+            if not shapes or shapes[-1][1] != sh:
+                shapes.append((i, sh))
+        if len(shapes) > 1:
+            (i, a), (j, b) = shapes[0], shapes[1]
+            return (f"DataFeeder: {what} for {self.where()} do not stack into one array: {noun} {i}'s "
+                    f"shape is {a} and {noun} {j}'s {b}; give every {noun} the same shape (pad them): "
+                    f"Fluid 1.8 stacks them with np.array too")
+        return f"DataFeeder: {what} for {self.where()} are not {self.dtype.name} data: {err}"
 
     def _convert_lod(self, elements: list) -> LoDTensor:
         """NOTE(feeder-lod): the elements as sequences of ``lod_level`` levels."""
@@ -103,20 +116,20 @@ class _Slot:
         parts: list[np.ndarray] = []
         for i, e in enumerate(elements):
             self._walk(e, 0, lengths, parts, i)
-        step = tuple(self.inner)
+        full = [p for p in parts if len(p)] or parts[:1]
         try:
-            data = np.concatenate(parts, axis=0) if parts else np.zeros((0,) + step, dtype=self.dtype)
-        except ValueError:
-            shapes = sorted({tuple(p.shape[1:]) for p in parts})
-            raise ProgramError(f"DataFeeder: the steps of the sequences for {self.where()} have different "
-                               f"shapes {[list(x) for x in shapes]}") from None
-        rows = data.shape[0]
-        if self.inner_size is not None:
-            if data.size != rows * self.inner_size:
-                raise ProgramError(f"DataFeeder: the steps for {self.where()} (lod_level {self.lod_level}) "
-                                   f"have shape {list(data.shape[1:])}, but one step of the var is "
-                                   f"{list(step)}")
-            data = data.reshape((rows,) + step)
+            data = np.concatenate(full, axis=0) if full else np.zeros((0,) + tuple(
+                max(d, 0) for d in self.inner), dtype=self.dtype)
+        except ValueError as e:
+            raise ProgramError(self._not_one_array(
+                [p[0] for p in full], "the steps of the sequences", e, "sequence")) from None
+        data = self._shaped(data, "the steps of the sequences", lengths)
+        steps = sum(lengths[-1])
+        if data.shape[:1] != (steps,):
+            raise ProgramError(f"DataFeeder: the sequences for {self.where()} have {steps} steps in all "
+                               f"(lengths {lengths[-1]}), but their steps stack into shape {list(data.shape)}, "
+                               f"{data.shape[0] if data.ndim else 1} rows: give each step "
+                               f"{self.inner_size if self.inner_size else 'the same number of'} values")
         return LoDTensor(data, [lengths_to_offsets(level) for level in lengths], check=False)
 
     def _walk(self, e: Any, level: int, lengths: list, parts: list, i: int) -> None:
@@ -189,14 +202,16 @@ class DataFeeder:
                 ``i`` is a tuple or list with one element per var of ``feed_list``.
 
         Returns:
-            ``{var name: np.ndarray}`` with each var's dtype, and shape with ``-1`` replaced
-            by the number of samples; a ``LoDTensor`` for a var with ``lod_level >= 1``
+            ``{var name: np.ndarray}`` with each var's dtype, and the shape NOTE(feeder-shape)
+            gives (the declared one, ``-1`` replaced by the number of samples, when the
+            samples have the declared shape); a ``LoDTensor`` for a var with ``lod_level >= 1``
             (NOTE(feeder-lod)).
 
         Raises:
-            ProgramError: an empty minibatch; a sample with the wrong number of elements; an
-                element with the wrong number of values, or nested less deeply than its var's
-                lod_level; naming the var and the sample index.
+            ProgramError: an empty minibatch; a sample with the wrong number of elements;
+                elements that do not stack into one array, or whose stack does not reshape to
+                the declared shape (NOTE(feeder-shape)); an element nested less deeply than its
+                var's lod_level; naming the var (and the sample, where one is at fault).
         """
         samples = iterable if isinstance(iterable, list) else list(iterable)
         if not samples:

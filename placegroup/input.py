@@ -3,8 +3,8 @@
 They differ from their ``fluid.layers`` namesakes the way Fluid 1.8's do:
 
 * ``fluid.data(name, shape)`` adds no batch dim (``None`` or -1 marks any size), and a feed
-  must match its shape exactly, while ``fluid.layers.data`` prepends -1 and takes a feed of
-  the right size in another shape ([N] for [-1, 1]) as Fluid's LoDTensor did;
+  is checked against its shape as Fluid 1.8 checks it, while ``fluid.layers.data`` prepends -1
+  and takes a feed of any shape (NOTE(feed-shape) in executor/feed.py);
 * ``fluid.embedding`` keeps every dim of its ids (``lookup_table_v2``: ids [N, 1] give
   [N, 1, D]); ``fluid.layers.embedding`` drops a trailing 1 ([N, D]);
 * ``fluid.one_hot`` appends the depth dim (``one_hot_v2``: [N] -> [N, depth]);
@@ -26,7 +26,9 @@ __all__ = ["data", "embedding", "one_hot"]
 
 def data(name: str, shape, dtype: str = "float32", lod_level: int = 0):
     """A var fed by ``exe.run(feed={name: array})``, of exactly ``shape`` (no batch dim added;
-    ``None`` or -1 is any size). A feed of another rank or size is refused before any op runs.
+    ``None`` or -1 is any size). A feed is checked as Fluid 1.8 checks it: no more dims than
+    declared, each equal to the declared dim at its place unless that is -1; anything else is
+    refused before any op runs (NOTE(feed-shape) in executor/feed.py).
 
     Example::
 

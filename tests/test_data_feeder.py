@@ -21,18 +21,24 @@ def prog():
 
 def test_feed_stacks_each_var_in_its_dtype_and_shape(prog):
     feeder = DataFeeder(["x", "label"], fluid.CPUPlace(), program=prog)
-    out = feeder.feed([(np.arange(3.0), 1), ([1, 2, 3], [0]), ((4, 5, 6), np.int64(2))])
+    out = feeder.feed([(np.arange(3.0), 1), ([1, 2, 3], 0), ((4, 5, 6), np.int64(2))])
     assert set(out) == {"x", "label"}
     assert out["x"].dtype == np.float32 and out["x"].shape == (3, 3)
     np.testing.assert_array_equal(out["x"][1], [1, 2, 3])
     assert out["label"].dtype == np.int64 and out["label"].shape == (3, 1)
     np.testing.assert_array_equal(out["label"][:, 0], [1, 0, 2])
+    out = feeder.feed([([1, 2, 3], [1]), ([4, 5, 6], [0])])  # labels as lists of one
+    assert out["label"].shape == (2, 1) and out["label"][:, 0].tolist() == [1, 0]
 
 
 def test_feed_reshapes_flat_samples_to_the_vars_inner_shape(prog):
-    out = DataFeeder(["img"], None, program=prog).feed([(np.arange(6),), ([[0] * 3] * 2,)])
+    """A stack of another rank is reshaped to the declared shape; one of the declared rank is
+    taken as it is (NOTE(feeder-shape); tests/test_feed_shapes.py has Fluid 1.8.5's cases)."""
+    out = DataFeeder(["img"], None, program=prog).feed([(np.arange(6),), ([0] * 6,)])
     assert out["img"].shape == (2, 2, 3) and out["img"].dtype == np.float32
     np.testing.assert_array_equal(out["img"][0], [[0, 1, 2], [3, 4, 5]])
+    out = DataFeeder(["img"], None, program=prog).feed([(np.zeros((1, 3)),), (np.ones((1, 3)),)])
+    assert out["img"].shape == (2, 1, 3)  # padded narrower than declared: as Fluid, taken
 
 
 def test_feed_list_of_variables_and_the_default_main_program():
@@ -68,13 +74,16 @@ BAD = [
     (["x", "label"], [([1, 2, 3], 0, 7)], r"sample 0 has 3 elements, but feed_list has 2 vars"),
     (["x"], [np.zeros(3)], r"sample 0 has a ndarray, not a tuple"),
     (["x", "label"], [([1, 2, 3], 0), ([1, 2, 3], 1), ([1, 2], 0)],
-     r"sample 2: the element for var 'x' \(shape \[-1, 3\], float32\) has 2 values "
-     r"\(shape \[2\]\), expected 3"),
-    (["x", "label"], [([1, 2, 3], [0, 1])],
-     r"sample 0: the element for var 'label' \(shape \[-1, 1\], int64\) has 2 values"),
-    (["x"], [(["a", "b", "c"],)], r"sample 0: the element for var 'x' .* is not float32 data"),
+     r"the samples' elements for var 'x' \(shape \[-1, 3\], float32\) do not stack into one array: "
+     r"sample 0's shape is \[3\] and sample 2's \[2\]"),
+    (["x", "label"], [([1, 2, 3], 0), ([1, 2, 3], [1])],
+     r"elements for var 'label' .* sample 0's shape is \[\] and sample 1's \[1\]"),
+    (["img"], [([1, 2, 3],)], r"the samples for var 'img' .* stack into shape \[1, 3\], of rank 2, .* its 3 values "
+                              r"do not fill \[-1, 2, 3\]: each sample needs 6 values"),
+    (["x"], [(["a", "b", "c"],)], r"the samples' elements for var 'x' .* are not float32 data"),
     (["x"], [], r"the minibatch for \['x'\] is empty"),
-    (["words"], [([1, 2],), ([[1, 2], [3, 4]],)], r"steps of the sequences for var 'words' .* have different shapes"),
+    (["words"], [([1, 2],), ([[1, 2], [3, 4]],)], r"steps of the sequences for var 'words' .* do not stack into "
+                                                   r"one array: sequence 0's shape is \[\] and sequence 1's \[2\]"),
 ]
 
 

@@ -34,12 +34,16 @@ def test_fluid_data_checks_its_feed_and_layers_data_takes_the_same_elements():
     y = fluid.layers.data(name="y", shape=[1], dtype="float32")
     out = fluid.layers.elementwise_add(fluid.layers.scale(y, 2.0), x)
     exe = fluid.Executor()
+    # as Fluid 1.8.5 (NOTE(feed-shape)): each op sees the fed shape; y fed as [3] broadcasts against x
     got, = exe.run(feed={"x": np.ones((3, 1), "float32"), "y": np.arange(3, dtype="float32")}, fetch_list=[out])
-    np.testing.assert_array_equal(got, [[1.0], [3.0], [5.0]])  # y fed as [3], read as [3, 1]
-    with pytest.raises(ProgramError, match=r"feed 'x' has shape \[3\], but the var is declared \[-1, 1\]"):
-        exe.run(feed={"x": np.ones(3, "float32"), "y": np.ones(3, "float32")}, fetch_list=[out])
-    with pytest.raises(ProgramError, match=r"feed 'y' has shape \[3, 2\]"):
-        exe.run(feed={"x": np.ones((3, 1), "float32"), "y": np.ones((3, 2), "float32")}, fetch_list=[out])
+    np.testing.assert_array_equal(got, [[1.0, 3.0, 5.0]] * 3)
+    got, = exe.run(feed={"x": np.ones(3, "float32"), "y": np.arange(3, dtype="float32")}, fetch_list=[out])
+    np.testing.assert_array_equal(got, [1.0, 3.0, 5.0])  # fluid.data takes fewer dims that fit
+    got, = exe.run(feed={"x": np.ones((3, 1), "float32"), "y": np.arange(6, dtype="float32").reshape(3, 2)},
+                   fetch_list=[out])
+    np.testing.assert_array_equal(got, [[1.0, 3.0], [5.0, 7.0], [9.0, 11.0]])
+    with pytest.raises(ProgramError, match=r"feed 'x' has shape \[3, 2\], but the var is declared \[-1, 1\]"):
+        exe.run(feed={"x": np.ones((3, 2), "float32"), "y": np.ones(3, "float32")}, fetch_list=[out])
 
 
 def test_parameters_follow_fluids_unique_names_in_creation_order():

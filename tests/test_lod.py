@@ -193,10 +193,11 @@ FEEDER_ERRORS = [
                                   r"\(int64 3|int 3"),
     (["para"], [([1, 2],)], r"sample 0: the element for var 'para' .* nested 1 level deep .* lod_level 2 wants "
                             r"2 levels of lists"),
-    (["words"], [([[1, 2], [3, 4]],)], r"the steps for var 'words' .* have shape \[2\], but one step of the var is "
-                                       r"\[1\]"),
+    (["vecs"], [([1, 2, 3, 4],)], r"the steps of the sequences for var 'vecs' .* stack into shape \[4\], of rank 1, "
+                                  r".* do not fill \[-1, 3\]: each step needs 3 values"),
     (["vecs"], [([[1, 2, 3], [4, 5]],)], r"sample 0: a sequence for var 'vecs' .* is not float32 steps of one shape"),
-    (["vecs"], [([[1, 2, 3]],), ([[[4, 5, 6]]],)], r"steps of the sequences for var 'vecs' .* have different shapes"),
+    (["vecs"], [([[1, 2, 3]],), ([[[4, 5, 6]]],)], r"steps of the sequences for var 'vecs' .* do not stack into one "
+                                                   r"array: sequence 0's shape is \[3\] and sequence 1's \[1, 3\]"),
 ]
 
 

@@ -114,12 +114,14 @@ def test_two_levels_from_nested_lists():
     (LoDTensor.from_lengths(np.zeros((3, 1), np.int64), [[2, 1], [1, 1, 1]]), "the LoDTensor has 2 level"),
     ([[1.5, 2.5]], "does not convert without loss"),
     ([[[1, 2]], [[3]]], r"the rows of var 'words' \(lod_level=1\) are not one array"),
-    ([[[1, 2]], [[3, 4]]], r"gets shape \[2, 2\], but it is declared \[-1, 1\]"),
+    ([[[1, 2]], [[3, 4]]], r"gets shape \[2, 2\], but it is declared \[-1, 1\] by fluid.data"),
 ])
 def test_bad_sequence_batches_name_the_var_and_what_is_wrong(item, match):
+    """The slot of a fluid.data var filled by a reader started with start(), whose read op checks
+    the shape (NOTE(reader-shape))."""
     from placegroup.io.data_loader import Slot
     with pytest.raises(ProgramError, match=match):
-        Slot("words", (-1, 1), "int64", 1).convert("reader 'r'", 3, item)
+        Slot("words", (-1, 1), "int64", 1, checked=True).convert("reader 'r'", 3, item)
 
 
 def test_a_too_shallow_nested_list_is_named():

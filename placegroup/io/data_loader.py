@@ -2,9 +2,9 @@
 ``fluid.io.DataLoader.from_generator`` and ``fluid.io.PyReader``.
 
 A reader runs its data source (a Python generator) on a thread of its own, converts each
-batch to the declared dtypes, checks it against the declared shapes and puts it in a bounded
-queue of ``capacity`` batches; the thread blocks while the queue is full, so reading the next
-batches overlaps the steps that use the last ones.
+batch to the declared dtypes, checks shapes where Fluid does (NOTE(reader-shape)) and puts it
+in a bounded queue of ``capacity`` batches; the thread blocks while the queue is full, so
+reading the next batches overlaps the steps that use the last ones.
 
 Two ways to use one:
 
@@ -39,6 +39,14 @@ grouped ``batch_size`` at a time.
 A var with ``lod_level`` > 0 (``py_reader(..., lod_levels=[1, 0])``, a ``lod_level=1`` data var
 in a DataLoader's ``feed_list``) takes a LoDTensor or nested lists (one list per sequence) and
 is fed as a LoDTensor (NOTE(reader-lod)).
+
+NOTE(reader-shape): as in Fluid 1.8.5 (its cases are tests/cases/feed_shapes.py), a reader
+checks a var's shape only where Fluid's does: a ``fluid.data`` var (``need_check_feed``) filled
+by a loader started with ``start()``, or by ``create_py_reader_by_data``, must get the same rank
+and each dim equal unless declared -1 (Fluid's read op); an iterable loader's batches go through
+``exe.run``, which checks a ``fluid.data`` var (NOTE(feed-shape) in executor/feed.py); a
+``fluid.layers.data`` var and ``py_reader``'s vars take a batch of any shape, which the ops then
+see. The sample generators stack samples as ``DataFeeder`` does (NOTE(feeder-shape)).
 
 NOTE(double-buffer): Fluid's ``use_double_buffer`` adds a second reader that prefetches the
 next batch to the device. Here the queue already holds the next batches on the host and the
@@ -133,19 +141,24 @@ class BlockingQueue:
 class Slot:
     """One var a reader fills: its name, dtype, declared shape and lod level."""
 
-    def __init__(self, name: str, shape: Sequence[int], dtype: Any, lod_level: int = 0) -> None:
+    def __init__(self, name: str, shape: Sequence[int], dtype: Any, lod_level: int = 0,
+                 checked: bool = False) -> None:
         self.name, self.shape, self.lod_level = name, tuple(int(d) for d in shape), int(lod_level or 0)
         self.dtype = np.dtype(dtype)
+        self.checked = checked  # NOTE(reader-shape): the read op checks this var's shape
 
     @classmethod
-    def of(cls, var: Variable) -> "Slot":
+    def of(cls, var: Variable, read_op: bool = False) -> "Slot":
+        """The slot of data var ``var``; ``read_op``: filled by a non-iterable reader, whose read
+        op checks a ``fluid.data`` var's shape (NOTE(reader-shape))."""
         if var.shape is None:
             raise ProgramError(f"var {var.name!r} has no shape; a reader can only fill vars of known rank")
-        return cls(var.name, var.shape, var.dtype, var.lod_level)
+        return cls(var.name, var.shape, var.dtype, var.lod_level,
+                   checked=read_op and bool(var.attrs.get("need_check_feed")))
 
     def convert(self, what: str, index: int, item: Any):
-        """``item`` as an array of this var's dtype, checked against its declared shape; for a
-        slot with a lod level, a ``LoDTensor`` of that depth (NOTE(reader-lod))."""
+        """``item`` as an array of this var's dtype, in the shape it has (NOTE(reader-shape));
+        for a slot with a lod level, a ``LoDTensor`` of that depth (NOTE(reader-lod))."""
         if self.lod_level:
             return self._sequences(what, index, item)
         if hasattr(item, "__cuda_array_interface__"):
@@ -161,9 +174,13 @@ class Slot:
                 raise ProgramError(f"{what}: batch {index}: var {self.name!r} is declared {self.dtype.name}, "
                                    f"the data is {arr.dtype.name}, which does not convert without loss")
             arr = arr.astype(self.dtype)
-        if len(arr.shape) != len(self.shape) or any(d not in (-1, a) for d, a in zip(self.shape, arr.shape)):
+        if self.checked and (len(arr.shape) != len(self.shape) or any(
+                d not in (-1, a) for d, a in zip(self.shape, arr.shape))):
             raise ProgramError(f"{what}: batch {index}: var {self.name!r} gets shape {list(arr.shape)}, but it "
-                               f"is declared {list(self.shape)} (-1 is any size)")
+                               f"is declared {list(self.shape)} by fluid.data, and a reader started with "
+                               f"start() checks that shape as Fluid 1.8's read op does: the same rank, each "
+                               f"dim equal unless declared -1 (an iterable loader's batches are checked by "
+                               f"exe.run instead; a fluid.layers.data var takes any shape)")
         return arr
 
     def _sequences(self, what: str, index: int, item: Any) -> LoDTensor:
@@ -188,13 +205,13 @@ class Slot:
             except ValueError as e:  # rows of different lengths, or lists deeper than lod_level
                 raise ProgramError(f"{what}: batch {index}: the rows of var {self.name!r} (lod_level="
                                    f"{self.lod_level}) are not one array ({e})") from None
+            if data.ndim == len(self.shape) - 1 and self.shape[-1:] == (1,):
+                data = data.reshape(data.shape + (1,))  # scalar rows of a [-1, 1] slot
         else:
             raise ProgramError(f"{what}: batch {index}: var {self.name!r} is declared lod_level={self.lod_level} "
                                f"(a batch of sequences), but it got {type(item).__name__}: give a LoDTensor "
                                f"(fluid.create_lod_tensor) or lists of lists, one list per sequence")
-        if data.ndim == len(self.shape) - 1 and self.shape[-1:] == (1,):
-            data = data.reshape(data.shape + (1,))  # scalar rows of a [-1, 1] slot
-        arr = Slot(self.name, self.shape, self.dtype).convert(what, index, data)
+        arr = Slot(self.name, self.shape, self.dtype, checked=self.checked).convert(what, index, data)
         try:
             return LoDTensor.from_lengths(arr, lengths)
         except ValueError as e:
@@ -403,7 +420,8 @@ class GeneratorLoader:
         self._iterable, self._return_list, self._drop_last = bool(iterable), bool(return_list), bool(drop_last)
         self._places: list | None = None
         n = _names("create_py_reader")
-        self._live = QueueReader(n, queue_name(None), [Slot.of(v) for v in self._feed_list], capacity)
+        slots = [Slot.of(v, read_op=not self._iterable) for v in self._feed_list]
+        self._live = QueueReader(n, queue_name(None), slots, capacity)
         if not self._iterable:  # the program records what the reader fills
             add_reader(self._feed_list[0].block.program, ReaderSpec(
                 n, self._live.queue_name, tuple(v.name for v in self._feed_list), self._live.capacity, self._drop_last))

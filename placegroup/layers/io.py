@@ -91,7 +91,7 @@ def create_py_reader_by_data(capacity: int, feed_list, name: str | None = None,
     """
     if not isinstance(feed_list, (list, tuple)) or not all(isinstance(v, Variable) for v in feed_list):
         raise TypeError(f"create_py_reader_by_data: feed_list must be a list of Variables, got {feed_list!r}")
-    return _reader([Slot.of(v) for v in feed_list], capacity, name)
+    return _reader([Slot.of(v, read_op=True) for v in feed_list], capacity, name)
 
 
 def double_buffer(reader: PyReaderVar, place=None, name: str | None = None) -> PyReaderVar:

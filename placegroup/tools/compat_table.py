@@ -34,6 +34,40 @@ var takes arrays of its own dtype only. Where Fluid keeps a foreign array's dtyp
 `fluid.layers.data` var, placegroup casts it to the var's when no value changes kind (int64 to
 float32) and refuses a float array for an int var rather than truncate it; it takes a Python
 list in the var's dtype (Fluid refuses lists) and refuses a number a cast would truncate.
+
+Feed shapes follow Fluid 1.8.5 case by case (NOTE(feed-shape) in `executor/feed.py`; the cases
+are `tests/cases/feed_shapes.py`, which `tests/test_feed_shapes.py` replays against placegroup and
+against Fluid 1.8.5 itself). A `fluid.layers.data` var checks no shape: the batch that reaches it,
+padded narrower than declared (`[N, 2, 1]` for `[-1, 10, 1]`), wider, or of another rank, is what
+its ops see. A `fluid.data` var checks it: through `exe.run` and an iterable `DataLoader`, the
+array may have no more dims than declared and each of its dims must equal the declared one at
+its place unless that is -1 (`[N, 10]` passes for `[-1, 10, 1]`, `[N, 2, 1]` is refused); a
+`DataLoader` or `PyReader` started with `start()` checks it as Fluid's read op does: the same
+rank, each dim equal unless -1. `DataFeeder`, and the sample readers that use it, stack the
+samples with numpy and reshape the stack to the declared shape only when its rank differs
+(refused when its values do not fill it); samples of different shapes do not stack and are
+refused. `py_reader` checks no shape. Where placegroup departs, the case says why: a Python list
+is taken in the var's dtype, a plain array for a `lod_level=1` var is refused before any op
+runs, and a reader's sequence slot also takes nested lists. A refusal is a `ProgramError` naming
+the feed, the declared shape, the fed shape and the dim at fault.
+
+Fetched numbers: `exe.run` returns a fetched var as a numpy array, and one of a single element
+(a loss or an accuracy of shape [1]) turns into a Python number as Fluid-era scripts expect:
+`float(loss)`, `int(acc)`, `"loss %f" % loss`, and `"{:.4f}".format(loss)` (which numpy
+refuses for any array of more than 0 dims, 1.16 included). numpy 2.4 refuses the first three
+for arrays of shape [1] ("only 0-dimensional arrays can be converted to Python scalars"), so
+rather than hold numpy below 2.4 (and show a deprecation warning from 1.25 on), every fetch
+(`Executor.run`, a CompiledProgram, ParallelExecutor, an inference model, a distributed
+trainer's fetch of a var a pserver holds) is a `FetchedArray`: an ndarray subclass with only
+those conversions added, whose arithmetic, reductions and numpy functions give plain ndarrays
+and numpy scalars, whose repr is ndarray's, and whose pickle loads as a plain ndarray
+(NOTE(fetched-scalars) in `executor/fetched.py`). `range(acc)` stays refused, as in numpy 1.16.
+
+Parameter attributes take Fluid 1.8's forms (NOTE(attr-forms) in `placegroup/param_attr.py`):
+None or True (the default), False (no bias; a weight a layer needs is a ValueError), a name, an
+Initializer, a regularizer, a ParamAttr or WeightNormParamAttr, and for `fc` a list with one per
+input (one attr for several inputs is copied to each; a named one makes them share a weight).
+Any other form is a TypeError naming the argument.
 """
 
 
