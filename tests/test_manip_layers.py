@@ -339,8 +339,10 @@ PADDLE18_SCRIPT = textwrap.dedent("""
 # op types Paddle 2.6 no longer registers
 NOT_IN_PADDLE_2 = {"squeeze", "unsqueeze", "flatten", "expand_as", "one_hot"}
 # Fluid 1.8.5 refuses to squeeze a listed dim that is not 1 (we keep it, as its InferShape
-# does at build time)
-NOT_IN_PADDLE_18 = {"squeeze-neg_and_not1", "squeeze2-neg_and_not1"}
+# does at build time); its non-AVX CPU core (the one these machines load) gets one element of
+# pad's X gradient wrong, where the gradient is a plain slice of the output's
+# (NOTE(fluid18-noavx) in tests/fluid18_env.py); pad is still compared with Paddle 2.6
+NOT_IN_PADDLE_18 = {"squeeze-neg_and_not1", "squeeze2-neg_and_not1", "pad"}
 
 
 def _listed(v) -> list:

@@ -393,8 +393,11 @@ def test_math_ops_match_paddle(tmp_path):
     run_in_paddle(CASES + RULES + DATA_DEPENDENT, tmp_path, NOT_AS_IN_PADDLE_2, _paddle_attrs, squeezed={"dot"})
 
 
-# Fluid 1.8.5's strided_slice_grad fails on a decreased axis (as 2.6's does)
-NOT_AS_IN_PADDLE_18 = {"strided_slice-decrease"}
+# Fluid 1.8.5's strided_slice_grad fails on a decreased axis (as 2.6's does); its non-AVX CPU core
+# (the one these machines load) gets one element of pad_constant_like's Y gradient wrong, where the
+# gradient is a plain slice of the output's (NOTE(fluid18-noavx) in tests/fluid18_env.py); the op's
+# outputs and gradients are still compared with Paddle 2.6's
+NOT_AS_IN_PADDLE_18 = {"strided_slice-decrease", "pad_constant_like"}
 
 
 @pytest.mark.paddle

@@ -10,11 +10,9 @@ initial values set by name after the startup program.
   save_inference_model, the word2vec N-gram model with a sparse shared embedding and L2 decay.
 * Against PaddlePaddle Fluid 1.8.5 itself (``PLACEGROUP_PADDLE18_PYTHON``): the unchanged script
   run by Fluid from placegroup's initial values gives the same losses (seen: ~4e-7) and the same
-  parameter names. A Fluid 1.8.5 environment (its wheel needs Python <= 3.8): ``pyenv install
-  3.8.18``; a venv of it; ``pip install --no-deps paddlepaddle==1.8.5`` then ``"numpy<1.24"
-  protobuf==3.20.3 six decorator gast==0.3.3 astor funcsigs pyyaml requests prettytable objgraph
-  Pillow scipy``; its import wants ``cv2``, which these scripts never use: put a folder holding
-  an empty ``cv2.py`` on ``PYTHONPATH`` when running pytest (the Fluid run inherits it).
+  parameter names. The Fluid 1.8.5 environment (pyenv's Python 3.8 and the registry) is built,
+  or reused, by ``eval "$(python -m tests.fluid18_env)"``, which sets the variable; the recipe is
+  tests/fluid18_env.py's docstring. CI runs these comparisons (tests/test_fluid18_in_ci.py).
   Besides the dense models, jobs fed variable-length sequences (LoD tensors, ``lod_level=1``):
   a CTR DNN over 8 id slots sharing one sparse table (sum-pooled) with Adam and an AUC, the
   book's LSTM sentiment classifier, GRU4Rec (a softmax over the items at every position) and

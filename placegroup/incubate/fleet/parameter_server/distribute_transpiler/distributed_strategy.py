@@ -50,7 +50,7 @@ _COMMUNICATOR = ("it tunes Fluid's communicator (its send threads, queues and RP
 
 
 def _runtime_defaults() -> dict:
-    """Fluid 1.8.5's communicator settings, as the strings its ``os.getenv`` gives (the
+    """Fluid 1.8.5's communicator settings, as the strings Fluid reads from the environment (the
     ``FLAGS_communicator_*`` variables are not read: they change nothing here)."""
     n = str(env_config.get("CPU_NUM"))
     return {"communicator_max_merge_var_num": n, "communicator_send_queue_size": n,
