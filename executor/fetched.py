@@ -13,9 +13,11 @@ plain ndarray but for:
   1.16 did; ``format(x, spec)`` with a spec (``"{:.4f}".format(loss)``) formats its one element
   (numpy refuses a spec for any array of more than 0 dims, 1.16 included; a script that writes
   one asks for the number). Other sizes fail as numpy fails;
-* ufuncs (arithmetic, ``np.mean``, ``x.sum()``) and numpy functions give plain ndarrays and
-  numpy scalars, so the type spreads no further than ``exe.run`` handed it out (views and
-  copies of it keep it);
+* arithmetic and the other ufuncs keep it where they give an array, as scripts accumulate a
+  fetched loss and print the result (``total += loss; print("%f" % (total / n))``, numpy 1.16
+  converted any size-1 array); a reduction to one number (``np.mean``, ``x.sum()``) gives a
+  numpy scalar, and numpy functions (``np.concatenate``, ``np.array``) give plain ndarrays, so
+  the type spreads no further than arithmetic on a fetch;
 * ``repr`` is ndarray's, and a pickle of it loads as a plain ndarray, without placegroup.
 
 ``operator.index`` (``range(acc)``) stays refused, as numpy 1.16 refused it for such arrays.
@@ -72,7 +74,9 @@ class FetchedArray(np.ndarray):
         result = getattr(ufunc, method)(*(_plain(x) for x in inputs), **kwargs)
         if out is not None:  # in place (``x += 1``): the caller keeps the object it passed
             return out[0] if len(out) == 1 else tuple(out)
-        return result
+        if isinstance(result, tuple):
+            return tuple(_kept(r) for r in result)
+        return _kept(result)
 
     def __array_function__(self, func, types, args, kwargs):
         return _plain_result(super().__array_function__(func, types, args, kwargs))
@@ -80,6 +84,10 @@ class FetchedArray(np.ndarray):
 
 def _plain(x: Any) -> Any:
     return x.view(np.ndarray) if isinstance(x, FetchedArray) else x
+
+
+def _kept(x: Any) -> Any:
+    return x.view(FetchedArray) if type(x) is np.ndarray else x
 
 
 def _plain_result(x: Any) -> Any:

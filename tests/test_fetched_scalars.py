@@ -1,6 +1,7 @@
 """Fetched values of shape [1] turn into Python numbers as Fluid-era scripts expect
 (``float(loss)``, ``"loss %f" % loss``, ``int(acc)``) on any numpy, numpy 2.4 included, and are
-plain ndarrays in every other way (NOTE(fetched-scalars) in executor/fetched.py): through
+ndarrays in every other way, arithmetic on them keeping the conversions (NOTE(fetched-scalars)
+in executor/fetched.py): through
 ``exe.run`` in one process, a CompiledProgram, a ParallelExecutor, an inference model loaded
 with ``fluid.io``, and a 2-trainer 1-pserver job over the loopback transport, whose trainers
 fetch their loss and a var the pserver holds.
@@ -79,8 +80,10 @@ LIKE_NDARRAY = [
     ("tolist", lambda f: f["loss"].tolist() == [float(f["loss"])]),
     ("indexing", lambda f: type(f["loss"][0]) is np.float32 and f["pred"][2, 0] == f["pred"].view(np.ndarray)[2, 0]),
     ("np.mean over a list", lambda f: type(np.mean([f["loss"], f["loss"]])) in (np.float32, np.float64)),
-    ("arithmetic is plain", lambda f: type(f["loss"] * 2 + 1) is np.ndarray and type(-f["pred"]) is np.ndarray),
-    ("comparison is plain", lambda f: type(f["loss"] > 0) is np.ndarray),
+    ("arithmetic keeps the conversions", lambda f: float(f["loss"] * 2 + 1) == float(f["loss"]) * 2 + 1
+     and isinstance(-f["pred"], FetchedArray) and (-f["pred"] == -f["pred"].view(np.ndarray)).all()),
+    ("accumulating then converting", lambda f: _accumulated(f["loss"]) == pytest.approx(float(f["loss"]) * 1.5)),
+    ("comparison", lambda f: bool(f["loss"] > 0) == bool(float(f["loss"]) > 0)),
     ("reductions are scalars", lambda f: type(f["pred"].sum()) is np.float32 and type(np.max(f["pred"])) is np.float32),
     ("numpy functions are plain", lambda f: type(np.concatenate([f["loss"], f["loss"]])) is np.ndarray
      and type(np.where(f["pred"] > 0, f["pred"], 0)) is np.ndarray and type(np.stack([f["loss"]])) is np.ndarray),
@@ -109,6 +112,14 @@ def _saved(x) -> bool:
     buf.seek(0)
     back = np.load(buf)
     return type(back) is np.ndarray and np.array_equal(back, x)
+
+
+def _accumulated(loss) -> float:
+    """What Fluid-era scripts do with a fetched loss: sum it over steps, print the mean."""
+    total = 0
+    for _ in range(3):
+        total += loss
+    return float(total / 2)
 
 
 @pytest.mark.parametrize("what, check", LIKE_NDARRAY, ids=[c[0] for c in LIKE_NDARRAY])

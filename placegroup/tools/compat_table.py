@@ -59,9 +59,10 @@ for arrays of shape [1] ("only 0-dimensional arrays can be converted to Python s
 rather than hold numpy below 2.4 (and show a deprecation warning from 1.25 on), every fetch
 (`Executor.run`, a CompiledProgram, ParallelExecutor, an inference model, a distributed
 trainer's fetch of a var a pserver holds) is a `FetchedArray`: an ndarray subclass with only
-those conversions added, whose arithmetic, reductions and numpy functions give plain ndarrays
-and numpy scalars, whose repr is ndarray's, and whose pickle loads as a plain ndarray
-(NOTE(fetched-scalars) in `executor/fetched.py`). `range(acc)` stays refused, as in numpy 1.16.
+those conversions added. Arithmetic on it keeps them (`total += loss; "%f" % (total / n)`),
+reductions give numpy scalars, numpy functions and `np.array(loss)` give plain ndarrays, its repr
+is ndarray's, and its pickle loads as a plain ndarray (NOTE(fetched-scalars) in
+`executor/fetched.py`). `range(acc)` stays refused, as in numpy 1.16.
 
 Parameter attributes take Fluid 1.8's forms (NOTE(attr-forms) in `placegroup/param_attr.py`):
 None or True (the default), False (no bias; a weight a layer needs is a ValueError), a name, an
