@@ -86,9 +86,19 @@ def _refuse_training_alone(program) -> None:
 
 class _Distributed:
     """What a distributed executor holds beside its plans: the link, the interpreter and
-    whether a pserver has served."""
+    whether a pserver has served.
+
+    NOTE(one-link-per-process): this process is one member of the job (``trainer:0``, say), and
+    its peers know it by that name: Fluid's communicator is process-wide, and Fluid scripts run
+    the startup program with one Executor and train with another (a second ``fluid.Executor``,
+    a ``ParallelExecutor``). So every Executor that runs a program of the same job as the same
+    member shares one ``_Distributed`` (``shared``): one link, one step count, one interpreter.
+    A second link under the same name would never be answered. Executors of other members
+    (the loopback tests run a whole job in one process) each have their own.
+    """
 
     def __init__(self, program, xp, peer_timeout, network) -> None:
+        self.key = _Distributed.key_of(program, network)
         self.cluster = Cluster.from_program(program)
         self.me = self.cluster.find(program.executor)
         policy = policy_for(program.cluster, self.me.role)
@@ -100,9 +110,29 @@ class _Distributed:
         self.interp = Interpreter(self.me, policy, self.link, xp)
         self.served = False
 
+    @staticmethod
+    def key_of(program, network) -> tuple:
+        """Which member of which job, over which network, ``program`` is run as."""
+        return program.cluster.digest, str(program.executor), id(network)
+
+    @classmethod
+    def shared(cls, program, xp, peer_timeout, network) -> "_Distributed":
+        """The open ``_Distributed`` of this member of the job, made at its first run
+        (NOTE(one-link-per-process)); the first Executor's place and peer timeout hold."""
+        dist = _open.get(cls.key_of(program, network))
+        if dist is None:
+            dist = cls(program, xp, peer_timeout, network)
+            _open[dist.key] = dist
+        return dist
+
+    @property
+    def closed(self) -> bool:
+        return _open.get(self.key) is not self
+
     def close(self) -> None:
+        if _open.get(self.key) is self:
+            del _open[self.key]
         self.link.close(self.interp.settle)
-        _open.discard(self)
 
 
 class Executor:
@@ -262,9 +292,8 @@ class Executor:
 
     def _run_distributed(self, program, feed, fetch_list, scope: Scope, return_numpy: bool, batches: int) -> list:
         dist = self._dist
-        if dist is None:
-            dist = self._dist = _Distributed(program, self.xp, self.peer_timeout, self.network)
-            _open.add(dist)
+        if dist is None or dist.closed:
+            dist = self._dist = _Distributed.shared(program, self.xp, self.peer_timeout, self.network)
         elif dist.cluster.find(program.executor) != dist.me:
             raise ProgramError(f"this executor is {dist.me}; the program was made for {program.executor}: "
                                f"use one Executor per role")
@@ -365,9 +394,10 @@ class Executor:
         if self._local.profile is not None:  # PLACEGROUP_PROFILE
             self._local.profile.report()
         if self._dist is not None:
-            self._dist.close()
-            if self._dist.interp.profile is not None:
-                self._dist.interp.profile.report()
+            if not self._dist.closed:  # another Executor of this member may have closed it
+                self._dist.close()
+                if self._dist.interp.profile is not None:
+                    self._dist.interp.profile.report()
             self._dist = None
 
 
@@ -438,7 +468,8 @@ def _set_guard(plan: Plan, me):
 # NOTE(exit-done): the distributed executors not closed yet, held strongly: a trainer that
 # exits without ``exe.close()`` (its Executor long collected) must still take its last
 # parameters, send what it posted and say done, or its pservers would wait for it.
-_open: "set[_Distributed]" = set()
+# the open distributed members of this process, by _Distributed.key_of (NOTE(one-link-per-process))
+_open: "dict[tuple, _Distributed]" = {}
 
 
 @atexit.register
@@ -446,5 +477,5 @@ def close_distributed() -> None:
     """Close every distributed executor of this process not closed yet: each takes its last
     parameters, sends what it posted and says done (Fluid's process-wide ``Executor.close``,
     which fleet's ``stop_worker`` calls; also run at exit, NOTE(exit-done))."""
-    for dist in list(_open):
+    for dist in list(_open.values()):
         dist.close()

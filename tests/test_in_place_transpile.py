@@ -127,11 +127,15 @@ def _one_process(data: Path, out: Path, python: str | None = None) -> dict:
     return dict(np.load(out))
 
 
-def test_a_book_style_script_launched_2x2_equals_one_process(tmp_path):
+@pytest.mark.parametrize("executors", ["one", "pe"])
+def test_a_book_style_script_launched_2x2_equals_one_process(executors, tmp_path):
+    """``pe``: the trainers train with a ParallelExecutor, a second executor beside the one that
+    ran the startup program; both speak for the same trainer (NOTE(one-link-per-process))."""
     data = _data(tmp_path / "data.npz")
     one = _one_process(data, tmp_path / "one.npz")
     out = io.StringIO()
-    code = launch(str(SCRIPT), [str(data), str(tmp_path / "dist")], 2, 2, out=out, grace=30 * TIME_FACTOR,
+    extra = ["pe"] if executors == "pe" else []
+    code = launch(str(SCRIPT), [str(data), str(tmp_path / "dist")] + extra, 2, 2, out=out, grace=30 * TIME_FACTOR,
                   paddle_compat=True)
     assert code == 0, out.getvalue()[-3000:]
     runs = [dict(np.load(tmp_path / f"dist.trainer{t}.npz")) for t in range(2)]

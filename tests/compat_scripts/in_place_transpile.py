@@ -5,8 +5,10 @@ with no program at all), and evaluates a ``clone(for_test=True)`` taken before `
 the parameters it holds. The pserver runs ``get_pserver_program`` and the startup program
 ``get_startup_program(endpoint, pserver_program)`` gives it.
 
-Run by tests/test_in_place_transpile.py as ``placegroup run SCRIPT DATA.npz OUT.npz`` and under
-``placegroup launch --paddle-compat`` (see _harness.py for DATA and OUT). OUT also holds
+Run by tests/test_in_place_transpile.py as ``placegroup run SCRIPT DATA.npz OUT.npz [pe]`` and
+under ``placegroup launch --paddle-compat`` (see _harness.py for DATA and OUT). With ``pe``, the
+trainer trains with a ``fluid.ParallelExecutor`` over the default main program, a second
+executor beside the one that ran the startup program, as PaddlePaddle/models' CTR scripts do. OUT also holds
 ``test_loss``: the for-test clone's loss on DATA's ``test_x``/``test_label`` after each step.
 In one process, the parameters start from DATA's ``init/<name>`` where it has them.
 """
@@ -27,7 +29,7 @@ def network():
     return fluid.layers.mean(fluid.layers.cross_entropy(input=prediction, label=label))
 
 
-def main(data_path, out_path):
+def main(data_path, out_path, parallel=False):
     data = np.load(data_path)
     avg_cost = network()
     test_program = fluid.default_main_program().clone(for_test=True)
@@ -57,7 +59,12 @@ def main(data_path, out_path):
     test_feed = {'x': data['test_x'], 'label': data['test_label']}
     losses, test_losses = [], []
     for step, feed in enumerate(batches(fluid, data, ['x', 'label'], place, trainer_id, trainers)):
-        if step % 2 == 0:
+        if parallel:
+            if step == 0:
+                pe = fluid.ParallelExecutor(use_cuda=False, loss_name=avg_cost.name,
+                                            main_program=fluid.default_main_program())
+            loss, = pe.run(fetch_list=[avg_cost.name], feed=feed)
+        elif step % 2 == 0:
             loss, = exe.run(fluid.default_main_program(), feed=feed, fetch_list=[avg_cost])
         else:
             loss, = exe.run(feed=feed, fetch_list=[avg_cost.name])
@@ -71,4 +78,4 @@ def main(data_path, out_path):
 
 
 if __name__ == '__main__':
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], sys.argv[3:] == ['pe'])
