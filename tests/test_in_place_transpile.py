@@ -55,15 +55,26 @@ def test_a_var_the_script_holds_stays_the_programs_var(fresh_programs, launch_en
 
 @pytest.mark.parametrize("how", ["current_endpoint", "environment"])
 def test_a_pserver_process_gets_its_own_part(how, fresh_programs, launch_env):
+    """TRAINING_ROLE=PSERVER says so; the endpoint comes from current_endpoint or POD_IP:PADDLE_INIT_PORT."""
     main, startup = fresh_programs
     build_fit_a_line()
     t = fluid.DistributeTranspiler()
     if how == "current_endpoint":
+        launch_env(TRAINING_ROLE="PSERVER")
         t.transpile(0, pservers=PS, trainers=2, current_endpoint="127.0.0.1:7165")
     else:
         launch_env(TRAINING_ROLE="PSERVER", POD_IP="127.0.0.1", PADDLE_INIT_PORT="7165")
         t.transpile(0, pservers=PS, trainers=2)
     assert str(main.executor) == str(startup.executor) == "pserver@127.0.0.1:7165"
+
+
+def test_a_pservers_endpoint_alone_does_not_make_a_pserver(fresh_programs, launch_env):
+    """Fluid ignores current_endpoint in pserver mode, and scripts in the style of its distributed
+    tests pass a pserver's endpoint from a trainer: the rewrite stays trainer trainer_id's."""
+    main, _ = fresh_programs
+    build_fit_a_line()
+    fluid.DistributeTranspiler().transpile(1, pservers=PS, trainers=2, current_endpoint="127.0.0.1:7165")
+    assert str(main.executor) == "trainer#1"
 
 
 def test_a_trainer_whose_endpoint_is_the_default_stays_a_trainer(fresh_programs, launch_env):

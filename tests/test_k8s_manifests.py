@@ -167,7 +167,6 @@ class _RecordingExecutor:
 
 @pytest.mark.parametrize("role", ["PSERVER", "TRAINER"])
 def test_transpile_from_env_makes_each_pod_what_it_is_meant_to_be(role, monkeypatch):
-    build_fit_a_line()
     pods = _pods(role)
     for job, i, env in pods:
         for name in config.SETTINGS:
@@ -175,7 +174,10 @@ def test_transpile_from_env_makes_each_pod_what_it_is_meant_to_be(role, monkeypa
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         exe = _RecordingExecutor()
-        prog, got_role, tid, n = fluid.transpile_from_env(exe)
+        main, startup = fluid.Program(), fluid.Program()  # each pod transpiles its own model
+        with fluid.program_guard(main, startup), fluid.unique_name.guard():
+            build_fit_a_line()
+        prog, got_role, tid, n = fluid.transpile_from_env(exe, main, startup)
         assert (got_role, n) == (role, len(_pods("TRAINER")))
         endpoint = f"{env['POD_IP']}:{env['PADDLE_INIT_PORT']}"
         if role == "PSERVER":  # it served (ran its program) and closed

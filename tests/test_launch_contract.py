@@ -158,9 +158,11 @@ def test_a_bare_ip_is_said_once_per_process(env, monkeypatch, caplog):
     monkeypatch.setattr(endpoints, "_said_bare_ip", False)
     build_fit_a_line()
     with caplog.at_level(logging.WARNING, logger="placegroup.transpiler"):
-        for _ in range(2):
+        main, startup = fluid.default_main_program(), fluid.default_startup_program()
+        for _ in range(2):  # transpile rewrites what it is given: each time a copy
             t = fluid.DistributeTranspiler()
-            t.transpile(trainer_id=0, pservers="127.0.0.1", trainers=1)
+            t.transpile(trainer_id=0, program=main.clone(), startup_program=startup.clone(), pservers="127.0.0.1",
+                        trainers=1)
     assert t.pserver_endpoints == ["127.0.0.1:6174"]
     said = [r.getMessage() for r in caplog.records if r.name == "placegroup.transpiler"]
     assert len(said) == 1, said

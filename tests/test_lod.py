@@ -611,7 +611,8 @@ def test_trainers_of_a_transpiled_job_pool_their_own_sequences():
     def role(name: str, k: int) -> None:
         try:
             t = fluid.DistributeTranspiler()
-            t.transpile(trainer_id=k, program=main, startup_program=startup, pservers=ps, trainers=2)
+            # each thread stands for a process: transpile rewrites what it is given, so a copy each
+            t.transpile(trainer_id=k, program=main.clone(), startup_program=startup.clone(), pservers=ps, trainers=2)
             ep = ps if name == "pserver" else None
             prog, sprog = t.get_program(ep, name), t.get_startup_program(ep, name)
             exe, scope = fluid.Executor(network=net), fluid.Scope()

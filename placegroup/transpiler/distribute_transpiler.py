@@ -67,9 +67,10 @@ class DistributeTranspiler:
             program, startup_program: the model (default: the default main and startup
                 programs); both are rewritten in place into this process's programs.
             sync_mode: merge the trainers' gradients each step (True) or apply each alone.
-            current_endpoint: this process's ``ip:port``. A pserver's (or ``TRAINING_ROLE=PSERVER``
-                with ``POD_IP:PADDLE_INIT_PORT`` a pserver) makes the rewrite the pserver's part;
-                otherwise it is trainer ``trainer_id``'s, as in Fluid.
+            current_endpoint: this process's ``ip:port``. With ``TRAINING_ROLE=PSERVER``, a
+                pserver's (or else ``POD_IP:PADDLE_INIT_PORT``) makes the rewrite that pserver's
+                part; otherwise the rewrite is trainer ``trainer_id``'s, as in Fluid, which does
+                not use this argument in pserver mode.
             merge_steps: m local steps make one round, whose mean gradient is applied once
                 (docs/distributed.md, "Modes"; dense gradients only).
 
@@ -108,44 +109,52 @@ class DistributeTranspiler:
         check_merge_steps(main, ctx.merge_steps)
         startup = startup_program or default_startup_program()
         self._job = run_passes(Job(main, startup), PASSES, ctx)
-        self._rewrite_in_place(main, startup, current_endpoint)
+        self._origin = (main, startup)
+        try:
+            self.rewrite_in_place(*self._process_part(current_endpoint))
+        except ConfigError:
+            # a trainer id this job has not: `get_program` says so when a trainer's part is asked
+            # for; the programs stay as they were, and the executor refuses to train them alone
+            pass
+        note_transpiled_job(self._job.main.cluster if self.pserver_endpoints else None)
 
     # NOTE(in-place-transpile): Fluid 1.8's transpile turns the program it was given (default: the
     # default main program) into the trainer's program, and the startup program likewise, so
     # Fluid scripts go on to run `fluid.default_main_program()`, `exe.run(fetch_list=[loss])` with
     # no program, or a reference taken before `transpile`, and train with the pservers. Here the
     # passes stay pure: they work on copies, and the one shared, placed program stays whole in
-    # `self._job` (what `get_program` cuts from and prog.bin saves). Only this method writes back,
-    # giving the caller's Program objects this process's part: a pserver's when this process is
-    # one (its endpoint among the pservers, by `current_endpoint` or TRAINING_ROLE=PSERVER with
-    # POD_IP:PADDLE_INIT_PORT), else trainer `trainer_id`'s. A forward-only clone taken before
-    # (`main.clone(for_test=True)`, how trainers evaluate) is untouched and runs locally on the
-    # parameters the trainer holds. Any other unplaced program that would update parameters is
-    # refused by the executor while this process belongs to a job with pservers
-    # (`transpiled_job()`), so a trainer never trains alone by mistake.
-    def _rewrite_in_place(self, main: Program, startup: Program, current_endpoint: str | None) -> None:
-        job = self._need()
-        try:
-            executor = self._process_executor(current_endpoint)
-        except ConfigError:
-            # a trainer id this job has not: `get_program` says so when a trainer's part is asked
-            # for; the programs stay as they were and the executor refuses to train them alone
-            executor = None
-        if executor is not None:
-            for mine, placed in ((main, job.main), (startup, job.startup)):
-                part = placed.clone()
-                part.executor = executor
-                mine.rewrite_from(part)
-        note_transpiled_job(job.main.cluster if self.pserver_endpoints else None)
+    # `self._job` (what `get_program` cuts from and prog.bin saves). Only `rewrite_in_place` writes
+    # back, giving the caller's Program objects this process's part: trainer `trainer_id`'s, as in
+    # Fluid, or a pserver's when TRAINING_ROLE=PSERVER says this process is one (`current_endpoint`
+    # alone does not: Fluid ignores it in pserver mode, and scripts pass a trainer's, or even a
+    # pserver's, endpoint there). A forward-only clone taken before (`main.clone(for_test=True)`,
+    # how trainers evaluate) is untouched and runs locally on the parameters the trainer holds.
+    # Any other unplaced program that would update parameters is refused by the executor while
+    # this process belongs to a job with pservers (`transpiled_job()`), so a trainer never trains
+    # alone by mistake.
+    def rewrite_in_place(self, endpoint: str | None, role: str) -> None:
+        """Rewrite the programs ``transpile`` was given into the part of executor (``endpoint``,
+        ``role``), as ``get_program`` would cut it (NOTE(in-place-transpile)). ``transpile`` does
+        this for this process already; fleet calls it for the server its role maker names.
 
-    def _process_executor(self, current_endpoint: str | None) -> ExecutorId:
-        """Which part of the job this process runs, for the in-place rewrite."""
-        role = config.get("TRAINING_ROLE")
-        endpoint = current_endpoint or f"{config.get('POD_IP')}:{config.get('PADDLE_INIT_PORT')}"
-        says_pserver = role == "PSERVER" or (role is None and current_endpoint is not None)
-        if says_pserver and endpoint in self.pserver_endpoints:
-            return self._executor(endpoint, "pserver")
-        return self._executor(self.current_endpoint if self.trainer_endpoints else None, "trainer")
+        Raises:
+            ConfigError: no such executor in the job (as ``get_program``).
+        """
+        job = self._need()
+        executor = self._executor(endpoint, role)
+        for mine, placed in zip(self._origin, (job.main, job.startup)):
+            part = placed.clone()
+            part.executor = executor
+            mine.rewrite_from(part)
+
+    def _process_part(self, current_endpoint: str | None) -> tuple[str | None, str]:
+        """(endpoint, role) of this process, for the in-place rewrite."""
+        if config.get("TRAINING_ROLE") == "PSERVER":
+            own = f"{config.get('POD_IP')}:{config.get('PADDLE_INIT_PORT')}"
+            for endpoint in (current_endpoint, own):
+                if endpoint in self.pserver_endpoints:
+                    return endpoint, "pserver"
+        return (self.current_endpoint if self.trainer_endpoints else None), "trainer"
 
     # -- the programs ------------------------------------------------------------------------
     def _need(self) -> Job:

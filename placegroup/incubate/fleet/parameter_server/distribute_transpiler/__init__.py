@@ -138,12 +138,13 @@ class DistributedTranspiler(Fleet):
         t = self._transpiler = DistributeTranspiler(config)
         servers = self.server_endpoints(to_string=True)
         # NOTE(in-place-transpile) in placegroup/transpiler/distribute_transpiler.py: transpile
-        # rewrites `main` and `startup` into this process's part (a server's, given its endpoint),
+        # rewrites `main` and `startup` into this process's part (a server's, by the role maker),
         # so fleet's programs and the default ones a Fluid script may run are the same objects.
         if self.is_server():
             endpoint = self.server_endpoints()[self.server_index()]
             t.transpile(trainer_id=0, program=main, pservers=servers, trainers=self.worker_num(),
                         startup_program=startup, current_endpoint=endpoint)
+            t.rewrite_in_place(endpoint, "pserver")  # the role maker's word, whatever the environment says
         else:
             t.transpile(trainer_id=self.worker_index(), program=main, pservers=servers,
                         trainers=self.worker_num(), startup_program=startup)
