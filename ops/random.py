@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from placegroup.ops.registry import Cut, Meta, Slot, check, register
+from placegroup.ops.tensor import SHAPE_INS, run_ints, static_shape
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -144,21 +145,37 @@ def _normal(xp, key: int, idx, mean: float = 0.0, std: float = 1.0):
     return mean + std * xp.sqrt(-2.0 * xp.log1p(-u1)) * xp.cos(2.0 * np.pi * u2)
 
 
-@register("uniform_random", ins=(), outs=("Out",), attrs={**_RAND_ATTRS, "min": -1.0, "max": 1.0, "per_step": False},
-          infer=_infer, role="init", cut=cut_counter, uses_step=True)
+def _shaped_infer(op: str):
+    """``infer`` of a random op that may read its shape at run time (NOTE(run-time-ints) in
+    ops/tensor.py)."""
+    return lambda ins, a: {"Out": Meta(static_shape(op, ins, a), a["dtype"])}
+
+
+def _run_shape(ins, a) -> dict:
+    """a with the shape read from ShapeTensor / ShapeTensorList when the op has them."""
+    if ins.get("ShapeTensor") is None and not ins.get("ShapeTensorList"):
+        return a
+    return {**a, "shape": run_ints(ins, "ShapeTensor", "ShapeTensorList", a["shape"])}
+
+
+@register("uniform_random", ins=SHAPE_INS, outs=("Out",),
+          attrs={**_RAND_ATTRS, "min": -1.0, "max": 1.0, "per_step": False},
+          infer=_shaped_infer("uniform_random"), role="init", cut=cut_counter, uses_step=True)
 def uniform_random(xp, ins, a, ctx):
     """Out ~ U[min, max), value at whole-var index i = f(seed, i) (f(seed, step, i) with
-    ``per_step``, NOTE(random-steps))."""
+    ``per_step``, NOTE(random-steps)); the shape may be read at run time."""
     lo, span, key = a["min"], a["max"] - a["min"], op_key(a, ctx)
-    return _generate(xp, a, ctx.rank, lambda idx: lo + span * uniform01(xp, key, idx))
+    return _generate(xp, _run_shape(ins, a), ctx.rank, lambda idx: lo + span * uniform01(xp, key, idx))
 
 
-@register("gaussian_random", ins=(), outs=("Out",), attrs={**_RAND_ATTRS, "mean": 0.0, "std": 1.0, "per_step": False},
-          infer=_infer, role="init", cut=cut_counter, uses_step=True)
+@register("gaussian_random", ins=SHAPE_INS, outs=("Out",),
+          attrs={**_RAND_ATTRS, "mean": 0.0, "std": 1.0, "per_step": False},
+          infer=_shaped_infer("gaussian_random"), role="init", cut=cut_counter, uses_step=True)
 def gaussian_random(xp, ins, a, ctx):
-    """Out ~ N(mean, std²) by Box-Muller on counters 2i and 2i+1."""
+    """Out ~ N(mean, std²) by Box-Muller on counters 2i and 2i+1; the shape may be read at run
+    time."""
     key = op_key(a, ctx)
-    return _generate(xp, a, ctx.rank, lambda idx: _normal(xp, key, idx, a["mean"], a["std"]))
+    return _generate(xp, _run_shape(ins, a), ctx.rank, lambda idx: _normal(xp, key, idx, a["mean"], a["std"]))
 
 
 # -- truncated_gaussian_random (TruncatedNormal) ---------------------------------------------

@@ -22,7 +22,7 @@ import numpy as np
 
 from placegroup.errors import ProgramError
 from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, grad_of, register
-from placegroup.ops.tensor import _reshape_target
+from placegroup.ops.tensor import _reshape_target, run_ints, unknown_entries
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -171,16 +171,28 @@ def _reshape2_shape(shape, a) -> tuple:
 
 def _reshape2_infer(ins, a):
     x = ins["X"]
-    return {"Out": Meta(_reshape2_shape(tuple(x.shape), a), x.dtype), "XShape": Meta((0,) + tuple(x.shape), x.dtype)}
+    xshape = Meta((0,) + tuple(x.shape), x.dtype)
+    if ins.get("ShapeTensor"):  # some dims given at run time: the others are known when not -1
+        shape, unknown = unknown_entries("reshape2", ins, "", "ShapeTensor", a["shape"])
+        check(all(d != 0 or i in unknown or i < len(x.shape) for i, d in enumerate(shape)),
+              f"reshape2: shape {list(a['shape'])} copies a dim (a 0) that X{list(x.shape)} does not have")
+        out = tuple(-1 if i in unknown or d == -1 else x.shape[i] if d == 0 else d for i, d in enumerate(shape))
+        return {"Out": Meta(out, x.dtype), "XShape": xshape}
+    return {"Out": Meta(_reshape2_shape(tuple(x.shape), a), x.dtype), "XShape": xshape}
 
 
-@register("reshape2", ins=("X",), outs=("Out", "XShape"), attrs={"shape": []}, infer=_reshape2_infer,
+@register("reshape2", ins=("X", Slot("ShapeTensor", duplicable=True, dispensable=True, no_grad=True)),
+          outs=("Out", "XShape"), attrs={"shape": []}, infer=_reshape2_infer,
           grad=grad_of(("X",), uses=(), outs=("XShape",)))
 def reshape2(xp, ins, a, ctx):
     """Out = X with shape ``shape`` (a 0 copies X's dim at that index, one -1 is inferred), as
-    the op ``fluid.layers.reshape`` appends; XShape as NOTE(xshape). The run-time ``Shape`` and
-    ``ShapeTensor`` inputs of Fluid's op are not supported (the layer refuses them)."""
+    the op ``fluid.layers.reshape`` appends; XShape as NOTE(xshape). ``ShapeTensor``, one [1]
+    int tensor per dim, gives the shape at run time instead (NOTE(run-time-ints) in
+    ops/tensor.py); the ``Shape`` input of Fluid's op (``actual_shape``) is not supported (the
+    layer refuses it)."""
     x = ins["X"]
+    if ins.get("ShapeTensor"):
+        a = {**a, "shape": run_ints(ins, "", "ShapeTensor", a["shape"])}
     return {"Out": x.reshape(_reshape2_shape(x.shape, a)), "XShape": _xshape(xp, x)}
 
 
@@ -306,18 +318,20 @@ def unstack_grad(xp, ins, a, ctx):
 # -- slice, crop_tensor, pad, pad2d, reverse ------------------------------------------------
 
 
-def _slice_plan(shape, a):
+def _slice_plan(shape, a, unknown=frozenset()):
     """(per-dim slices, Out's shape before decrease_axis, Out's shape) for Fluid 1.8's slice:
     a negative start/end counts from the end, then start >= 0 and 0 <= end <= dim are
-    clamped, and end must stay greater than start. An unknown (-1) dim stays -1."""
+    clamped, and end must stay greater than start. An unknown (-1) dim stays -1, and so does
+    the dim of each entry in ``unknown`` (positions in ``axes`` whose start or end is read at
+    run time, NOTE(run-time-ints) in ops/tensor.py)."""
     axes, starts, ends = list(a["axes"]), list(a["starts"]), list(a["ends"])
     check(len(axes) == len(starts) == len(ends), f"slice: axes {axes}, starts {starts} and ends {ends} "
                                                  f"differ in length")
     idx, full = [slice(None)] * len(shape), list(shape)
-    for ax, s0, e0 in zip(axes, starts, ends):
+    for i, (ax, s0, e0) in enumerate(zip(axes, starts, ends)):
         ax = _axis("slice", ax, shape, "axes entry", slot="Input")
         d = shape[ax]
-        if d == -1:
+        if d == -1 or i in unknown:
             full[ax] = -1
             continue
         s = max(s0 + d if s0 < 0 else s0, 0)
@@ -336,21 +350,52 @@ def _slice_plan(shape, a):
 _SLICE_ATTRS = {"axes": [], "starts": [], "ends": [], "infer_flags": [], "decrease_axis": []}
 
 
-@register("slice", ins=("Input",), outs=("Out",), attrs=_SLICE_ATTRS,
-          infer=lambda ins, a: {"Out": Meta(_slice_plan(ins["Input"].shape, a)[2], ins["Input"].dtype)},
-          grad=grad_of(("Input",)))
+def _int_ins(*names) -> tuple:
+    """The run-time int inputs of a slice op (NOTE(run-time-ints) in ops/tensor.py): for each
+    of ``names`` (``Starts``), a whole tensor (``StartsTensor``) and a list of [1] tensors."""
+    return tuple(s for n in names for s in (Slot(n + "Tensor", dispensable=True, no_grad=True),
+                                            Slot(n + "TensorList", duplicable=True, dispensable=True, no_grad=True)))
+
+
+def _static_attrs(op: str, ins, a, keys) -> tuple:
+    """(a's ``keys`` lists with placeholders where read at run time, the positions read at run
+    time), for ``infer``."""
+    out, unknown = dict(a), set()
+    for k in keys:
+        name = k.capitalize()
+        out[k], u = unknown_entries(op, ins, name + "Tensor", name + "TensorList", a[k], a["infer_flags"])
+        unknown |= u
+    return out, unknown
+
+
+def _run_attrs(ins, a, keys) -> dict:
+    """a with its ``keys`` lists read from the op's run-time int inputs where it has them."""
+    return {**a, **{k: run_ints(ins, k.capitalize() + "Tensor", k.capitalize() + "TensorList", a[k]) for k in keys}}
+
+
+_SLICE_KEYS = ("starts", "ends")
+_SLICE_INS = ("Input",) + _int_ins("Starts", "Ends")
+
+
+def _slice_infer(ins, a):
+    attrs, unknown = _static_attrs("slice", ins, a, _SLICE_KEYS)
+    return {"Out": Meta(_slice_plan(ins["Input"].shape, attrs, unknown)[2], ins["Input"].dtype)}
+
+
+@register("slice", ins=_SLICE_INS, outs=("Out",), attrs=_SLICE_ATTRS, infer=_slice_infer, grad=grad_of(("Input",)))
 def slice_(xp, ins, a, ctx):
     """Out = Input[starts:ends] along ``axes``, clamped as Fluid 1.8 (``_slice_plan``); the
-    size-1 dims in ``decrease_axis`` are dropped ([1] if none is left)."""
+    size-1 dims in ``decrease_axis`` are dropped ([1] if none is left). Starts and ends may
+    come from int tensors (NOTE(run-time-ints) in ops/tensor.py)."""
     x = ins["Input"]
-    idx, _, out = _slice_plan(x.shape, a)
+    idx, _, out = _slice_plan(x.shape, _run_attrs(ins, a, _SLICE_KEYS))
     return {"Out": x[idx].reshape(out)}
 
 
-@register("slice_grad", ins=("Input", "Out@GRAD"), outs=("Input@GRAD",), attrs=_SLICE_ATTRS, role="backward")
+@register("slice_grad", ins=_SLICE_INS + ("Out@GRAD",), outs=("Input@GRAD",), attrs=_SLICE_ATTRS, role="backward")
 def slice_grad(xp, ins, a, ctx):
     x, g = ins["Input"], ins["Out@GRAD"]
-    idx, full, _ = _slice_plan(x.shape, a)
+    idx, full, _ = _slice_plan(x.shape, _run_attrs(ins, a, _SLICE_KEYS))
     dx = xp.zeros(x.shape, dtype=g.dtype)
     dx[idx] = g.reshape(full)
     return {"Input@GRAD": dx}
@@ -679,18 +724,19 @@ def _strided_dim(d: int, s0: int, e0: int, st: int):
     return slice(first, last + 1, st) if st > 0 else slice(last, first - 1 if first else None, st)
 
 
-def _strided_plan(shape, a):
+def _strided_plan(shape, a, unknown=frozenset()):
     """(per-dim slices, Out's shape before decrease_axis, Out's shape), as Fluid 1.8 slices
-    (NOTE(strided-slice-1.8)); an empty slice is an error, as in Paddle."""
+    (NOTE(strided-slice-1.8)); an empty slice is an error, as in Paddle. The dims of the
+    entries in ``unknown`` (read at run time) stay -1, as ``_slice_plan``'s."""
     axes, starts, ends, strides = (list(a[k]) for k in ("axes", "starts", "ends", "strides"))
     check(len(axes) == len(starts) == len(ends) == len(strides),
           f"strided_slice: axes {axes}, starts {starts}, ends {ends} and strides {strides} differ in length")
     idx, full = [slice(None)] * len(shape), list(shape)
-    for ax, s0, e0, st in zip(axes, starts, ends, strides):
+    for i, (ax, s0, e0, st) in enumerate(zip(axes, starts, ends, strides)):
         ax = _axis("strided_slice", ax, shape, "axes entry", slot="Input")
-        check(st != 0, f"strided_slice: strides {strides} holds a 0 (axis {ax})")
+        check(st != 0 or i in unknown, f"strided_slice: strides {strides} holds a 0 (axis {ax})")
         d = shape[ax]
-        if d == -1:
+        if d == -1 or i in unknown:
             full[ax] = -1
             continue
         sl = _strided_dim(d, s0, e0, st)
@@ -704,8 +750,16 @@ def _strided_plan(shape, a):
     return tuple(idx), tuple(full), tuple(d for i, d in enumerate(full) if i not in dec) or (1,)
 
 
-@register("strided_slice", ins=("Input",), outs=("Out",), attrs=_STRIDED_ATTRS,
-          infer=lambda ins, a: {"Out": Meta(_strided_plan(ins["Input"].shape, a)[2], ins["Input"].dtype)},
+_STRIDED_KEYS = ("starts", "ends", "strides")
+_STRIDED_INS = ("Input",) + _int_ins("Starts", "Ends", "Strides")
+
+
+def _strided_infer(ins, a):
+    attrs, unknown = _static_attrs("strided_slice", ins, a, _STRIDED_KEYS)
+    return {"Out": Meta(_strided_plan(ins["Input"].shape, attrs, unknown)[2], ins["Input"].dtype)}
+
+
+@register("strided_slice", ins=_STRIDED_INS, outs=("Out",), attrs=_STRIDED_ATTRS, infer=_strided_infer,
           grad=grad_of(("Input",)))
 def strided_slice(xp, ins, a, ctx):
     """Out = Input[starts:ends:strides] along ``axes`` (a negative stride walks backwards), the
@@ -720,15 +774,15 @@ def strided_slice(xp, ins, a, ctx):
     |stride|) over the clamped range. We keep 1.8's entries (checked over a sweep of starts,
     ends and strides against Paddle 1.8.5; Paddle 2.6 slices as numpy does)."""
     x = ins["Input"]
-    idx, _, out = _strided_plan(x.shape, a)
+    idx, _, out = _strided_plan(x.shape, _run_attrs(ins, a, _STRIDED_KEYS))
     return {"Out": x[idx].reshape(out)}
 
 
-@register("strided_slice_grad", ins=("Input", "Out@GRAD"), outs=("Input@GRAD",), attrs=_STRIDED_ATTRS,
+@register("strided_slice_grad", ins=_STRIDED_INS + ("Out@GRAD",), outs=("Input@GRAD",), attrs=_STRIDED_ATTRS,
           role="backward")
 def strided_slice_grad(xp, ins, a, ctx):
     x, g = ins["Input"], ins["Out@GRAD"]
-    idx, full, _ = _strided_plan(x.shape, a)
+    idx, full, _ = _strided_plan(x.shape, _run_attrs(ins, a, _STRIDED_KEYS))
     dx = xp.zeros(x.shape, dtype=g.dtype)
     dx[idx] = g.reshape(full)
     return {"Input@GRAD": dx}

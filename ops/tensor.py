@@ -15,11 +15,65 @@ def _cut_shape(a, cut: Cut) -> dict:
     return {**a, "shape": list(cut.shape)}
 
 
-@register("fill_constant", ins=(), outs=("Out",), attrs={"shape": [1], "value": 0.0, "dtype": "float32"},
-          infer=lambda ins, a: {"Out": Meta(tuple(a["shape"]), a["dtype"])}, role="init", cut=_cut_shape)
+# NOTE(run-time-ints): Fluid 1.8 lets some layers take a list of ints as Variables (a shape in
+# fill_constant or uniform_random, a slice's starts, ends and strides): the op then reads them
+# from inputs, either one int tensor holding the whole list (``ShapeTensor``, ``StartsTensor``)
+# or one [1] int tensor per entry (``ShapeTensorList``, ``StartsTensorList``; the layer makes a
+# constant tensor for each Python int among them). The whole tensor wins over the list and the
+# list over the attr, as in Fluid's kernels. When the program is built such an entry is
+# unknown: ``infer`` gives -1 for the dims it decides, and the kernel reads the values each run
+# (``run_ints``), so they may change from step to step (``fluid.layers.shape(x)[0]``, the
+# batch size).
+
+
+def run_ints(ins, whole: str, each: str, attr) -> list:
+    """The ints an op reads from input ``whole``, else from the [1] tensors of ``each``, else
+    from ``attr`` (NOTE(run-time-ints))."""
+    if ins.get(whole) is not None:
+        return [int(v) for v in ins[whole].reshape(-1).tolist()]
+    if ins.get(each):
+        return [int(t.reshape(-1)[0]) for t in ins[each]]
+    return [int(v) for v in attr]
+
+
+def unknown_entries(op: str, ins, whole: str, each: str, attr, flags=None) -> tuple:
+    """(``attr`` with a placeholder 0 at each entry known only at run time, the set of their
+    positions): every entry when ``whole`` is given, the entries of ``each`` whose attr value
+    is -1 (or whose ``flags`` entry is -1, for a slice's ``infer_flags``) when it is."""
+    if ins.get(whole) is not None:
+        shape = ins[whole].shape
+        check(len(shape) == 1 and shape[0] >= 0, f"{op}: {whole} must be a 1-D int tensor of known length, got "
+                                                 f"shape {list(shape)}; give the list as a Python list instead")
+        return [0] * shape[0], set(range(shape[0]))
+    vals = [int(v) for v in attr]
+    if ins.get(each):
+        n = len(ins[each])
+        check(len(vals) in (0, n), f"{op}: {each} holds {n} tensors but its attr holds {len(vals)} entries {vals}")
+        vals = vals or [-1] * n
+        flags = list(flags) if flags is not None and len(flags) == n else vals
+        unknown = {i for i, f in enumerate(flags) if f == -1}
+        return [0 if i in unknown else v for i, v in enumerate(vals)], unknown
+    return vals, set()
+
+
+SHAPE_INS = (Slot("ShapeTensor", dispensable=True, no_grad=True),
+              Slot("ShapeTensorList", duplicable=True, dispensable=True, no_grad=True))
+
+
+def static_shape(op: str, ins, a) -> tuple:
+    """An op's ``shape`` attr as ``infer`` sees it: -1 for each dim given at run time."""
+    shape, unknown = unknown_entries(op, ins, "ShapeTensor", "ShapeTensorList", a["shape"])
+    return tuple(-1 if i in unknown else d for i, d in enumerate(shape))
+
+
+@register("fill_constant", ins=SHAPE_INS, outs=("Out",), attrs={"shape": [1], "value": 0.0, "dtype": "float32"},
+          infer=lambda ins, a: {"Out": Meta(static_shape("fill_constant", ins, a), a["dtype"])}, role="init",
+          cut=_cut_shape)
 def fill_constant(xp, ins, a, ctx):
-    """Out = a tensor of ``shape`` filled with ``value``."""
-    return {"Out": xp.full(tuple(a["shape"]), a["value"], dtype=a["dtype"])}
+    """Out = a tensor of ``shape`` filled with ``value`` (the shape read from ShapeTensor or
+    ShapeTensorList when given, NOTE(run-time-ints))."""
+    shape = tuple(run_ints(ins, "ShapeTensor", "ShapeTensorList", a["shape"]))
+    return {"Out": xp.full(shape, a["value"], dtype=a["dtype"])}
 
 
 @register("increment", ins=(Slot("X", no_grad=True),), outs=("Out",), attrs={"step": 1.0},

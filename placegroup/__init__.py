@@ -41,7 +41,7 @@ from placegroup.parallel_executor import ParallelExecutor  # noqa: E402
 from placegroup import average, clip, install_check  # noqa: E402
 from placegroup import profiler  # noqa: E402  (fluid.profiler)
 from placegroup.io import load, load_program_state, save, set_program_state  # noqa: E402
-from placegroup.core import LoDTensor, Tensor  # noqa: E402
+from placegroup.core import LoDTensor, LoDTensorArray, Tensor  # noqa: E402
 from placegroup.lod_tensor import create_lod_tensor, create_random_int_lodtensor  # noqa: E402
 from placegroup.input import data, embedding, one_hot  # noqa: E402
 from placegroup.switches import (device_guard, disable_dygraph, disable_imperative, enable_dygraph,  # noqa: E402
@@ -69,7 +69,7 @@ __all__ = [
 ]
 __all__ += ["BuildStrategy", "CompiledProgram", "ExecutionStrategy", "ParallelExecutor", "compiler", "cpu_places",
             "cuda_pinned_places", "cuda_places"]
-__all__ += ["LoDTensor", "Tensor", "WeightNormParamAttr", "create_lod_tensor", "create_random_int_lodtensor", "average", "clip", "install_check", "load", "load_program_state", "save",
+__all__ += ["LoDTensor", "LoDTensorArray", "Tensor", "WeightNormParamAttr", "create_lod_tensor", "create_random_int_lodtensor", "average", "clip", "install_check", "load", "load_program_state", "save",
             "set_program_state", "data", "gradients", "device_guard", "disable_dygraph", "disable_imperative", "embedding", "enable_dygraph",
             "enable_imperative", "get_flags", "in_dygraph_mode", "learning_rate_decay", "memory_optimize",
             "name_scope", "one_hot", "release_memory", "require_version", "set_flags"]

@@ -5,8 +5,8 @@ Fluid 1.x scripts reach these through ``fluid.core`` as well (``fluid.core.CPUPl
 ``EOFException``, which ``exe.run`` raises at the end of a reader's data
 (placegroup/io/data_loader.py), and ``LoDTensor`` (also ``Tensor``): the value type of
 placegroup/values.py itself, so what ``fluid.create_lod_tensor`` makes, what ``DataFeeder``
-feeds and what ``exe.run(..., return_numpy=False)`` returns are one class. The rest raise
-``NotImplementedInPlacegroup`` (docs/fluid_compat.md).
+feeds and what ``exe.run(..., return_numpy=False)`` returns are one class, and ``LoDTensorArray``, a list of
+them. The rest raise ``NotImplementedInPlacegroup`` (docs/fluid_compat.md).
 
 Example::
 
@@ -24,8 +24,65 @@ from placegroup.ir.places import CPUPlace, CUDAPinnedPlace, CUDAPlace, is_compil
 from placegroup.reader_registry import EOFException
 from placegroup.values import LoDTensor
 
-__all__ = ["CPUPlace", "CUDAPinnedPlace", "CUDAPlace", "EOFException", "LoDTensor", "Scope", "Tensor",
-           "is_compiled_with_cuda"]
+__all__ = ["CPUPlace", "CUDAPinnedPlace", "CUDAPlace", "EOFException", "LoDTensor", "LoDTensorArray", "Scope",
+           "Tensor", "is_compiled_with_cuda"]
 
 
 Tensor = LoDTensor
+
+
+class LoDTensorArray:
+    """An array of ``LoDTensor``s, as Fluid's ``core.LoDTensorArray``: ``append``, ``len``,
+    ``[i]`` (read and write) and iteration.
+
+    What a fetch of a tensor-array var would give; placegroup's programs have no such vars, so
+    ``exe.run(..., return_numpy=False)`` never returns one, and ``isinstance(out,
+    fluid.core.LoDTensorArray)`` (which Fluid programs ask of each fetched value) is False for
+    every fetched ``LoDTensor``. Like Fluid's, it is not a ``list``. Not thread-safe.
+
+    Example::
+
+        arr = fluid.core.LoDTensorArray()
+        t = fluid.core.LoDTensor()
+        t.set(np.ones([2, 3], "float32"), fluid.CPUPlace())
+        arr.append(t)
+        len(arr), arr[0].shape()          # 1, [2, 3]
+    """
+
+    def __init__(self) -> None:
+        self._items: list = []
+
+    @staticmethod
+    def _checked(tensor) -> LoDTensor:
+        if not isinstance(tensor, LoDTensor):
+            raise TypeError(f"LoDTensorArray holds LoDTensors, got {type(tensor).__name__}; wrap an array a as "
+                            f"t = fluid.LoDTensor(); t.set(a, fluid.CPUPlace())")
+        return tensor
+
+    def append(self, tensor) -> None:
+        """Append ``tensor`` (a LoDTensor) to the end.
+
+        Raises:
+            TypeError: ``tensor`` is not a LoDTensor.
+        """
+        self._items.append(self._checked(tensor))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, i: int) -> LoDTensor:
+        return self._items[i]
+
+    def __setitem__(self, i: int, tensor) -> None:
+        self._items[i] = self._checked(tensor)
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def _move_to_list(self) -> list:
+        """The tensors as a list; the array is left empty (Fluid's name)."""
+        items, self._items = self._items, []
+        return items
+
+    def __repr__(self) -> str:
+        return f"LoDTensorArray({len(self._items)} tensors)"

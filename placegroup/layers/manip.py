@@ -158,15 +158,43 @@ def unstack(x, axis: int = 0, num=None):
 # -- slices and pads ------------------------------------------------------------------------
 
 
+def _run_time_lists(layer: str, axes, lists: dict) -> tuple:
+    """(inputs, attrs) of a slice op whose ``lists`` (starts, ends, strides) may be int
+    Variables or hold them, as Fluid 1.8 builds them (NOTE(run-time-ints) in ops/tensor.py): a
+    Variable is the ``<Key>Tensor`` input (its attr empty), a list with Variables the
+    ``<Key>TensorList`` input (their attr entries -1); ``infer_flags`` is -1 for each entry read
+    at run time."""
+    axes = _ints(layer, "axes", axes)
+    inputs, attrs, flags = {}, {"axes": axes}, [1] * len(axes)
+    for key, value in lists.items():
+        name = key.capitalize()
+        if isinstance(value, Variable):
+            inputs[name + "Tensor"], attrs[key], flags = [value], [], [-1] * len(axes)
+            value.stop_gradient = True
+            continue
+        value = list(value)
+        if any(isinstance(v, Variable) for v in value):
+            inputs[name + "TensorList"] = [v if isinstance(v, Variable) else fill_constant([1], "int32", int(v))
+                                           for v in value]
+            for i, v in enumerate(value):
+                if isinstance(v, Variable):
+                    v.stop_gradient = True
+                    flags[i] = -1
+            attrs[key] = [-1 if isinstance(v, Variable) else int(v) for v in value]
+        else:
+            attrs[key] = [int(v) for v in value]
+    return inputs, {**attrs, "infer_flags": flags, "decrease_axis": []}
+
+
 def slice(input, axes, starts, ends):  # noqa: A001  (Fluid's name)
     """``input[starts[i]:ends[i]]`` along each of ``axes``; negative starts and ends count from
     the end, ends past the dim are clamped to it, and what is left must not be empty.
+    ``starts`` and ``ends`` may be int Variables, or lists holding them, read at run time.
 
     Example: ``L.slice(x, axes=[1], starts=[0], ends=[-1])`` drops the last column.
     """
-    axes, starts, ends = (_ints("slice", w, v) for w, v in (("axes", axes), ("starts", starts), ("ends", ends)))
-    return _op("slice", "slice", {"Input": input},
-               {"axes": axes, "starts": starts, "ends": ends, "infer_flags": [1] * len(axes), "decrease_axis": []})
+    inputs, attrs = _run_time_lists("slice", axes, {"starts": starts, "ends": ends})
+    return _op("slice", "slice", {"Input": input, **inputs}, attrs)
 
 
 def crop_tensor(x, shape=None, offsets=None, name=None):
@@ -478,15 +506,13 @@ def strided_slice(input, axes, starts, ends, strides):
     from the end, a negative stride walks backwards, and what is left must not be empty. A
     negative stride takes the entries Fluid 1.8 takes, anchored at the end: ``starts=[5],
     ends=[-100], strides=[-2]`` of 7 entries gives entries 4, 2, 0 (NOTE(strided-slice-1.8)
-    in ops/shape.py).
+    in ops/shape.py). ``starts``, ``ends`` and ``strides`` may be int Variables, or lists holding
+    them, read at run time.
 
     Example: ``L.strided_slice(x, axes=[1], starts=[0], ends=[8], strides=[2])`` keeps even columns.
     """
-    lists = [_ints("strided_slice", w, v) for w, v in (("axes", axes), ("starts", starts), ("ends", ends),
-                                                       ("strides", strides))]
-    attrs = dict(zip(("axes", "starts", "ends", "strides"), lists))
-    return _op("strided_slice", "strided_slice", {"Input": input},
-               {**attrs, "infer_flags": [1] * len(lists[0]), "decrease_axis": []})
+    inputs, attrs = _run_time_lists("strided_slice", axes, {"starts": starts, "ends": ends, "strides": strides})
+    return _op("strided_slice", "strided_slice", {"Input": input, **inputs}, attrs)
 
 
 def pixel_shuffle(x, upscale_factor: int):

@@ -1,11 +1,12 @@
 """Python operators on Variables (``x * 2``, ``a + b``, ``1 - x``): each appends an
-elementwise op, as in Fluid. The IR's Variable knows nothing of layers; importing the layers
+elementwise op, as in Fluid; ``x[i]`` appends a slice op (placegroup/layers/indexing.py). The IR's Variable knows nothing of layers; importing the layers
 package installs these operators on it (``monkey_patch_variable``), as Fluid's own
 math_op_patch does."""
 from __future__ import annotations
 
 from placegroup.ir.variable import Variable
 from placegroup.layer_helper import LayerHelper
+from placegroup.layers.indexing import getitem
 
 _BINARY = {"add": "elementwise_add", "sub": "elementwise_sub", "mul": "elementwise_mul",
            "truediv": "elementwise_div"}
@@ -38,8 +39,21 @@ def _method(op_type: str, reverse: bool):
     return method
 
 
+def _not_iterable(self):
+    raise TypeError(f"a Variable is not iterable ({self.name}{list(self.shape or [])}); index it, as in {self.name}[0], "
+                    f"or unstack it")
+
+
 def monkey_patch_variable() -> None:
-    """Give ``Variable`` its ``+ - * /`` (and the reflected forms)."""
+    """Give ``Variable`` its ``+ - * /`` (and the reflected forms) and ``x[i]``.
+
+    NOTE(variable-iter): with ``__getitem__`` alone Python would iterate a Variable by indexing
+    it 0, 1, 2, ... until an IndexError that never comes (a dim of -1 has no end), appending
+    slice ops forever: ``list(var)`` or ``tuple(shape)`` of a Variable shape must fail at once
+    instead, so ``__iter__`` raises TypeError (Fluid 1.8 has no ``__iter__`` and loops).
+    """
     for name, op_type in _BINARY.items():
         setattr(Variable, f"__{name}__", _method(op_type, False))
         setattr(Variable, f"__r{name}__", _method(op_type, True))
+    Variable.__getitem__ = getitem
+    Variable.__iter__ = _not_iterable

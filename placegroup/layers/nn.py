@@ -19,6 +19,7 @@ import math
 
 from placegroup.ir.framework import Variable
 from placegroup.layer_helper import LayerHelper
+from placegroup.layers.tensor import shape_inputs
 
 __all__ = ["fc", "embedding", "mean", "square_error_cost", "cross_entropy", "softmax_with_cross_entropy",
            "relu", "sigmoid", "tanh", "softmax", "matmul", "scale", "reshape", "split", "topk",
@@ -263,20 +264,23 @@ def reshape(x, shape, actual_shape=None, act=None, inplace: bool = False, name=N
 
     Raises:
         ProgramError: when the shape cannot hold x's elements.
-        ValueError: for ``actual_shape`` or a Variable in ``shape`` (run-time shapes), which
-            are not supported.
+        ValueError: for ``actual_shape`` or a ``shape`` that is one Variable, which are not
+            supported; a list may hold int Variables (read at run time).
 
     Example::
 
         flat = fluid.layers.reshape(img, shape=[0, -1])   # [N, C, H, W] -> [N, C*H*W]
     """
-    if actual_shape is not None or isinstance(shape, Variable) or any(isinstance(d, Variable) for d in shape):
-        raise ValueError("reshape: actual_shape or a Variable in shape (a run-time shape) is not supported; pass "
-                         "a static shape with 0 (copy) and -1 (infer)")
+    if actual_shape is not None or isinstance(shape, Variable):
+        raise ValueError("reshape: actual_shape, or a shape given as one Variable, is not supported; pass a list "
+                         "of ints (0: copy, -1: infer) and int Variables")
     helper = LayerHelper("reshape2", name=name)
     out = helper.create_variable_for_type_inference(x.dtype)
     x_shape = helper.create_variable_for_type_inference(x.dtype, stop_gradient=True)
-    helper.append_op("reshape2", {"X": [x]}, {"Out": [out], "XShape": [x_shape]}, {"shape": [int(d) for d in shape]})
+    inputs, dims = shape_inputs("reshape", shape)
+    if "ShapeTensorList" in inputs:  # reshape2 names its list ShapeTensor
+        inputs = {"ShapeTensor": inputs["ShapeTensorList"]}
+    helper.append_op("reshape2", {"X": [x], **inputs}, {"Out": [out], "XShape": [x_shape]}, {"shape": dims})
     return helper.append_activation(out, act)
 
 

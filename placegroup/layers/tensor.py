@@ -3,8 +3,10 @@ arange) and random tensors (Fluid 1.8's tensor.py and the random layers of its n
 
 Random layers append counter-based ops (ops/random.py): a given seed draws the same numbers
 every step, as in Fluid; no seed (or 0) gives the op a seed of its own and new numbers each
-step (NOTE(layer-seeds)). Shapes are Python ints here; a shape given as a Variable is a
-ValueError that says so. Building a program is single-threaded, as in Fluid.
+step (NOTE(layer-seeds)). ``fill_constant``, ``ones``, ``zeros``, ``uniform_random`` and
+``gaussian_random`` take a shape with int Variables in it, read at run time (``shape_inputs``);
+elsewhere a shape given as a Variable is a ValueError that says so. Building a program is
+single-threaded, as in Fluid.
 
 Example::
 
@@ -144,8 +146,39 @@ def assign(input, output=None):
     return output
 
 
+def shape_inputs(layer: str, shape) -> tuple:
+    """(the op's ShapeTensor / ShapeTensorList inputs, its ``shape`` attr) for a ``shape`` given
+    as Python ints, as an int Variable, or as a list holding int Variables, built as Fluid 1.8
+    builds them (NOTE(run-time-ints) in ops/tensor.py): a Variable is the ``ShapeTensor``; in a
+    list, each Variable is an entry of ``ShapeTensorList`` (its attr entry -1) and each int an
+    int32 ``fill_constant`` beside it.
+
+    Raises:
+        TypeError: a Variable that is not int32 or int64.
+        ValueError: an empty list.
+    """
+    def checked(v):
+        if normalize_dtype(v.dtype) not in ("int32", "int64"):
+            raise TypeError(f"{layer}: shape entry {v.name} is {v.dtype}; a shape Variable must be int32 or int64")
+        v.stop_gradient = True
+        return v
+
+    if isinstance(shape, Variable):
+        return {"ShapeTensor": [checked(shape)]}, []
+    dims = list(shape)
+    if not dims:
+        raise ValueError(f"{layer}: shape must hold at least one entry, got {shape!r}")
+    if not any(isinstance(d, Variable) for d in dims):
+        return {}, [int(d) for d in dims]
+    tensors = [checked(d) if isinstance(d, Variable) else fill_constant([1], "int32", int(d)) for d in dims]
+    return {"ShapeTensorList": tensors}, [-1 if isinstance(d, Variable) else int(d) for d in dims]
+
+
 def fill_constant(shape, dtype, value, force_cpu: bool = False, out=None):
     """A var of ``shape`` filled with ``value``, recomputed each step (into ``out`` if given).
+
+    ``shape`` may be an int Variable or a list holding int Variables, read at run time
+    (``shape=[fluid.layers.shape(x)[0], 1]``: one row per example of the batch).
 
     Example::
 
@@ -153,9 +186,10 @@ def fill_constant(shape, dtype, value, force_cpu: bool = False, out=None):
     """
     helper = LayerHelper("fill_constant")
     dtype = normalize_dtype(dtype)
+    inputs, dims = shape_inputs("fill_constant", shape)
     out = out if out is not None else helper.create_variable_for_type_inference(dtype, stop_gradient=True)
-    helper.append_op("fill_constant", outputs={"Out": [out]},
-                     attrs={"shape": [int(d) for d in shape], "dtype": dtype, "value": float(value)},
+    helper.append_op("fill_constant", inputs, outputs={"Out": [out]},
+                     attrs={"shape": dims, "dtype": dtype, "value": float(value)},
                      role="forward")  # a step's constant, not a parameter's initializer
     return out
 
@@ -173,12 +207,15 @@ def ones(shape, dtype, force_cpu: bool = False):
 # -- creation -------------------------------------------------------------------------------
 
 
-def _shape(layer: str, shape) -> list:
-    """``shape`` as positive Python ints; a Variable (or a -1) is a ValueError naming the layer."""
+def _shape(layer: str, shape, run_time: dict | None = None) -> list:
+    """``shape`` as positive Python ints; a Variable (or a -1) is a ValueError naming the layer.
+    With ``run_time`` (``shape_inputs``'s inputs), the -1 entries it reads at run time pass."""
     dims = list(shape) if isinstance(shape, (list, tuple)) else [shape]
     if any(isinstance(d, Variable) for d in dims) or isinstance(shape, Variable):
         raise ValueError(f"{layer}: shape given as a Variable ({shape!r}) is not supported; pass Python ints")
-    if not dims or any(int(d) < 0 for d in dims):
+    if run_time and "ShapeTensor" in run_time:
+        return []
+    if not dims or any(int(d) < 0 and not (run_time and d == -1) for d in dims):
         raise ValueError(f"{layer}: shape must be non-negative ints, got {list(dims)}")
     return [int(d) for d in dims]
 
@@ -349,7 +386,8 @@ def gaussian_random(shape, mean: float = 0.0, std: float = 1.0, seed: int = 0, d
         w = fluid.layers.gaussian_random([3, 4], std=2.0, seed=10)
     """
     dtype = _float_dtype("gaussian_random", dtype)
-    return _random("gaussian_random", {}, {"shape": _shape("gaussian_random", shape), "mean": float(mean),
+    inputs, dims = shape_inputs("gaussian_random", shape)
+    return _random("gaussian_random", inputs, {"shape": _shape("gaussian_random", dims, inputs), "mean": float(mean),
                                            "std": float(std), "dtype": dtype}, seed, dtype)
 
 
@@ -361,7 +399,8 @@ def uniform_random(shape, dtype="float32", min: float = -1.0, max: float = 1.0, 
         u = fluid.layers.uniform_random([3, 4], min=0.0, max=1.0)
     """
     dtype = _float_dtype("uniform_random", dtype)
-    return _random("uniform_random", {}, {"shape": _shape("uniform_random", shape), "min": float(min),
+    inputs, dims = shape_inputs("uniform_random", shape)
+    return _random("uniform_random", inputs, {"shape": _shape("uniform_random", dims, inputs), "min": float(min),
                                           "max": float(max), "dtype": dtype}, seed, dtype)
 
 
