@@ -1,6 +1,7 @@
 """Random ops from a counter-based generator: the initializers uniform_random,
 gaussian_random and truncated_gaussian_random, and the forward draws
-uniform/gaussian_random_batch_size_like, randint, randperm, sampling_id and random_crop.
+uniform/gaussian_random_batch_size_like, randint, randperm, sampling_id, random_crop and
+shuffle_batch.
 
 NOTE(counter-rng): the value at flat index ``i`` of the *whole* var is ``f(seed, i)``
 (splitmix64 of ``seed`` and ``i``), so any box of the var (a row block on a pserver, a column
@@ -15,8 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from placegroup.ops.registry import Cut, Meta, Slot, check, register
+from placegroup.ops.registry import Cut, Meta, Slot, check, grad_of, register
 from placegroup.ops.tensor import SHAPE_INS, run_ints, static_shape
+from placegroup.values import LoDTensor
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -388,3 +390,67 @@ def random_crop(xp, ins, a, ctx):
     if "SeedOut" in ctx.outputs and ins.get("Seed") is not None:
         out["SeedOut"] = ins["Seed"]
     return out
+
+
+# -- shuffle_batch ---------------------------------------------------------------------------
+
+# NOTE(shuffle-batch): Fluid 1.8's op (fluid.contrib.layers.shuffle_batch) treats X as rows of
+# its last dim (all the others flattened; a 1-D X is one row), draws a permutation idx of the
+# rows and writes row i of X to row idx[i] of Out; ShuffleIdx is idx (int64, one per row) and
+# the gradient un-permutes: X@GRAD row i = Out@GRAD row idx[i]. Fluid draws idx with
+# std::shuffle from an engine seeded with Seed's value (``startup_seed`` while Seed holds
+# nothing) and writes the engine's next number to SeedOut, so each run draws anew. Here idx is
+# the order that sorts ``uniform01(step_seed(seed, ctx.step), r)`` over the rows r, seed being
+# Seed's value when given (the layer's Seed var starts at ``startup_seed``), else
+# ``startup_seed``: a new permutation each step, the same one for the same (seed, step) in one
+# process and on every trainer (NOTE(random-steps)), whatever other programs ran in between.
+# SeedOut is Seed unchanged: the step, not the var, moves the draw on. The permutations are not
+# Fluid's (another generator). Each trainer of a data-parallel job permutes its own rows, as
+# Fluid's trainers do, so such a run matches one process in distribution only. Out keeps X's
+# LoD, its rows moved across the sequences, as Fluid's ShareLoD does.
+
+
+def _shuffle_infer(ins, a):
+    x, seed = ins["X"], ins.get("Seed")
+    check(len(x.shape) >= 1, f"shuffle_batch: X must have at least 1 dim (rows of its last dim), got X{list(x.shape)}")
+    rows = int(np.prod(x.shape[:-1])) if all(d >= 0 for d in x.shape[:-1]) else -1
+    outs = {"Out": x, "ShuffleIdx": Meta((rows,), "int64")}
+    if seed is not None:
+        check(seed.dtype == "int64", f"shuffle_batch: Seed must be int64, got {seed.dtype}; make it with "
+                                     "dtype='int64' or give the layer an int seed")
+        outs["SeedOut"] = seed
+    return outs
+
+
+def shuffle_rows(xp, seed: int, step: int, n: int):
+    """The permutation shuffle_batch draws over ``n`` rows for ``seed`` at ``step`` (int64)."""
+    return xp.argsort(uniform01(xp, step_seed(seed, step), xp.arange(n, dtype=np.uint64))).astype(np.int64)
+
+
+@register("shuffle_batch", ins=("X", Slot("Seed", dispensable=True, no_grad=True)),
+          outs=("Out", Slot("ShuffleIdx", no_grad=True), Slot("SeedOut", dispensable=True, no_grad=True)),
+          attrs={"startup_seed": 0}, infer=_shuffle_infer, inplace={"SeedOut": "Seed"}, uses_step=True,
+          grad=grad_of(("X",), uses=(), outs=("ShuffleIdx",)), wants_lod=("X",),
+          lod=lambda levels, a: {"Out": (levels.get("X") or [0])[0]})
+def shuffle_batch(xp, ins, a, ctx):
+    """Out row idx[i] = X row i for a random permutation idx of X's rows (NOTE(shuffle-batch))."""
+    x, seed = ins["X"], ins.get("Seed")
+    data = x.data if isinstance(x, LoDTensor) else x
+    rows = data.reshape(int(np.prod(data.shape[:-1])), -1)
+    idx = shuffle_rows(xp, int(seed.reshape(-1)[0]) if seed is not None else int(a["startup_seed"]), ctx.step,
+                       rows.shape[0])
+    out = xp.empty_like(rows)
+    out[idx] = rows
+    out = out.reshape(data.shape)
+    got = {"Out": x.with_data(out) if isinstance(x, LoDTensor) else out, "ShuffleIdx": idx}
+    if "SeedOut" in ctx.outputs and seed is not None:
+        got["SeedOut"] = seed
+    return got
+
+
+@register("shuffle_batch_grad", ins=("ShuffleIdx", "Out@GRAD"), outs=("X@GRAD",), attrs={"startup_seed": 0},
+          role="backward")
+def shuffle_batch_grad(xp, ins, a, ctx):
+    # X@GRAD row i = Out@GRAD row idx[i]: the rows go back where they came from
+    g, idx = ins["Out@GRAD"], ins["ShuffleIdx"]
+    return {"X@GRAD": g.reshape(idx.shape[0], -1)[idx].reshape(g.shape)}

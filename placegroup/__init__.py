@@ -16,7 +16,7 @@ if not _os.path.isdir(_os.path.join(_here, "ops")):
 
 from placegroup import _moved  # noqa: E402
 from placegroup import dataset, initializer, io, layers, optimizer, reader, regularizer  # noqa: E402
-from placegroup import compat, core, metrics, nets  # noqa: E402
+from placegroup import compat, contrib, core, metrics, nets  # noqa: E402
 from placegroup.ir import unique_name  # noqa: E402
 from placegroup.data_feeder import DataFeeder  # noqa: E402
 from placegroup.dataset_factory import DatasetFactory, InMemoryDataset, QueueDataset  # noqa: E402
@@ -63,7 +63,7 @@ __all__ = [
     "HashName", "NotImplementedInPlacegroup", "OpError", "Operator", "ParamAttr", "Parameter",
     "PassError", "PlaceGroup", "PlacementError", "PlacegroupError", "Program", "ProgramError",
     "RemoteError", "RoundRobin", "Scope", "SerializationError", "Variable", "append_backward",
-    "batch", "core", "dataset", "default_main_program", "default_startup_program", "global_scope",
+    "batch", "contrib", "core", "dataset", "default_main_program", "default_startup_program", "global_scope",
     "initializer", "io", "is_compiled_with_cuda", "layers", "metrics", "nets", "optimizer",
     "program_guard", "reader", "regularizer", "scope_guard", "transpile_from_env", "unique_name",
 ]

@@ -4,8 +4,9 @@ Read from PaddlePaddle 1.8.5's own Python sources (``python/paddle/fluid/...``):
 ``__all__`` as the module computes it (``fluid.layers`` is the union of ``nn``, ``ops``,
 ``tensor``, ``control_flow``, ``io``, ``loss``, ``detection``, ... and ``fluid.io`` includes
 the reader decorators). ``fluid`` adds the submodules and names its ``__init__.py`` binds by
-name outside ``__all__`` (``core``, ``metrics``, ``executor``, ...). ``fluid.core`` is a C++
-extension with no ``__all__``: its entry lists the names Fluid scripts use most; Fleet's
+name outside ``__all__`` (``core``, ``metrics``, ``executor``, ...), as ``fluid.contrib`` and
+``fluid.contrib.layers`` add their submodules. ``fluid.core`` is a C++ extension with no
+``__all__``: its entry lists the names Fluid scripts use most; Fleet's
 ``parameter_server.distribute_transpiler``, with none either, the names it defines. Names only.
 
 ``placegroup.compat`` uses them to tell a name placegroup does not implement yet (an error
@@ -94,6 +95,29 @@ FLUID_18: dict[str, frozenset[str]] = {
         DynamicRNN IfElse Print StaticRNN Switch While array_length array_read array_write case
         cond create_array equal greater_equal greater_than increment is_empty less_equal
         less_than not_equal reorder_lod_tensor_by_rank switch_case while_loop
+    """),
+    "fluid.contrib": _names("""
+        BasicGRUUnit BasicLSTMUnit BeamSearchDecoder Compressor HDFSClient InitState
+        QuantizeTranspiler StateCell TrainingDecoder basic_gru basic_lstm
+        convert_dist_to_sparse_program ctr_metric_bundle decoder distributed_batch_reader
+        extend_optimizer extend_with_decoupled_weight_decay fused_elemwise_activation
+        fused_embedding_seq_pool layers load_persistables_for_increment
+        load_persistables_for_inference match_matrix_tensor memory_usage memory_usage_calc
+        mixed_precision model_stat multi_download multi_upload multiclass_nms2 op_freq_statistic
+        op_frequence partial_concat partial_sum quantize rank_attention reader
+        search_pyramid_hash sequence_topk_avg_pooling shuffle_batch slim tdm_child tdm_sampler
+        tree_conv utils var_conv_2d
+    """),
+    "fluid.contrib.layers": _names("""
+        BasicGRUUnit BasicLSTMUnit basic_gru basic_lstm ctr_metric_bundle fused_elemwise_activation
+        fused_embedding_seq_pool match_matrix_tensor metric_op multiclass_nms2 nn partial_concat
+        partial_sum rank_attention rnn_impl search_pyramid_hash sequence_topk_avg_pooling
+        shuffle_batch tdm_child tdm_sampler tree_conv var_conv_2d
+    """),
+    "fluid.contrib.layers.nn": _names("""
+        fused_elemwise_activation fused_embedding_seq_pool match_matrix_tensor multiclass_nms2
+        partial_concat partial_sum rank_attention search_pyramid_hash sequence_topk_avg_pooling
+        shuffle_batch tdm_child tdm_sampler tree_conv var_conv_2d
     """),
     "fluid.nets": _names("""
         glu img_conv_group scaled_dot_product_attention sequence_conv_pool simple_img_conv_pool

@@ -103,8 +103,8 @@ def test_a_name_fluid_never_had_is_a_plain_attribute_error():
 
 
 def test_importing_a_fluid_module_placegroup_lacks_says_so(aliased):
-    with pytest.raises(ModuleNotFoundError, match="placegroup does not implement fluid.contrib yet"):
-        import paddle.fluid.contrib  # noqa: F401
+    with pytest.raises(ModuleNotFoundError, match="placegroup does not implement fluid.contrib.slim yet"):
+        import paddle.fluid.contrib.slim  # noqa: F401
     with pytest.raises(ModuleNotFoundError, match="No module named 'paddle.no_such'"):
         import paddle.no_such  # noqa: F401
 
