@@ -70,7 +70,17 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # makers, the fleet object over DistributeTranspiler, the strategies), about 40% docstrings
 # placegroup/, executor/: + ~690 and + ~115 for Fluid 1.8's Dataset pipeline (dataset_factory.py,
 # multislot.py: the MultiSlot text format; incubate/data_generator/; train_from_dataset's loop)
-BUDGET = {"placegroup": 22900, "executor": 2335, "ops": 11200, "comm": 2315}
+# placegroup/: + ~1000 for Fluid programs written by others: configs set by assignment with every
+# Fluid 1.8.5 field (fields.py, the transpiler's and fleet's configs, ~500, half of it the fields'
+# table and their reasons), every ParamAttr form, the in-place transpile and its checks, feed
+# shapes as Fluid's, Variable indexing (layers/indexing.py) and shapes known at run time,
+# fluid.core.LoDTensorArray, fluid.contrib.layers.shuffle_batch
+# executor/: + ~200: the fetched arrays that convert to numbers (fetched.py, mostly its NOTE), one
+# link per job member shared by the process's executors, the guard against training alone, the
+# feed-shape rules
+# ops/: + ~300: how each initializer op is cut for a part (OpDef.cut), run-time shape and bound
+# tensors for slice/strided_slice/fill_constant/random/reshape, the shuffle_batch op
+BUDGET = {"placegroup": 24100, "executor": 2540, "ops": 11550, "comm": 2315}
 PASS_LINES = 220
 
 
