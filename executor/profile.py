@@ -8,7 +8,7 @@ process waited for a core, which on a busy machine is much of it); the time betw
 posted); and the messages sent and received, with the CPU each one cost (packing and sending;
 receiving, checking and filing) and the time spent blocked with nothing to read::
 
-    placegroup profile, trainer#0: 1,501 steps, 3.663 s
+    placegroup profile, trainer:0: 1,501 steps, 3.663 s
       op                                   calls    us/call  of which waiting  CPU us/call   share
       merge_selected_rows                  1,500     1812.8            1714.8         61.3   74.2%
       lookup_table                         1,500      131.3                           88.0    5.4%
@@ -54,6 +54,7 @@ class Profile:
         self.current: str | None = None
         self.since = self.since_cpu = 0.0
         self.printed = False
+        self.extra: dict = {}  # name -> a function that gives one more line (the checkpoint saves)
         _profiles.append(self)
 
     def mark(self, name: str | None) -> None:
@@ -110,6 +111,8 @@ class Profile:
                   f"{s / max(total, 1e-12):>8.1%}", file=out)
         if self.mailbox is not None:
             print("  " + messages_line(self.mailbox), file=out)
+        for line in self.extra.values():
+            print("  " + line(), file=out)
         out.flush()
 
 

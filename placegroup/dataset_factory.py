@@ -36,6 +36,8 @@ Thread-safety: a dataset is set up and read from one thread.
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 import warnings
@@ -166,7 +168,8 @@ class DatasetBase:
             with open(path, encoding="utf-8") as f:
                 return parse_text(f.read(), self.slots, path)
         with open(path, "rb") as f:
-            done = subprocess.run(self.pipe_command, shell=True, stdin=f, capture_output=True, env=_pipe_env())
+            done = subprocess.run(_pipe_program(self.pipe_command), shell=True, stdin=f, capture_output=True,
+                                  env=_pipe_env())
         if done.returncode != 0:
             tail = done.stderr.decode(errors="replace").strip().splitlines()[-5:]
             raise ConfigError(f"set_pipe_command: {self.pipe_command!r} on {path!r} exited with "
@@ -277,6 +280,18 @@ class InMemoryDataset(DatasetBase):
     set_parse_ins_id = _refuse("set_parse_ins_id(True)", "MultiSlot lines only, without an instance id", flag=True)
     set_parse_content = _refuse("set_parse_content(True)", "MultiSlot lines only, without content", flag=True)
     set_parse_logkey = _refuse("set_parse_logkey(True)", "MultiSlot lines only, without a log key", flag=True)
+
+
+# NOTE(pipe-python): a pipe command whose program is ``python`` or ``python3`` runs with the
+# interpreter that runs placegroup (``sys.executable``), not whatever ``python`` is first on PATH:
+# without an activated virtual environment that one cannot import placegroup (a generator's
+# ``import paddle.fluid.incubate.data_generator``). Only the command's first word is replaced.
+_PYTHON = re.compile(r"^(\s*)python3?(?=\s|$)")
+
+
+def _pipe_program(command: str) -> str:
+    """``command`` with a leading ``python``/``python3`` made ``sys.executable`` (NOTE(pipe-python))."""
+    return _PYTHON.sub(lambda m: m.group(1) + shlex.quote(sys.executable), command, count=1)
 
 
 def _pipe_env() -> dict | None:

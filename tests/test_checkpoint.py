@@ -158,6 +158,7 @@ def _train_local(batches, checkpoint=None):
         exe.run(startup)
         losses = [float(exe.run(main, feed={"x": x, "y": y}, fetch_list=[cost])[0][0])
                   for x, y in batches[exe.resumed_step:]]
+        exe.close()  # its last save sealed
         return exe.resumed_step, losses, np.array(fluid.global_scope().find_var("fc_0.w_0").get_tensor())
 
 
@@ -208,17 +209,17 @@ def test_a_crash_mid_write_leaves_the_previous_checkpoint_the_newest(tmp_path, m
     from placegroup.io import checkpoint_store as store
 
     main, truth = _local_checkpoint(tmp_path)
-    real, calls = store.atomic_write, []
+    real, calls = store._write_var, []
 
-    def crash_on_third(path, chunks):
+    def crash_on_third(path, name, arr):
         calls.append(path)
         if len(calls) == 3:
             raise KeyboardInterrupt("killed mid-write")
-        real(path, chunks)
-    monkeypatch.setattr(store, "atomic_write", crash_on_third)
+        real(path, name, arr)
+    monkeypatch.setattr(store, "_write_var", crash_on_third)
     with pytest.raises(KeyboardInterrupt):
         _save(tmp_path, [main], truth, step=6)
-    monkeypatch.setattr(store, "atomic_write", real)
+    monkeypatch.setattr(store, "_write_var", real)
     assert fluid.io.latest_checkpoint(str(tmp_path)) == 3
     # a process killed outright leaves its hidden temporary part behind: it is ignored
     junk = tmp_path / "step-9" / ".local.abc.tmp"

@@ -95,6 +95,34 @@ def test_a_data_generator_as_pipe_command_over_two_files(tmp_path):
     assert batches[0]["slot2"].data[:len(first[1].split()), 0].tolist() == list(map(int, first[1].split()))
 
 
+def test_a_python_pipe_command_runs_with_placegroups_interpreter(tmp_path, monkeypatch):
+    """``python gen.py`` runs with sys.executable even where the first ``python`` on PATH
+    cannot import placegroup (NOTE(pipe-python))."""
+    decoy = tmp_path / "bin"
+    decoy.mkdir()
+    for name in ("python", "python3"):
+        (decoy / name).write_text("#!/bin/sh\necho 'No module named placegroup' >&2\nexit 7\n")
+        (decoy / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{decoy}{os.pathsep}{os.environ['PATH']}")
+    gen = tmp_path / "gen.py"
+    gen.write_text("import sys\nimport placegroup  # noqa: F401\nsys.stdout.write(sys.stdin.read())\n")
+    data = tmp_path / "part-0"
+    data.write_text("1 1 2 3 4 1 7\n1 0 1 5 1 6\n")  # click, slot1 (2 ids), slot2 (1 id)
+    use_vars, _ = _ctr(fluid.Program(), fluid.Program())
+    monkeypatch.chdir(tmp_path)
+    for command in ("python gen.py", "  python3 gen.py | cat"):
+        ds = fluid.DatasetFactory().create_dataset("QueueDataset")
+        ds.set_use_var(use_vars)
+        ds.set_batch_size(2)
+        ds.set_pipe_command(command)
+        ds.set_filelist([str(data)])
+        batch, = list(ds.batches())
+        assert batch["click"].tolist() == [[1], [0]], command
+    ds.set_pipe_command("sh -c 'python gen.py'")  # only the command's own program is replaced
+    with pytest.raises(ConfigError, match="exited with 7: No module named placegroup"):
+        list(ds.batches())
+
+
 def test_train_from_dataset_equals_exe_run_over_the_same_batches(tmp_path, capsys):
     files = _raw_files(tmp_path)
     results = []

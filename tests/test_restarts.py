@@ -24,14 +24,15 @@ STEPS = 20
 EVERY = 2
 
 
-def _launch(tmp, name, *extra, restarts=0):
+def _launch(tmp, name, *extra, restarts=0, checkpoints=True):
     out, ckpt = tmp / name, tmp / f"{name}-ckpt"
     out.mkdir()
-    cmd = [sys.executable, "-m", "placegroup", "launch", "--max-restarts", str(restarts),
-           "--checkpoint-dir", str(ckpt), "--checkpoint-every", str(EVERY), WORKER,
+    saving = ["--checkpoint-dir", str(ckpt), "--checkpoint-every", str(EVERY)] if checkpoints else []
+    cmd = [sys.executable, "-m", "placegroup", "launch", "--max-restarts", str(restarts), *saving, WORKER,
            "--out", str(out), "--steps", str(STEPS), *extra]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PLACEGROUP_CHECKPOINT", "PLACEGROUP_RESUME"))}
     got = subprocess.run(cmd, capture_output=True, text=True, timeout=300 * TIME_FACTOR,
-                         env={**os.environ, "PLACEGROUP_PEER_TIMEOUT": str(30 * TIME_FACTOR)})
+                         env={**env, "PLACEGROUP_PEER_TIMEOUT": str(30 * TIME_FACTOR)})
     launch_lines = [ln for ln in got.stdout.splitlines() if ln.startswith("[launch]")]
     return got.returncode, out, launch_lines, got.stdout + got.stderr
 
@@ -73,6 +74,19 @@ def test_a_killed_pserver_restarts_from_the_newest_checkpoint_and_ends_as_if_uni
     assert len(lines) == 2, lines
     _assert_same_as(reference, out)
     assert {a for a, _, _ in _losses(out, 0)} == {0, 1}
+
+
+def test_a_job_without_a_checkpoint_dir_restarts_from_step_0(tmp_path, reference):
+    """PLACEGROUP_RESUME=1 with no directory means nothing saved yet: every process starts over."""
+    code, out, lines, text = _launch(tmp_path, "run", "--die", "0:pserver.1:7", restarts=1, checkpoints=False)
+    assert code == 0, text[-3000:]
+    assert "set without a checkpoint directory" not in text
+    assert "--max-restarts without PLACEGROUP_CHECKPOINT_DIR" in lines[0], lines
+    assert "attempt 1: pserver.1" in lines[1] and "killed by SIGKILL" in lines[1], lines
+    assert lines[2:] == ["[launch] restart 1 of 1 resuming as the script's own checkpoint settings allow"]
+    _assert_same_as(reference, out)
+    attempts = [(a, s) for a, s, _ in _losses(out, 0)]
+    assert [s for a, s in attempts if a == 1] == list(range(STEPS))  # from step 0
 
 
 @pytest.mark.slow

@@ -35,14 +35,15 @@ import pydantic
 
 from placegroup.io import var_files as _io
 from placegroup.io.checkpoint_reslice import Piece, RowSet, assemble
-from placegroup.io.checkpoint_store import (FORMAT, STEP, VERSION, Entry, Manifest, complete, latest_checkpoint,
-                                         prune, write_part)
+from placegroup.io.checkpoint_store import (FORMAT, STEP, VERSION, Entry, Manifest, SEALED, complete,
+                                         in_background, latest_checkpoint, prune, wait_sealed, write_part)
 from placegroup import config
 from placegroup.errors import ProgramError, SerializationError
 from placegroup.executor.scope import to_numpy
 from placegroup.ir.cluster import Cluster, ClusterSchema
 
 log = logging.getLogger("placegroup.checkpoint")
+SAVE = "(checkpoint save)"  # its row in PLACEGROUP_PROFILE's table
 
 
 class CheckpointConfig(pydantic.BaseModel):
@@ -72,8 +73,11 @@ class CheckpointConfig(pydantic.BaseModel):
         without editing the script): ``PLACEGROUP_CHECKPOINT_DIR``, ``_EVERY``, ``_KEEP`` and
         ``PLACEGROUP_RESUME`` (1/0). None when neither names a directory.
 
+        ``PLACEGROUP_RESUME=1`` alone, without a directory, is a warning and no checkpoints:
+        nothing was saved, so the run starts at step 0 (NOTE(resume-without-dir)).
+
         Raises:
-            ProgramError: ``PLACEGROUP_RESUME=1`` or ``_EVERY`` without a directory.
+            ProgramError: ``_EVERY`` (or ``_KEEP``) without a directory.
         """
         fields = dict(base) if base is not None else {}
         named = []
@@ -88,7 +92,14 @@ class CheckpointConfig(pydantic.BaseModel):
             fields[field] = value
             named += [key] if field == "dirname" or value else []
         if "dirname" not in fields:
-            if named:
+            # NOTE(resume-without-dir): resuming with no directory is resuming with nothing saved
+            # yet: step 0, as with an empty directory. ``placegroup launch --max-restarts`` sets
+            # PLACEGROUP_RESUME=1 on every restart because only the script may know its directory
+            # (Executor(checkpoint=...)); a job with none restarts from step 0 (NOTE(restarts)).
+            if named == ["PLACEGROUP_RESUME"]:
+                log.warning("resume: no checkpoint directory (PLACEGROUP_CHECKPOINT_DIR or Executor("
+                            "checkpoint=...)); starting at step 0")
+            elif named:
                 raise ProgramError(f"{', '.join(named)} set without a checkpoint directory: set "
                                    f"PLACEGROUP_CHECKPOINT_DIR or pass Executor(checkpoint=...)")
             return None
@@ -129,7 +140,8 @@ def _held(program) -> list:
 
 # -- saving -------------------------------------------------------------------------------------
 def save_checkpoint(executor, dirname: str, main_program, step: int, *, scope=None,
-                    keep: int | None = None, resumed_from: int | None = None) -> str | None:
+                    keep: int | None = None, resumed_from: int | None = None,
+                    background: bool = False) -> str | None:
     """Save what this executor holds of ``main_program``'s persistable vars as its part of
     step ``step`` (global steps done), atomically.
 
@@ -141,6 +153,8 @@ def save_checkpoint(executor, dirname: str, main_program, step: int, *, scope=No
         keep: also remove this executor's parts of complete checkpoints older than the
             ``keep`` newest (None: remove nothing).
         resumed_from: the step this run resumed from (what tells two runs' parts apart).
+        background: return once the values are written; check, fsync and publish the part
+            (and prune) in a thread (NOTE(save-cost)). ``wait_sealed()`` waits for it.
 
     Returns:
         The part's directory, or None when this executor holds no persistable var.
@@ -157,6 +171,7 @@ def save_checkpoint(executor, dirname: str, main_program, step: int, *, scope=No
     held = _held(program)
     if not held:
         return None
+    wait_sealed()  # one save at a time: the previous one is complete first
     if scope.settle is not None:  # a trainer's parameters still on their way (NOTE(end-of-step))
         scope.settle()
     tag, endpoint, expected = _tags(program)
@@ -180,10 +195,17 @@ def save_checkpoint(executor, dirname: str, main_program, step: int, *, scope=No
                          cluster={} if cluster is None else cluster.model_dump(
                              include={"trainers", "pservers", "sync_mode", "staleness"}),
                          written_at=time.time(), vars=entries)
-    final = write_part(os.path.join(dirname, f"{STEP}{step}"), tag, entries, values, manifest)
-    if keep is not None:
-        prune(dirname, keep, tag)
-    return final
+    seal = write_part(os.path.join(dirname, f"{STEP}{step}"), tag, entries, values, manifest)
+
+    def finish() -> str:
+        final = seal()
+        if keep is not None:
+            prune(dirname, keep, tag)
+        return final
+    if background:
+        in_background(finish)
+        return os.path.join(dirname, f"{STEP}{step}", tag)
+    return finish()
 
 
 def load_checkpoint(executor, dirname: str, main_program=None, step: int | None = None, *,
@@ -275,6 +297,7 @@ class Checkpointer:
         self.config = config
         self.resumed_step = 0
         self.resumed_from: int | None = None
+        self.saved_bytes = 0
 
     def check(self, program) -> None:
         """NOTE(checkpoint-modes): a checkpoint is one moment of the whole job. In sync mode
@@ -318,8 +341,27 @@ class Checkpointer:
         return bool(self.config.every) and (self.resumed_step + steps_done) % self.config.every == 0
 
     def after_step(self, executor, program, scope, steps_done: int) -> None:
-        """Called after each step of this run (``steps_done`` of them so far)."""
+        """Called after each step of this run (``steps_done`` of them so far): a due save
+        writes, then seals in the background (NOTE(save-cost)). With ``PLACEGROUP_PROFILE``
+        the executor's profile shows its time, as ``(checkpoint save)``, and its bytes."""
         done = self.resumed_step + steps_done
-        if self.due(steps_done):
-            save_checkpoint(executor, self.config.dirname, program, done, scope=scope,
-                            keep=self.config.keep, resumed_from=self.resumed_from)
+        if not self.due(steps_done):
+            return
+        profile = getattr(executor, "profile", None)
+        if profile is None:
+            save_checkpoint(executor, self.config.dirname, program, done, scope=scope, keep=self.config.keep,
+                            resumed_from=self.resumed_from, background=True)
+            return
+        was = profile.current
+        profile.mark(SAVE)
+        profile.extra.setdefault(SAVE, lambda: (f"{SAVE}: {self.saved_bytes:,} bytes written; sealing "
+                                                f"them took {SEALED[0]:.3f} s in the background"))
+        save_checkpoint(executor, self.config.dirname, program, done, scope=scope, keep=self.config.keep,
+                        resumed_from=self.resumed_from, background=True)
+        self.saved_bytes += sum(to_numpy(scope.vars[v.name]).nbytes for v in _held(program))
+        profile.mark(was)
+
+    @staticmethod
+    def wait() -> None:
+        """Wait until the saves are complete on disk (``Executor.close`` does)."""
+        wait_sealed()
