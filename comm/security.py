@@ -28,7 +28,7 @@ from zmq.auth import load_certificate
 from zmq.utils import z85
 
 from placegroup import config
-from placegroup.errors import PlacegroupError
+from placegroup.errors import UserError
 
 log = logging.getLogger("placegroup.comm")
 
@@ -41,7 +41,7 @@ _CONFIG_KEYS = ("server", "server_secret", "client", "allowed")
 _MANAGED = re.compile(r"server\.key(_secret)?|client-\d+\.key(_secret)?")
 
 
-class SecurityError(PlacegroupError):
+class SecurityError(UserError):
     """CURVE keys that are missing, unreadable or malformed, or a bad key configuration."""
 
 

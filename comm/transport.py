@@ -26,6 +26,7 @@ import zmq
 
 from placegroup.comm.base import CONNECTED, LOST, REFUSED
 from placegroup.comm.loopback import LoopbackNetwork
+from placegroup.ports import cannot_bind
 
 log = logging.getLogger("placegroup.comm")
 
@@ -101,7 +102,7 @@ def open_transport(me: str, bind: str | None, connect: dict[str, str], *, digest
         A ``comm.base.FrameTransport``.
     Raises:
         TypeError: ``network`` is neither None nor a ``LoopbackNetwork``.
-        zmq.ZMQError: the endpoint cannot be bound (in use, not an address of this host).
+        BindError: the endpoint cannot be bound (in use, not an address of this host).
 
     Example:
         >>> net = LoopbackNetwork()
@@ -159,7 +160,11 @@ class ZmqTransport:
         if bind is not None:
             self.router = self._socket(zmq.ROUTER, server=True)
             self.router.setsockopt(zmq.ROUTER_MANDATORY, 1)
-            self.router.bind(f"tcp://{bind_address(bind)}")
+            try:
+                self.router.bind(f"tcp://{bind_address(bind)}")
+            except zmq.ZMQError as e:  # in the user's terms: where the endpoint came from, who holds it
+                self.close(0)
+                raise cannot_bind(me, bind, e) from None
             self.poller.register(self.router, zmq.POLLIN)
             self._monitor(self.router, None, zmq.EVENT_DISCONNECTED)
         for peer, ep in connect.items():

@@ -28,11 +28,13 @@ Thread-safety: one executor runs one program at a time; use one executor per thr
 from __future__ import annotations
 
 import atexit
+import os
 import weakref
 from typing import Any, Sequence
 
 import numpy as np
 
+from placegroup import config
 from placegroup.compiler import prepare_run
 from placegroup.errors import ConfigError, PlacementError, ProgramError
 from placegroup.executor.dataset_loop import run_from_dataset
@@ -109,6 +111,7 @@ class _Distributed:
             self.link.mailbox.newest_only = {v.name for v in program.list_vars() if v.persistable}
         self.interp = Interpreter(self.me, policy, self.link, xp)
         self.served = False
+        _Distributed.opened = True  # this process ran a distributed program (NOTE(exit-record))
 
     @staticmethod
     def key_of(program, network) -> tuple:
@@ -180,6 +183,11 @@ class Executor:
             config = CheckpointConfig.from_env(self._checkpoint)
             self._ckpt = Checkpointer(config) if config is not None else None
         return self._ckpt
+
+    @property
+    def profile(self):
+        """The PLACEGROUP_PROFILE timings of this executor's interpreter (None: not profiling)."""
+        return (self._dist.interp if self._dist is not None else self._local).profile
 
     @property
     def resumed_step(self) -> int:
@@ -391,6 +399,8 @@ class Executor:
         on their way, tells the pservers it is done (they stop serving when every trainer
         has), and closes its sockets."""
         self._plans.clear()
+        if self._ckpt:  # its saves sealing in the background are complete when it returns
+            self._ckpt.wait()
         if self._local.profile is not None:  # PLACEGROUP_PROFILE
             self._local.profile.report()
         if self._dist is not None:
@@ -470,6 +480,15 @@ def _set_guard(plan: Plan, me):
 # parameters, send what it posted and say done, or its pservers would wait for it.
 # the open distributed members of this process, by _Distributed.key_of (NOTE(one-link-per-process))
 _open: "dict[tuple, _Distributed]" = {}
+
+
+@atexit.register  # before close_distributed, so it runs after it: NOTE(exit-record), tools/progress.py
+def _exit_record() -> None:
+    # the launched process itself, not a program it started that imports placegroup (a pipe command
+    # writing its data to stdout)
+    if config.get("PLACEGROUP_PROGRESS") and config.get("PLACEGROUP_LAUNCHER_PID") == os.getppid():
+        from placegroup.tools.progress import exit_record
+        exit_record(getattr(_Distributed, "opened", False))
 
 
 @atexit.register

@@ -33,7 +33,7 @@ from typing import Callable
 
 from placegroup import config
 from placegroup.comm.mailbox import PeersDone
-from placegroup.errors import OpError
+from placegroup.errors import MissingInput, OpError
 from placegroup.executor.edges import RULES, InEdge
 from placegroup.executor.plan import Plan, PlannedOp
 from placegroup.executor.profile import END, SWITCH, Profile
@@ -174,7 +174,8 @@ class Interpreter:
     def _op_error(self, op: PlannedOp, vals: dict, step: int, err: BaseException) -> OpError:
         """``err`` from ``op``'s kernel with the op's context (the caller chains the original)."""
         where = f"[{self.me}, step {step}] " if self.me is not None else ""
-        return OpError(where + op.explain(vals, err))
+        cls = MissingInput if isinstance(err, KeyError) and op.missing(vals) else OpError  # NOTE(user-errors)
+        return cls(where + op.explain(vals, err))
 
     def _deliver_all(self, outs, vals: dict, version: int) -> None:
         for out in outs:

@@ -133,13 +133,17 @@ class PlannedOp:
     def run(self, vals: dict) -> None:
         self.call(self.inputs(vals), vals)
 
+    def missing(self, vals: dict) -> list:
+        """This op's inputs that have no value in ``vals`` (a feed not given, a parameter not made)."""
+        return [n for _, names, _ in self.ins for n in names if n not in vals]
+
     def explain(self, vals: dict, err: BaseException) -> str:
         """Why ``run`` failed, in the user's terms."""
         from placegroup.ir.printer import format_op
 
         head = f"While executing op #{self.index} `{self.op.type}`: {format_op(self.op)}"
         if isinstance(err, KeyError):
-            missing = [n for _, names, _ in self.ins for n in names if n not in vals]
+            missing = self.missing(vals)
             if missing:
                 return (f"{head}\n  input {missing[0]!r} has no value: feed it, or run the startup "
                         f"program first")

@@ -29,6 +29,7 @@ import math
 
 import numpy as np
 
+from placegroup.errors import OutOfRange  # a user's data, not a bug: one line (NOTE(user-errors))
 from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, grad_of, register
 from placegroup.ops.shape import _axis, _merge, _prod
 from placegroup.values import scatter_add
@@ -47,7 +48,7 @@ def _check_range(xp, op: str, slot: str, idx, n: int, what: str = "a dim of") ->
     """Raise IndexError unless every entry of ``idx`` is in [0, n) (NOTE(index-range))."""
     if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
         v = int(idx[(idx < 0) | (idx >= n)].ravel()[0])
-        raise IndexError(f"{op}: {slot} holds {v}, out of range for {what} {n} (valid: 0..{n - 1})")
+        raise OutOfRange(f"{op}: {slot} holds {v}, out of range for {what} {n} (valid: 0..{n - 1})")
 
 
 def _rows_index(op: str, slot: str, m: Meta) -> None:

@@ -26,6 +26,7 @@ rows, so the sparse pass can route it to the shards with ``shard_selected_rows``
 """
 from __future__ import annotations
 
+from placegroup.errors import OutOfRange  # a user's data, not a bug: one line (NOTE(user-errors))
 from placegroup.ops.registry import Meta, Slot, check, grad_of, register
 from placegroup.values import SelectedRows, is_selected_rows, scatter_add
 
@@ -54,8 +55,8 @@ def _flat_ids(xp, ids, rows: int):
     flat = ids.reshape(-1)
     if flat.shape[0] and (int(flat.min()) < 0 or int(flat.max()) >= rows):  # See NOTE(lookup-ids).
         v = int(flat[(flat < 0) | (flat >= rows)][0])
-        raise IndexError(f"lookup_table: id {v} is out of range for a table of {rows} rows "
-                         f"(valid ids are 0..{rows - 1})")
+        raise OutOfRange(f"lookup_table: id {v} is out of range for a table of {rows} rows (valid ids "
+                         f"are 0..{rows - 1}): check the ids fed, or give the table more rows")
     return flat
 
 

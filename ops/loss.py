@@ -22,6 +22,7 @@ the loss).
 """
 from __future__ import annotations
 
+from placegroup.errors import OutOfRange  # a user's data, not a bug: one line (NOTE(user-errors))
 from placegroup.ops.activation import _sigmoid, reduce_axis, shifted_logits
 from placegroup.ops.registry import Meta, Slot, check, grad_of, register
 from placegroup.values import scatter_add
@@ -81,7 +82,7 @@ def _check_labels(xp, op: str, label, n_classes: int, ignore_index: int) -> None
     bad = ((label < 0) | (label >= n_classes)) & (label != ignore_index)
     if bool(bad.any()):
         v = int(label[bad].ravel()[0])
-        raise ValueError(f"{op}: label {v} is out of range for {n_classes} classes (valid labels are "
+        raise OutOfRange(f"{op}: label {v} is out of range for {n_classes} classes (valid labels are "
                          f"0..{n_classes - 1}, or ignore_index={ignore_index})")
 
 

@@ -14,6 +14,9 @@ if not _os.path.isdir(_os.path.join(_here, "ops")):
     if _os.path.isfile(_os.path.join(_root, "ops", "registry.py")):
         __path__.append(_root)
 
+# first: user errors from here on end the process with one line, no traceback (an invalid
+# PLACEGROUP_DEBUG among them)
+__import__("placegroup.failures").failures.install()
 from placegroup import _moved  # noqa: E402
 from placegroup import dataset, initializer, io, layers, optimizer, reader, regularizer  # noqa: E402
 from placegroup import compat, contrib, core, metrics, nets  # noqa: E402
@@ -50,7 +53,6 @@ from placegroup.switches import (device_guard, disable_dygraph, disable_imperati
 from placegroup.layers import learning_rate_scheduler as learning_rate_decay  # noqa: E402
 
 _moved.install()  # the module paths that moved keep working, with a DeprecationWarning
-__import__("placegroup.failures").failures.install()  # expected failures end with one line, no traceback
 # Fluid 1.8's names placegroup lacks raise NotImplementedInPlacegroup here and in the submodules
 # (this module's __getattr__ among them); docs/fluid_compat.md lists them
 compat.install_gaps()

@@ -25,7 +25,7 @@ import sys
 import types
 
 from placegroup.compat_names import FLUID_18
-from placegroup.errors import NotImplementedInPlacegroup, PlacegroupError
+from placegroup.errors import ConfigError, ModuleNotInPlacegroup, NotImplementedInPlacegroup
 
 # NOTE(paddle-alias): a Paddle module name maps to placegroup's by its longest prefix in this
 # table, the rest of the name kept: paddle.fluid.layers -> placegroup.layers,
@@ -110,7 +110,7 @@ class _PaddleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if found is None:
             parent, _, leaf = label_of(name).rpartition(".")
             if leaf in FLUID_18.get(parent, ()):
-                raise ModuleNotFoundError(str(not_implemented(parent, leaf)), name=name)
+                raise ModuleNotInPlacegroup(str(not_implemented(parent, leaf)), name=name)
             return None
         return importlib.util.spec_from_loader(name, self, origin=found.origin,
                                                is_package=found.submodule_search_locations is not None)
@@ -146,7 +146,7 @@ def alias_paddle() -> None:
     lacks fails to import with a message that says so. Nothing is written to disk.
 
     Raises:
-        PlacegroupError: a real Paddle is already imported in this process.
+        ConfigError: a real Paddle is already imported in this process.
 
     Example:
         >>> from placegroup.compat import alias_paddle
@@ -159,9 +159,9 @@ def alias_paddle() -> None:
         return
     real = sys.modules.get("paddle")
     if real is not None and not _ours(real):
-        raise PlacegroupError(f"a real Paddle is already imported ({getattr(real, '__file__', real)}); "
-                              "call alias_paddle() before anything imports paddle, or run the "
-                              "script with `placegroup run`")
+        raise ConfigError(f"a real Paddle is already imported ({getattr(real, '__file__', real)}); "
+                          "call alias_paddle() before anything imports paddle, or run the "
+                          "script with `placegroup run`")
     sys.meta_path.insert(0, _PaddleFinder())  # before the path finder: an installed Paddle loses
 
 

@@ -162,6 +162,9 @@ FLUID_18: dict[str, frozenset[str]] = {
         CPUPlace CUDAPinnedPlace CUDAPlace EOFException LoDTensor LoDTensorArray Scope VarDesc
         is_compiled_with_cuda
     """),
+    "fluid.incubate.fleet": _names("""
+        base collective parameter_server utils
+    """),
     "fluid.incubate.fleet.base.role_maker": _names("""
         GeneralRoleMaker MPISymetricRoleMaker PaddleCloudRoleMaker Role RoleMakerBase
         UserDefinedCollectiveRoleMaker UserDefinedRoleMaker

@@ -20,7 +20,9 @@ Example::
 A value that does not parse raises ``ConfigError`` (a ``ValueError``) naming the variable, its
 text and what it expects.
 Values are read when asked for (so a launcher or a test may set them first), except
-``DEBUG``, which is read once at import because the executor's loop consults it per op.
+``DEBUG``, which is read once at import because the executor's loop consults it per op; a
+``PLACEGROUP_DEBUG`` that does not parse leaves it 0 and its error in ``DEBUG_ERROR``, which
+``import placegroup`` raises once its one-line failure hook is in place (placegroup/failures.py).
 
 Thread-safety: reading is safe from any thread.
 """
@@ -136,15 +138,19 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     _S("PLACEGROUP_RESUME", _flag, False,
        "1: resume from the newest complete checkpoint after the startup program.", "a whole number (0 or 1)"),
     _S("PLACEGROUP_PROGRESS", str, "",
-       "Set by ``placegroup launch`` when its output is a terminal: ``launch`` makes a trainer send "
-       "its progress to the launcher, which draws a bar per trainer."),
+       "Set by placegroup launch for its processes, which then tell it as they exit whether they "
+       "trained with their peers; launch (its output a terminal) makes a trainer send its progress "
+       "to the launcher, which draws a bar per trainer; lines: compact lines as without launch."),
+    _S("PLACEGROUP_LAUNCHER_PID", _count, None,
+       "Set by placegroup launch: its process id. Only the processes it starts send it records, not "
+       "the programs they start in turn (a Dataset's pipe command, say).", "a whole number"),
     _S("PLACEGROUP_RESTART", _count, 0,
-       "Set by ``placegroup launch --max-restarts``: how many times the job was restarted before "
+       "Set by placegroup launch --max-restarts: how many times the job was restarted before "
        "this attempt (0 on the first).", "a whole number"),
     _S("PLACEGROUP_DATA_HOME", str, "",
        "Where data sets are looked for first (then Paddle's cache, ~/.cache/paddle/dataset)."),
     # -- read by ``placegroup launch`` for the processes it starts -------------------------------
-    *(_S(name, _count, None, "BLAS threads per process; unset: ``placegroup launch`` gives each "
+    *(_S(name, _count, None, "BLAS threads per process; unset: placegroup launch gives each "
          "process its share of the cores.", "a whole number")
       for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")),
 )}
@@ -180,13 +186,40 @@ def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:
     return raw(name, environ) is not None
 
 
-DEBUG: int = get("PLACEGROUP_DEBUG")
+try:
+    DEBUG: int = get("PLACEGROUP_DEBUG")
+    DEBUG_ERROR: ConfigError | None = None
+except ConfigError as _e:
+    DEBUG, DEBUG_ERROR = 0, _e
+
+
+def invalid(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Each setting whose text does not parse -> ``NAME='text': expected ...``."""
+    bad = {}
+    for s in SETTINGS.values():
+        try:
+            get(s.name, environ)
+        except ConfigError:
+            bad[s.name] = f"{s.name}={raw(s.name, environ)!r}: expected {s.expects or 'a value'}"
+    return bad
 
 
 def describe(environ: Mapping[str, str] | None = None) -> str:
-    """The settings as a table: name, value here (or the default), what it does."""
-    rows = []
+    """The settings as a table: name, value here (or the default in parentheses, as it would be
+    typed), what it does; a value that does not parse says INVALID and what it expects."""
+    bad, rows = invalid(environ), []
     for s in SETTINGS.values():
         text = raw(s.name, environ)
-        rows.append(f"{s.name:28} {text if text is not None else f'({s.default!r})':>12}  {s.doc}")
+        shown = text if text is not None else f"({_typed(s.default)})"
+        why = f"INVALID, expected {s.expects or 'a value'}. " if s.name in bad else ""
+        rows.append(f"{s.name:28} {shown:>12}  {why}{s.doc.replace('``', '')}")
     return "\n".join(rows)
+
+
+def _typed(default: Any) -> str:
+    """A default as one would set it: ``30`` for 30.0, ``0`` for False, ``unset`` for none."""
+    if default is None or default == "":
+        return "unset"
+    if isinstance(default, (bool, float)) and float(default).is_integer():
+        return str(int(default))
+    return str(default)

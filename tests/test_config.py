@@ -55,4 +55,30 @@ def test_placegroup_env_lists_every_setting():
     out = subprocess.run([sys.executable, "-m", "placegroup", "env"], capture_output=True, text=True,
                          env={"PATH": "/usr/bin:/bin", "PLACEGROUP_PEER_TIMEOUT": "7"}, check=True).stdout
     assert all(name in out for name in config.SETTINGS)
-    assert re.search(r"PLACEGROUP_PEER_TIMEOUT\s+7\s", out) and re.search(r"PLACEGROUP_START_TIMEOUT\s+\(120\.0\)", out)
+    assert re.search(r"PLACEGROUP_PEER_TIMEOUT\s+7\s", out) and re.search(r"PLACEGROUP_START_TIMEOUT\s+\(120\)\s", out)
+
+
+def test_placegroup_env_shows_defaults_as_typed_and_plain_text():
+    out = subprocess.run([sys.executable, "-m", "placegroup", "env"], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin"}, check=True).stdout
+    assert re.search(r"PADDLE_INIT_PORT\s+\(6174\)\s", out) and re.search(r"TRAINING_ROLE\s+\(unset\)\s", out)
+    assert re.search(r"PLACEGROUP_RESUME\s+\(0\)\s", out) and re.search(r"PLACEGROUP_LOST_GRACE\s+\(1\)\s", out)
+    assert "'" not in "".join(ln[:42] for ln in out.splitlines()) and "None" not in out and "``" not in out
+    assert all(s.doc.replace("``", "") in out for s in config.SETTINGS.values())
+
+
+def test_placegroup_env_says_which_values_are_invalid_and_why():
+    p = subprocess.run([sys.executable, "-m", "placegroup", "env"], capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "PLACEGROUP_PEER_TIMEOUT": "abc", "PADDLE_TRAINER_ID": "x"})
+    assert p.returncode == 1
+    assert re.search(r"PLACEGROUP_PEER_TIMEOUT\s+abc  INVALID, expected seconds\. Seconds a silent peer", p.stdout)
+    assert p.stderr == ("placegroup env: error: 2 invalid: PADDLE_TRAINER_ID='x': expected a whole number; "
+                        "PLACEGROUP_PEER_TIMEOUT='abc': expected seconds\n")
+
+
+def test_space_separated_pservers_are_told_to_use_commas():
+    from placegroup.errors import ConfigError
+    from placegroup.transpiler.endpoints import pserver_endpoints
+    with pytest.raises(ConfigError, match=r"^transpile's pservers: '127.0.0.1:7164 127.0.0.1:7165' is several "
+                                          r"endpoints: use commas between them, as in '127.0.0.1:7164,127.0.0.1:7165'$"):
+        pserver_endpoints("127.0.0.1:7164 127.0.0.1:7165", "6174")

@@ -68,7 +68,7 @@ def test_endpoints_lists_every_executor_with_a_command_that_views_it(job):
         view = re.search(r"^// view: what (\S+) runs and holds: (\d+) of \d+ ops", dump(*words[2:]), re.M)
         seen[name] = (view[1], int(view[2]))
     assert seen["pserver@127.0.0.1:7164"] == ("pserver@127.0.0.1:7164", 3)
-    assert seen["trainer:1"] == ("trainer#1", 9)
+    assert seen["trainer:1"] == ("trainer:1", 9)
     assert all(n > 0 for _, n in seen.values())
 
 
@@ -96,13 +96,13 @@ def test_flags_of_a_view_need_a_role(job):
 def test_a_lone_pserver_or_trainer_needs_no_name(fresh_programs, tmp_path):
     path = saved(tmp_path, trainers=1, pservers="127.0.0.1:7164")
     assert "// view: what pserver@127.0.0.1:7164 runs" in dump(path, "--role", "pserver")
-    assert "// view: what trainer#0 runs" in dump(path, "--role", "trainer")
+    assert "// view: what trainer:0 runs" in dump(path, "--role", "trainer")
 
 
 def test_trainers_listed_by_endpoint_are_named_either_way(fresh_programs, tmp_path):
     path = saved(tmp_path, trainers="127.0.0.1:6170,127.0.0.1:6171")
     by_id = dump(path, "--role", "trainer", "--trainer-id", "1")
-    assert "// view: what trainer@127.0.0.1:6171#1 runs" in by_id
+    assert "// view: what trainer:1 runs" in by_id
     assert dump(path, "--role", "trainer", "--endpoint", "127.0.0.1:6171") == by_id
     assert fails("dump", path, "--role", "trainer").endswith(
         "name one with --trainer-id 0 (127.0.0.1:6170) | 1 (127.0.0.1:6171)")

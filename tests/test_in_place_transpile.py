@@ -36,7 +36,7 @@ def test_the_default_programs_become_trainer_programs(fresh_programs, launch_env
     t = fluid.DistributeTranspiler()
     t.transpile(1, pservers=PS, trainers=2)
     assert fluid.default_main_program() is main and fluid.default_startup_program() is startup
-    assert str(main.executor) == "trainer#1" and str(startup.executor) == "trainer#1"
+    assert str(main.executor) == "trainer:1" and str(startup.executor) == "trainer:1"
     assert str(main) == str(t.get_trainer_program())
     assert str(startup) == str(t.get_startup_program(None, "trainer"))
     # the shared program stays whole: the pservers' parts are still cut from it
@@ -74,7 +74,7 @@ def test_a_pservers_endpoint_alone_does_not_make_a_pserver(fresh_programs, launc
     main, _ = fresh_programs
     build_fit_a_line()
     fluid.DistributeTranspiler().transpile(1, pservers=PS, trainers=2, current_endpoint="127.0.0.1:7165")
-    assert str(main.executor) == "trainer#1"
+    assert str(main.executor) == "trainer:1"
 
 
 def test_a_trainer_whose_endpoint_is_the_default_stays_a_trainer(fresh_programs, launch_env):
@@ -82,7 +82,7 @@ def test_a_trainer_whose_endpoint_is_the_default_stays_a_trainer(fresh_programs,
     main, _ = fresh_programs
     build_fit_a_line()
     fluid.DistributeTranspiler().transpile(0, pservers="127.0.0.1:6174", trainers=2)
-    assert str(main.executor) == "trainer#0"
+    assert str(main.executor) == "trainer:0"
 
 
 def test_a_program_given_as_argument_is_the_one_rewritten(fresh_programs, launch_env):
@@ -91,7 +91,7 @@ def test_a_program_given_as_argument_is_the_one_rewritten(fresh_programs, launch
         build_fit_a_line()
     default = fluid.default_main_program()
     fluid.DistributeTranspiler().transpile(0, program=main, startup_program=startup, pservers=PS, trainers=2)
-    assert str(main.executor) == str(startup.executor) == "trainer#0"
+    assert str(main.executor) == str(startup.executor) == "trainer:0"
     assert default.executor is None and not default.global_block().ops
 
 

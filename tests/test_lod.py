@@ -396,7 +396,7 @@ class _Link:
 
 
 def test_a_lod_value_is_posted_whole_to_another_process():
-    interp = Interpreter(me="trainer#0", link=_Link(), xp=np)
+    interp = Interpreter(me="trainer:0", link=_Link(), xp=np)
     vals = {"dense": np.zeros(3), "emb": _words([[2, 3]])}
     interp._deliver_all([OutEdge("dense", ("pserver@1",), "broadcast"), OutEdge("emb", ("pserver@1",), "broadcast")],
                         vals, 0)

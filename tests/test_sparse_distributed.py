@@ -110,5 +110,5 @@ def test_an_id_past_the_table_fails_the_trainer_naming_op_step_id_and_table(tmp_
     code = launch(str(script), [], 1, 1, grace=20 * TIME_FACTOR, out=out)
     text = out.getvalue()
     assert code != 0, text
-    assert "[trainer#0, step 1] While executing op #0 `split_ids`" in text, text
+    assert "[trainer:0, step 1] While executing op #0 `split_ids`" in text, text
     assert "split_ids: id 100 is out of range for table 'embedding_0.w_0' of 100 rows" in text, text

@@ -34,12 +34,13 @@ import urllib.parse
 from typing import Callable, Iterator
 
 from placegroup import config
+from placegroup.errors import UserError
 
 __all__ = ["DatasetFileNotFound", "Replayable", "cache_roots", "find", "find_optional",
            "missing", "tar_member"]
 
 
-class DatasetFileNotFound(FileNotFoundError):
+class DatasetFileNotFound(UserError, FileNotFoundError):
     """A data set's file is in none of the places placegroup looks (placegroup never downloads)."""
 
 

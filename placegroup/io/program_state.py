@@ -36,7 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
-from placegroup.errors import PlacegroupError, SerializationError
+from placegroup.errors import SerializationError, UserError
 from placegroup.executor.scope import global_scope, to_numpy
 from placegroup.io.files import atomic_write
 from placegroup.io.var_files import (_parse, _records, is_parameter, is_persistable, load_vars)
@@ -47,7 +47,7 @@ __all__ = ["ProgramStateError", "get_program_parameter", "get_program_persistabl
 _SUFFIXES = (".pdparams", ".pdopt", ".pdmodel")
 
 
-class ProgramStateError(PlacegroupError, ValueError):
+class ProgramStateError(UserError, ValueError):
     """A saved or given value does not fit the program: a missing var, another shape or dtype."""
 
 

@@ -155,13 +155,14 @@ class ExecutorId(_Frozen):
     @property
     def name(self) -> str:
         """The name on the wire (docs/protocol.md): ``trainer:0`` or ``pserver@ip:port``."""
-        if self.role == ExecutorRole.TRAINER and self.rank is not None:
-            return f"trainer:{self.rank}"
         return str(self)
 
     def __str__(self) -> str:
-        base = str(self.role) if self.endpoint is None else f"{self.role}@{self.endpoint}"
-        return base if self.rank is None else f"{base}#{self.rank}"
+        """The one name users read, in messages, logs and dumps, as on the wire: a trainer by
+        its id (``trainer:0``), else the role and its endpoint (``pserver@ip:port``)."""
+        if self.role == ExecutorRole.TRAINER and self.rank is not None:
+            return f"trainer:{self.rank}"
+        return str(self.role) if self.endpoint is None else f"{self.role}@{self.endpoint}"
 
 
 def _format_places(places: Tuple[Place, ...]) -> str:

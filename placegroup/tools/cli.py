@@ -203,11 +203,18 @@ def dot_hint(path: str) -> str:
                    "spread when no core would hold two trainers or two pservers.")
 @click.option("--paddle-compat", is_flag=True, help="Run an unmodified Fluid 1.x script: `import "
               "paddle.fluid` gives placegroup, as with `placegroup run`.")
+@click.option("--trainer-args", metavar="ARGS", default=None,
+              help="More arguments for each trainer, after ARGS, with placeholders {endpoint}, "
+                   "{trainer_id}, {pservers}, {trainers}, {trainer_endpoints}, {role}.")
+@click.option("--pserver-args", metavar="ARGS", default=None,
+              help="More arguments for each pserver, after ARGS, with placeholders {endpoint}, "
+                   "{pserver_id}, {pservers}, {trainers}, {trainer_endpoints}, {role}.")
 @click.argument("script", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume: bool, max_restarts: int,
            checkpoint_dir: str | None, checkpoint_every: int | None, sched: str, cpu_bind: str,
-           paddle_compat: bool, script: str, args: tuple) -> None:
+           paddle_compat: bool, trainer_args: str | None, pserver_args: str | None, script: str,
+           args: tuple) -> None:
     """Run SCRIPT [ARGS] in every process of a local cluster on 127.0.0.1.
 
     Each process gets Fluid's launch environment (TRAINING_ROLE, PADDLE_INIT_PSERVERS, ...);
@@ -218,8 +225,24 @@ def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume:
     \b
         placegroup launch --max-restarts 3 --checkpoint-dir ckpt \\
             --checkpoint-every 100 train.py
+
+    A script that takes its role as arguments gets them per role, filled in for each process
+    (--trainer-args and --pserver-args may also follow SCRIPT; docs/launch.md):
+
+    \b
+        placegroup launch --trainers 2 --pservers 2 --paddle-compat \\
+            --pserver-args "--role pserver --current_endpoint {endpoint} \\
+                --endpoints {pservers} --trainers {trainers}" \\
+            --trainer-args "--role trainer --trainer_id {trainer_id} \\
+                --endpoints {pservers} --trainers {trainers}" \\
+            cluster_train.py --is_local 0
     """
-    from placegroup.tools.launch import launch as run_cluster
+    from placegroup.tools.launch import launch as run_cluster, take_role_args
+
+    try:
+        args, extra = take_role_args(args, {"TRAINER": trainer_args, "PSERVER": pserver_args})
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from None
 
     env = {}
     if resume:
@@ -228,9 +251,9 @@ def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume:
         env["PLACEGROUP_CHECKPOINT_DIR"] = os.path.abspath(checkpoint_dir)
     if checkpoint_every is not None:
         env["PLACEGROUP_CHECKPOINT_EVERY"] = str(checkpoint_every)
-    sys.exit(run_cluster(script, list(args), trainers, pservers, grace=grace, keys=keys, sched=sched,
+    sys.exit(run_cluster(script, args, trainers, pservers, grace=grace, keys=keys, sched=sched,
                          cpu_bind=cpu_bind, paddle_compat=paddle_compat, extra_env=env,
-                         max_restarts=max_restarts))
+                         max_restarts=max_restarts, trainer_args=extra["TRAINER"], pserver_args=extra["PSERVER"]))
 
 
 @main.command(short_help="Make CURVE keys: encrypted traffic, only listed clients in.")
@@ -261,10 +284,15 @@ def keys(directory: str, clients: int, force: bool) -> None:
 def env() -> None:
     """Every environment variable placegroup reads (the launch contract and its own
     PLACEGROUP_* knobs): its value in this environment, or its default in parentheses, and
-    what it does."""
+    what it does. Values that do not parse are marked INVALID in the table and named again on
+    stderr, one line, and the exit status is 1."""
     from placegroup import config
 
     click.echo(config.describe())
+    bad = config.invalid()
+    if bad:
+        click.echo(f"placegroup env: error: {len(bad)} invalid: {'; '.join(bad.values())}", err=True)
+        sys.exit(1)
 
 
 # NOTE(subcommands): each further subcommand (``placegroup launch``, placegroup/tools/launch.py)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import pathlib
 import sys
 
@@ -89,7 +90,8 @@ def coverage() -> dict[str, tuple[list[str], list[str]]]:
             module = importlib.import_module(MODULES[label])
         except ModuleNotFoundError:
             module = None
-        has = sorted(n for n in names if module is not None and hasattr(module, n))
+        has = sorted(n for n in names if module is not None and (hasattr(module, n) or (  # or a submodule
+            hasattr(module, "__path__") and importlib.util.find_spec(f"{module.__name__}.{n}") is not None)))
         out[label] = has, sorted(names - set(has))
     return out
 

@@ -10,7 +10,10 @@ Fleet names ``PADDLE_PSERVERS_IP_PORT_LIST``, ``PADDLE_TRAINERS_NUM``,
 the cores (NOTE(cpu-bind); ``--cpu-bind spread|none`` to choose). Every line a process prints is
 prefixed with its role (``[trainer.0]``). The first process that fails stops the others;
 ``launch`` exits with its code. When every trainer has finished, the pservers, told by the
-trainers, return by themselves; any still running after ``--grace`` seconds are stopped.
+trainers, return by themselves; any still running after ``--grace`` seconds are stopped. A script
+that takes its role from flags gets them from ``--trainer-args``/``--pserver-args``
+(NOTE(role-args)); a job whose trainers all trained alone ends with a warning
+(NOTE(trained-alone)).
 
 Example::
 
@@ -21,8 +24,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shlex
 import signal
 import socket
+import string
 import subprocess
 import sys
 import threading
@@ -30,6 +35,7 @@ import time
 from typing import Sequence
 
 from placegroup import config
+from placegroup.errors import ConfigError
 from placegroup.tools.progress import Bars
 
 
@@ -87,6 +93,77 @@ def cluster_envs(trainers: int, pservers: int, host: str = "127.0.0.1") -> list[
                                                 "PADDLE_PORT": ep.split(":")[1],
                                                 "PADDLE_CURRENT_ENDPOINT": ep, "PADDLE_TRAINER_ID": str(i)}))
     return out
+
+
+# NOTE(role-args): many public Fluid scripts (PaddleRec's cluster_train.py, Paddle's distributed
+# unit tests) learn their role from flags (--role pserver --current_endpoint ...), not from the
+# environment, and launch gives every process the same arguments: such a script trained alone in
+# every process. --trainer-args/--pserver-args are appended to that role's arguments, split as a
+# shell would (shlex), each placeholder filled from the process's own launch environment. They are
+# filled again for every attempt, so a restart's fresh ports reach the flags too.
+PLACEHOLDERS = {"endpoint": "PADDLE_CURRENT_ENDPOINT", "trainer_id": "PADDLE_TRAINER_ID",
+                "pserver_id": "PADDLE_PSERVER_ID", "pservers": "PADDLE_PSERVERS_IP_PORT_LIST",
+                "trainers": "PADDLE_TRAINERS_NUM", "trainer_endpoints": "PADDLE_TRAINER_ENDPOINTS",
+                "role": "TRAINING_ROLE"}  # placeholder -> the launch variable it takes its value from
+ROLE_ONLY = {"trainer_id": "TRAINER", "pserver_id": "PSERVER"}
+
+
+def role_args(text: str | None, role: str) -> list[str]:
+    """``text`` (``--trainer-args`` for ``role`` TRAINER, ``--pserver-args`` for PSERVER) split as a
+    shell would, its placeholders checked (NOTE(role-args)); ``expand_role_args`` fills them.
+
+    Raises:
+        ConfigError: a quote left open, a brace that opens no placeholder, or a placeholder that
+            is unknown or of the other role, naming it and the ones there are.
+    """
+    flag = f"--{role.lower()}-args"
+    known = [n for n in PLACEHOLDERS if ROLE_ONLY.get(n, role) == role]
+    names = ", ".join("{%s}" % n for n in known)
+    try:
+        tokens = shlex.split(text or "")
+    except ValueError as e:
+        raise ConfigError(f"{flag} {text!r}: {e}") from None
+    for tok in tokens:
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(tok) if f is not None]
+            bad = next((f for f in fields if f not in known), None)
+            if bad is None:
+                tok.format_map(dict.fromkeys(known, "0"))  # a conversion or format spec that fails
+        except (ValueError, KeyError, IndexError, AttributeError) as e:
+            raise ConfigError(f"{flag}: {tok!r}: {e} (write {{{{ and }}}} for a literal brace); the "
+                              f"placeholders are {names}") from None
+        if bad is not None:
+            what = (f"{{{bad}}} is a {ROLE_ONLY[bad].lower()}'s placeholder" if bad in ROLE_ONLY
+                    else f"unknown placeholder {{{bad}}} in {tok!r}")
+            raise ConfigError(f"{flag}: {what}; a {role.lower()}'s placeholders are {names}")
+    return tokens
+
+
+def expand_role_args(tokens: Sequence[str], env: dict) -> list[str]:
+    """``tokens`` (from ``role_args``) with each placeholder replaced by its value in ``env``, a
+    process's launch environment (``cluster_envs``)."""
+    values = {n: env[v] for n, v in PLACEHOLDERS.items() if v in env}
+    return [t.format_map(values) for t in tokens]
+
+
+def take_role_args(args: Sequence[str], given: dict) -> tuple[list[str], dict]:
+    """``--trainer-args X``/``--pserver-args X`` (or ``=X``) taken out of a script's ``args`` and
+    joined to ``given`` (``{"TRAINER": text or None, "PSERVER": ...}``, from before the script),
+    checked by ``role_args``: ``launch ... train.py --is_local 0 --pserver-args "..."`` reads as
+    its user wrote it. Returns the script's other arguments and the joined texts."""
+    rest, taken, it = [], dict(given), iter(args)
+    for a in it:
+        flag, eq, value = a.partition("=")
+        if flag not in ("--trainer-args", "--pserver-args"):
+            rest.append(a)
+            continue
+        value, role = (value if eq else next(it, None)), flag[2:-5]
+        if value is None:
+            raise ConfigError(f"{a} needs a value, such as {a} \"--role {role}\"")
+        taken[role.upper()] = " ".join(filter(None, (taken.get(role.upper()), value)))
+    for role, text in taken.items():
+        role_args(text, role)
+    return rest, taken
 
 
 def _pump(proc: Proc, sink: Bars, lock: threading.Lock) -> None:
@@ -180,7 +257,8 @@ def bind_pays(trainers: int, pservers: int, cores: int) -> bool:
 def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace: float = 30.0,
            out=None, python: str = sys.executable, extra_env: dict | None = None,
            keys: str | None = None, sched: str = "batch", cpu_bind: str = "auto",
-           paddle_compat: bool = False, max_restarts: int = 0) -> int:
+           paddle_compat: bool = False, max_restarts: int = 0, trainer_args: str | None = None,
+           pserver_args: str | None = None) -> int:
     """Run ``script`` as a local cluster; return the exit code (the first failure's, or 0).
 
     Args:
@@ -201,6 +279,13 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
             (``placegroup.compat``).
         max_restarts: after a failure, start the whole job again this many times at most,
             resuming from the newest complete checkpoint (NOTE(restarts)).
+        trainer_args, pserver_args: more arguments for that role's processes, after ``args``,
+            with placeholders such as ``{endpoint}`` and ``{trainer_id}`` (NOTE(role-args)),
+            e.g. ``"--role trainer --trainer_id {trainer_id} --endpoints {pservers}"``.
+
+    Raises:
+        ConfigError: a bad placeholder in ``trainer_args`` or ``pserver_args`` (``role_args``),
+            before anything starts.
     """
     if sched not in SCHED_POLICIES:
         raise ValueError(f"sched must be one of {', '.join(SCHED_POLICIES)}, got {sched!r}")
@@ -210,6 +295,7 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
         raise ValueError(f"need at least one trainer and no negative pservers, got {trainers}, {pservers}")
     if max_restarts < 0:
         raise ValueError(f"max_restarts must be 0 or more, got {max_restarts}")
+    per_role = {"TRAINER": role_args(trainer_args, "TRAINER"), "PSERVER": role_args(pserver_args, "PSERVER")}
     binding = None
     if cpu_bind != "none" and hasattr(os, "sched_setaffinity"):
         cores = sorted(os.sched_getaffinity(0))
@@ -221,8 +307,10 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
 
         Security.from_path(keys)  # a path that is not there fails here, not in every process
         extra_env[KEYS_ENV] = os.path.abspath(keys)
-    if out is None and sys.stdout.isatty():  # the trainers' progress becomes bars here
-        extra_env.setdefault("PLACEGROUP_PROGRESS", "launch")
+    # the trainers' progress becomes bars on a terminal; every process reports how it ended
+    # (NOTE(exit-record) in tools/progress.py)
+    extra_env.setdefault("PLACEGROUP_PROGRESS", "launch" if out is None and sys.stdout.isatty() else "lines")
+    extra_env["PLACEGROUP_LAUNCHER_PID"] = str(os.getpid())
     out = Bars(out or sys.stdout)
     lock = threading.Lock()
     command = [python, "-m", "placegroup", "run", script, *args] if paddle_compat else [python, script, *args]
@@ -235,7 +323,7 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
         env = {**extra_env, RESTART_ENV: str(restart)}
         if restart:
             env["PLACEGROUP_RESUME"] = "1"
-        code, trained = _attempt(command, trainers, pservers, grace, out, lock, env, sched, binding,
+        code, trained = _attempt(command, per_role, trainers, pservers, grace, out, lock, env, sched, binding,
                                  f"attempt {restart + 1}: " if max_restarts else "")
         if code == 0 or code == 130 or trained:
             return code
@@ -258,8 +346,9 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
 # the process that died: what a lost pserver held since the last checkpoint is gone, and the
 # survivors have moved past that checkpoint, so all of them return to it together. In sync mode
 # a checkpoint is one moment of the job, so the continued run equals an uninterrupted one
-# (docs/checkpoint.md). A failure before the first checkpoint restarts at step 0; Ctrl-C never
-# restarts.
+# (docs/checkpoint.md). A failure before the first checkpoint, or in a job with no checkpoint
+# directory, restarts at step 0 (NOTE(resume-without-dir) in placegroup/io/checkpoint.py);
+# Ctrl-C never restarts.
 def _say(sink: Bars, lock: threading.Lock, text: str) -> None:
     with lock:
         sink.line("launch", text + "\n")
@@ -274,15 +363,16 @@ def _newest_step(dirname: str | None) -> int | None:
     return latest_checkpoint(dirname)
 
 
-def _attempt(command: list, trainers: int, pservers: int, grace: float, out: Bars, lock: threading.Lock,
-             extra_env: dict, sched: str, binding: dict | None, label: str) -> tuple[int, bool]:
+def _attempt(command: list, per_role: dict, trainers: int, pservers: int, grace: float, out: Bars,
+             lock: threading.Lock, extra_env: dict, sched: str, binding: dict | None, label: str) -> tuple[int, bool]:
     """Start every process of the job once and watch them: the first failure stops the others
     and is the exit code; 0 when every trainer finished and the pservers returned. Also returns
     whether every trainer finished its training (a pserver that then would not stop is no
-    reason to train again)."""
+    reason to train again). ``per_role``: each role's ``role_args``, filled in here."""
     procs: list[Proc] = []
+    out.exits.clear()
     for tag, role, env in cluster_envs(trainers, pservers):
-        popen = subprocess.Popen(command, env={**os.environ, **extra_env, **env},
+        popen = subprocess.Popen(command + expand_role_args(per_role[role], env), env={**os.environ, **extra_env, **env},
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         # the child is still starting Python: the threads it makes later (libzmq's) inherit this
         set_sched(popen.pid, sched)
@@ -325,4 +415,37 @@ def _attempt(command: list, trainers: int, pservers: int, grace: float, out: Bar
                 p.thread.join(timeout=5)
         with lock:
             out.close()
+    if pservers and code != 130 and trained_alone(procs, out.exits):
+        _warn(out, lock, TRAINED_ALONE)
     return code, trained
+
+
+# NOTE(trained-alone): a script that reads its role from flags, started without them
+# (NOTE(role-args)), trains alone in every process: the pservers are never contacted, every
+# trainer writes the same model, and each exits 0. Every process placegroup runs under launch
+# says as it exits whether it ever ran a distributed program (NOTE(exit-record)); when pservers
+# were started and every trainer finished with status 0 saying it did not, the job ends with
+# TRAINED_ALONE on launch's output and on stderr (where a log collector that keeps stdout as
+# the job's log looks for trouble). The exit status stays 0: each process did what its script
+# said, and what it wrote is a valid local run; a script may use the pservers' slots on purpose
+# for something else, and a status that changed with a guess would break pipelines that ran.
+TRAINED_ALONE = ("pservers were started, but no trainer ever exchanged data with them: each trainer "
+                 "trained alone. If the script reads its role from arguments (--role, --endpoints, "
+                 "--trainer_id, ...), pass them with --trainer-args and --pserver-args, with what "
+                 "makes it train distributed (such as --is_local 0 or --update_method pserver); "
+                 "docs/launch.md, \"Scripts that take their role as arguments\"")
+
+
+def trained_alone(procs: Sequence[Proc], exits: dict) -> bool:
+    """Whether every trainer of ``procs`` exited 0 and said (``exits``: tag -> ran a distributed
+    program, from the exit records) it never ran a distributed program (NOTE(trained-alone)). A
+    trainer that sent no record (a script without placegroup) leaves it unknown: False."""
+    trainers = [p for p in procs if p.role == "TRAINER"]
+    return all(p.popen.returncode == 0 and exits.get(p.tag) is False for p in trainers)
+
+
+def _warn(sink: Bars, lock: threading.Lock, text: str) -> None:
+    """``text`` on launch's output and on stderr, once where both are the same terminal."""
+    _say(sink, lock, "warning: " + text)
+    if sink.out is not sys.stderr and not (sink.out is sys.stdout and sys.stdout.isatty() and sys.stderr.isatty()):
+        print(f"placegroup launch: warning: {text}", file=sys.stderr, flush=True)

@@ -24,9 +24,18 @@ NOTE(progress-records): a trainer under ``placegroup launch`` whose launcher dra
 record per update, a line ``RECORD`` + JSON ``{"n": steps done, "total": steps, "loss": running
 loss, "desc": label}``, at most ten a second. The launcher reads every line its processes print;
 it draws a record in that process's bar and prints every other line above the bars.
+
+NOTE(exit-record): under ``placegroup launch`` (``PLACEGROUP_PROGRESS`` set: ``launch`` or
+``lines``) every process launch started (its parent is ``PLACEGROUP_LAUNCHER_PID``; not the
+programs those start, such as a Dataset's pipe command, whose stdout is data) also prints, as it
+exits, one record ``{"distributed": true
+or false}``: whether it ever ran a distributed program, i.e. opened a link to its peers (the
+executor's ``_Distributed.opened``, set once per process, nothing per step). Launch warns when
+no trainer did although it started pservers (NOTE(trained-alone) in tools/launch.py).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -115,15 +124,25 @@ def progress(total: int, desc: str = "", enabled: bool | None = None, every: flo
     return Progress(total, desc, "bar" if on_terminal else "lines", every)
 
 
+def exit_record(ran_distributed: bool) -> None:
+    """Tell the launcher, as this process exits, whether it ever ran a distributed program
+    (NOTE(exit-record)); the executor calls it at exit when ``PLACEGROUP_PROGRESS`` is set."""
+    with contextlib.suppress(OSError, ValueError):  # the launcher may be gone; nothing to tell then
+        print(RECORD + json.dumps({"distributed": bool(ran_distributed)}), file=sys.__stdout__ or sys.stdout,
+              flush=True)
+
+
 def parse_record(line: str) -> dict | None:
-    """The record a line holds (NOTE(progress-records)), or None for any other line."""
+    """The record a line holds (NOTE(progress-records), NOTE(exit-record)), or None for any
+    other line."""
     if not line.startswith(RECORD):
         return None
     try:
         rec = json.loads(line[len(RECORD):])
     except ValueError:
         return None
-    return rec if isinstance(rec, dict) and isinstance(rec.get("n"), int) else None
+    ok = isinstance(rec, dict) and (isinstance(rec.get("n"), int) or isinstance(rec.get("distributed"), bool))
+    return rec if ok else None
 
 
 class Bars:
@@ -133,6 +152,7 @@ class Bars:
     def __init__(self, out) -> None:
         self.out = out
         self.bars: dict[str, tqdm.tqdm] = {}
+        self.exits: dict[str, bool] = {}  # tag -> its exit record: ran a distributed program
 
     def line(self, tag: str, text: str) -> None:
         """One line process ``tag`` printed: a record moves its bar; anything else is printed."""
@@ -143,6 +163,9 @@ class Bars:
             else:
                 self.out.write(f"[{tag}] {text}")
                 self.out.flush()
+            return
+        if "distributed" in rec:  # a process this one started may report too: any link counts
+            self.exits[tag] = self.exits.get(tag, False) or rec["distributed"]
             return
         bar = self.bars.get(tag)
         if bar is None:

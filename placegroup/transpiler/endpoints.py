@@ -47,7 +47,8 @@ def parse(spec: Any, default_port: str, what: str) -> list[str]:
     on stderr unless logging is set up): it silently means ``PADDLE_INIT_PORT``'s port.
 
     Raises:
-        ConfigError: an item is not ``ip:port``, or there is none (names ``what``).
+        ConfigError: an item is not ``ip:port`` (several separated by spaces: "use commas"), or
+            there is none (names ``what``).
     """
     global _said_bare_ip
     items = spec if isinstance(spec, (list, tuple)) else str(spec).split(",")
@@ -55,6 +56,10 @@ def parse(spec: Any, default_port: str, what: str) -> list[str]:
     for item in (s.strip() for s in items):
         if not item:
             continue
+        pieces = item.replace(";", " ").split()  # "ip:port ip:port": the separator is a comma
+        if len(pieces) > 1 and all("." in p or ":" in p for p in pieces):
+            raise ConfigError(f"{what}: {item!r} is several endpoints: use commas between them, "
+                              f"as in {','.join(pieces)!r}")
         ep = item if ":" in item else f"{item}:{default_port}"
         if ep != item and not _said_bare_ip:
             _said_bare_ip = True
