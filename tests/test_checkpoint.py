@@ -366,20 +366,20 @@ def test_a_killed_pserver_resumes_from_the_last_checkpoint_with_no_update_lost_o
     ckpt = tmp_path / "ckpt"
     procs = {}
     try:
-        for tag, _, env in cluster_envs(2, 2):
-            with open(tmp_path / f"{tag}.log", "wb") as log:
-                procs[tag] = subprocess.Popen(
+        for m in cluster_envs(2, 2):
+            with open(tmp_path / f"{m.name}.log", "wb") as log:
+                procs[m.role, m.index] = subprocess.Popen(
                     [sys.executable, MODEL, "--out", str(tmp_path), *args, "--steps", steps, "--slow", "0.1",
-                     "--checkpoint-dir", str(ckpt)], env={**os.environ, **env, "PLACEGROUP_PEER_TIMEOUT": "60"},
+                     "--checkpoint-dir", str(ckpt)], env={**os.environ, **m.env, "PLACEGROUP_PEER_TIMEOUT": "60"},
                     stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60 * TIME_FACTOR
         while (fluid.io.latest_checkpoint(str(ckpt)) or 0) < 4:
             assert time.monotonic() < deadline and all(p.poll() is None for p in procs.values())
             time.sleep(0.05)
-        procs["pserver.1"].send_signal(signal.SIGKILL)
+        procs["PSERVER", 1].send_signal(signal.SIGKILL)
         for p in procs.values():  # the others notice and stop
             p.wait(timeout=30 * TIME_FACTOR)
-        assert procs["trainer.0"].returncode != 0
+        assert procs["TRAINER", 0].returncode != 0
     finally:
         for p in procs.values():
             if p.poll() is None:

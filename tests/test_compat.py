@@ -135,7 +135,7 @@ def test_launch_paddle_compat_trains_the_script_distributed(tmp_path):
     out = io.StringIO()
     code = launch(SCRIPT, ["1"], 2, 2, out=out, grace=30 * TIME_FACTOR, paddle_compat=True)
     assert code == 0, out.getvalue()
-    for t in ("[trainer.0]", "[trainer.1]"):
+    for t in ("[trainer:0]", "[trainer:1]"):
         assert len(_losses(out.getvalue(), t)) == 8, out.getvalue()
     assert out.getvalue().count("pserver done") == 2
 

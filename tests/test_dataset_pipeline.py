@@ -204,7 +204,7 @@ def test_launch_2x2_trains_each_trainer_on_its_own_file(tmp_path):
     code = launch(SCRIPT, [str(tmp_path), str(tmp_path / "dist.npz")], 2, 2, out=out, grace=30 * TIME_FACTOR,
                   paddle_compat=True)
     assert code == 0, out.getvalue()
-    for tag, batches in (("[trainer.0]", 2), ("[trainer.1]", 3)):
+    for tag, batches in (("[trainer:0]", 2), ("[trainer:1]", 3)):
         losses = [float(m.group(1)) for line in out.getvalue().splitlines() if line.startswith(tag)
                   for m in [LOSS.search(line)] if m]
         assert len(losses) == batches and np.isfinite(losses).all(), out.getvalue()

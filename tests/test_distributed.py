@@ -11,6 +11,7 @@ connections, a peer that never comes.
 """
 import io
 import os
+import re
 import subprocess
 import sys
 import time
@@ -94,8 +95,8 @@ def test_first_failure_stops_the_cluster_with_its_code(tmp_path):
     assert code == 3
     assert time.monotonic() - t0 < 30 * TIME_FACTOR
     text = out.getvalue()
-    assert "[trainer.1] failing on purpose" in text
-    assert "[launch] trainer.1 (TRAINER, 127.0.0.1:" in text
+    assert "[trainer:1] failing on purpose" in text
+    assert "[launch] trainer:1 (TRAINER, 127.0.0.1:" in text
     assert "failed first (exit code 3); stopping the others" in text
 
 
@@ -123,11 +124,11 @@ def test_fit_a_line_example_runs_unchanged_under_launch(tmp_path):
     assert code == 0, text
     pattern = r"train loss of the trained model ([0-9.]+)"
     want = float(re.search(pattern, local).group(1))
-    got = [float(m) for m in re.findall(r"\[trainer\.\d\] " + pattern, text)]
+    got = [float(m) for m in re.findall(r"\[trainer:\d\] " + pattern, text)]
     # trainer 0 reports for the job (in sync mode every trainer ends with the same parameters)
     assert len(got) == 1 and abs(got[0] - want) <= 1e-5 * want, (want, got)
     for t in (0, 1):
-        assert re.search(rf"\[trainer\.{t}\] trainer {t}: step (\d+)/\1 \(100%\)", text), text
+        assert re.search(rf"\[trainer:{t}\] trainer {t}: step (\d+)/\1 \(100%\)", text), text
     assert "Traceback" not in text
 
 
@@ -148,9 +149,9 @@ def test_the_design_documents_train_runs_as_written(tmp_path):
     text = out.getvalue()
     assert code == 0, text[-3000:]
     losses = [float(line.split("[")[-1].rstrip("]")) for line in text.splitlines()
-              if line.startswith("[trainer.0] [")]
+              if line.startswith("[trainer:0] [")]
     assert len(losses) == 100 * 21  # 404 training rows in batches of 20, 100 passes
-    assert "[pserver.0] None" in text  # a pserver fetches no trainer-held loss
+    assert re.search(r"^\[pserver@127\.0\.0\.1:\d+\] None$", text, re.M)  # it fetches no trainer-held loss
 
 
 def test_many_classes_example_shards_the_last_layer(tmp_path):
@@ -165,9 +166,9 @@ def test_many_classes_example_shards_the_last_layer(tmp_path):
     out = io.StringIO()
     assert launch(example, args, 2, 0, grace=20 * TIME_FACTOR, out=out) == 0, out.getvalue()
     text = out.getvalue()
-    assert "[trainer.0] trainer 0 of 2: holds fc_0.w_0 [32, 10000] of [32, 20000]" in text
+    assert "[trainer:0] trainer 0 of 2: holds fc_0.w_0 [32, 10000] of [32, 20000]" in text
     want = float(re.search(r"step  10  loss ([0-9.]+)", local).group(1))
-    got = [float(v) for v in re.findall(r"\[trainer\.\d\] step  10  loss ([0-9.]+)", text)]
+    got = [float(v) for v in re.findall(r"\[trainer:\d\] step  10  loss ([0-9.]+)", text)]
     assert abs(sum(got) / 2 - want) < 2e-4 * want, (want, got)
 
 
@@ -184,7 +185,7 @@ def test_sliced_wide_layer_example_on_3_pservers(tmp_path):
     text = out.getvalue()
     assert "rows 0..682 of fc_1.w_0" in text  # parameter slicing: a 2048-row weight in 3 blocks
     want = re.search(r"test accuracy ([0-9.]+)", local).group(1)
-    assert re.findall(r"\[trainer\.\d\] test accuracy ([0-9.]+)", text) == [want, want]
+    assert re.findall(r"\[trainer:\d\] test accuracy ([0-9.]+)", text) == [want, want]
 
 
 def test_async_and_ssp_fit_a_line_converge_within_5_percent_of_sync(tmp_path):
@@ -199,7 +200,7 @@ def test_async_and_ssp_fit_a_line_converge_within_5_percent_of_sync(tmp_path):
         code = launch(example, ["--mode", mode, "--passes", "20", "--data", "diabetes", "--no-progress"], 2, 2,
                       grace=20 * TIME_FACTOR, out=out)
         assert code == 0, out.getvalue()
-        final[mode] = float(re.search(r"\[trainer\.0\] train loss of the trained model ([0-9.]+)",
+        final[mode] = float(re.search(r"\[trainer:0\] train loss of the trained model ([0-9.]+)",
                                       out.getvalue()).group(1))
     assert abs(final["async"] - final["sync"]) <= 0.05 * final["sync"], final
     assert abs(final["ssp"] - final["sync"]) <= 0.05 * final["sync"], final

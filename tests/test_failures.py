@@ -6,6 +6,7 @@ a few seconds, naming the dead one, its role and endpoint, and what it was waiti
 """
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,15 +23,16 @@ PEER_TIMEOUT = 3.0
 
 def _start(tmp_path, trainers, pservers, *args, env=None):
     procs = {}
-    for tag, _, role_env in cluster_envs(trainers, pservers):
-        full = {**os.environ, **role_env, "PLACEGROUP_PEER_TIMEOUT": str(PEER_TIMEOUT), **(env or {})}
-        procs[tag] = subprocess.Popen([sys.executable, SCRIPT, "--out", str(tmp_path), *args], env=full,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for m in cluster_envs(trainers, pservers):
+        full = {**os.environ, **m.env, "PLACEGROUP_PEER_TIMEOUT": str(PEER_TIMEOUT), **(env or {})}
+        procs[m.role.lower(), m.index] = subprocess.Popen([sys.executable, SCRIPT, "--out", str(tmp_path), *args],
+                                                          env=full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                                          text=True)
     return procs
 
 
 def _finish(procs, limit):
-    """Wait for every process; ``{tag: (seconds it took, exit code, output)}``."""
+    """Wait for every process; ``{(role, index): (seconds it took, exit code, output)}``."""
     t0, out = time.monotonic(), {}
     for tag, p in procs.items():
         try:
@@ -62,8 +64,9 @@ def _training(procs, tmp_path):
     raise AssertionError("the cluster did not start training")
 
 
-@pytest.mark.parametrize("victim, how", [("pserver.0", signal.SIGKILL), ("trainer.1", signal.SIGKILL),
-                                         ("pserver.1", signal.SIGSTOP)])
+@pytest.mark.parametrize("victim, how", [(("pserver", 0), signal.SIGKILL), (("trainer", 1), signal.SIGKILL),
+                                         (("pserver", 1), signal.SIGSTOP)],
+                         ids=["kill-pserver-0", "kill-trainer-1", "stop-pserver-1"])
 def test_every_process_stops_naming_the_dead_peer(tmp_path, victim, how):
     """Kill a pserver or a trainer, or stop one (silent but connected: only the heartbeats
     notice), mid-run: each other process exits non-zero within the peer timeout plus a few
@@ -78,13 +81,13 @@ def test_every_process_stops_naming_the_dead_peer(tmp_path, victim, how):
         if how == signal.SIGSTOP:
             procs[victim].send_signal(signal.SIGCONT)
         _kill_all(procs)
-    role, rank = victim.split(".")
+    role, rank = victim
     name = f"trainer:{rank}" if role == "trainer" else "pserver@127.0.0.1:"
     for tag, (took, code, text) in done.items():
         assert code not in (0, None), f"{tag} did not fail ({took:.1f}s): {text[-1500:]}"
         assert took < PEER_TIMEOUT + 10 * TIME_FACTOR, f"{tag} took {took:.1f}s"
         assert f"peer {name}" in text and "is gone" in text, f"{tag}: {text[-1500:]}"
-        if role == "trainer" and tag.startswith("pserver"):  # what it was waiting for, from whom
+        if role == "trainer" and tag[0] == "pserver":  # what it was waiting for, from whom
             assert f"from {name}" in text and "was waiting in op #" in text, text[-1500:]
 
 
@@ -112,4 +115,5 @@ def test_launch_names_the_process_that_failed_first(tmp_path):
     code = launch(str(bad), [], 2, 1, grace=5, out=out)
     text = out.getvalue()
     assert code == 5, text
-    assert "[launch] pserver.0 (PSERVER, 127.0.0.1:" in text and "failed first (exit code 5)" in text, text
+    assert re.search(r"^\[launch\] pserver@127\.0\.0\.1:\d+ \(PSERVER, pid \d+\) failed first \(exit code 5\)",
+                     text, re.M), text

@@ -47,16 +47,18 @@ def env(launch_env):
 # -- role makers -----------------------------------------------------------------------------
 def test_each_launched_process_gets_its_role_from_the_launch_environment(env, monkeypatch):
     seen = []
-    for tag, role, e in cluster_envs(2, 2):
+    for m in cluster_envs(2, 2):
+        e = m.env
         for k, v in e.items():
             monkeypatch.setenv(k, v)
         r = PaddleCloudRoleMaker()
         r.generate_role()
-        seen.append((tag, r.is_worker(), r.is_server(), r.is_first_worker(), r.worker_index(), r.worker_num()))
+        seen.append((m.role, m.index, r.is_worker(), r.is_server(), r.is_first_worker(), r.worker_index(),
+                     r.worker_num()))
         assert r.get_pserver_endpoints() == e["PADDLE_PSERVERS_IP_PORT_LIST"].split(",")
         assert r.get_trainer_endpoints() == e["PADDLE_TRAINER_ENDPOINTS"].split(",")
-    assert seen == [("pserver.0", False, True, False, 0, 2), ("pserver.1", False, True, False, 1, 2),
-                    ("trainer.0", True, False, True, 0, 2), ("trainer.1", True, False, False, 1, 2)]
+    assert seen == [("PSERVER", 0, False, True, False, 0, 2), ("PSERVER", 1, False, True, False, 1, 2),
+                    ("TRAINER", 0, True, False, True, 0, 2), ("TRAINER", 1, True, False, False, 1, 2)]
 
 
 def test_a_pserver_is_found_by_pod_ip_and_paddle_port(env):

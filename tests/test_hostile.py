@@ -244,7 +244,7 @@ def test_log_lines_stay_bounded_under_random_identities(caplog, monkeypatch):
     mb = _mailbox()
     with caplog.at_level(logging.WARNING, logger="placegroup.comm"):
         for i in range(300):
-            mb._file(f"rogue{i}\n[trainer.0] forged" + "x" * 500, [b"x"])
+            mb._file(f"rogue{i}\n[trainer:0] forged" + "x" * 500, [b"x"])
     assert len(caplog.records) == 1 and len(mb.drops.lines) == 1
     line = caplog.records[0].getMessage()
     assert "\n" not in line and len(line) < 200, line  # no forged log lines
@@ -516,13 +516,13 @@ def _train(out, attack: bool):
     procs, files, stop, sent = {}, [], threading.Event(), [0]
     rogue = None
     try:
-        for tag, _, env in envs:
-            full = {**os.environ, **env, "PLACEGROUP_PEER_TIMEOUT": str(30 * TIME_FACTOR)}
-            files.append(open(out / f"{tag}.log", "w"))
-            procs[tag] = subprocess.Popen([sys.executable, SCRIPT, "--out", str(out), *ARGS], env=full,
+        for m in envs:
+            full = {**os.environ, **m.env, "PLACEGROUP_PEER_TIMEOUT": str(30 * TIME_FACTOR)}
+            files.append(open(out / f"{m.name}.log", "w"))
+            procs[m.name] = subprocess.Popen([sys.executable, SCRIPT, "--out", str(out), *ARGS], env=full,
                                           stdout=files[-1], stderr=subprocess.STDOUT)
         if attack:
-            eps = [env["PADDLE_CURRENT_ENDPOINT"] for _, role, env in envs if role == "PSERVER"]
+            eps = [m.endpoint for m in envs if m.role == "PSERVER"]
             ports = [int(ep.rsplit(":", 1)[1]) for ep in eps]
             deadline = time.monotonic() + 60 * TIME_FACTOR  # both trainers connected to both pservers
             while any(_established(p) < 2 for p in ports) and time.monotonic() < deadline:
@@ -536,8 +536,8 @@ def _train(out, attack: bool):
             time.sleep(1.5)  # trainer 1 needs >= 120 * 0.03 s: the flood ends before the training
             stop.set()
             rogue.join()
-        for tag, p in procs.items():
-            assert p.wait(timeout=90 * TIME_FACTOR) == 0, (tag, (out / f"{tag}.log").read_text()[-3000:])
+        for name, p in procs.items():
+            assert p.wait(timeout=90 * TIME_FACTOR) == 0, (name, (out / f"{name}.log").read_text()[-3000:])
     finally:
         stop.set()
         if rogue is not None:
@@ -548,7 +548,7 @@ def _train(out, attack: bool):
                 p.wait()
         for f in files:
             f.close()
-    logs = "".join((out / f"pserver.{i}.log").read_text() for i in range(2))
+    logs = "".join((out / f"{m.name}.log").read_text() for m in envs if m.role == "PSERVER")
     return [np.load(out / f"trainer{i}.npz") for i in range(2)], logs, sent[0]
 
 

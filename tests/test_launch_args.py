@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,22 +38,25 @@ TRAINER_ARGS = "--role trainer --trainer_id {trainer_id} --endpoints {pservers} 
 WARNING = "no trainer ever exchanged data with them"
 
 
-def _lines(text: str, tag: str) -> list[dict]:
-    """The JSON lines process ``tag`` printed (launch prefixes each with ``[tag] ``)."""
-    prefix = f"[{tag}] {{"
-    return [json.loads(line[len(tag) + 3:]) for line in text.splitlines() if line.startswith(prefix)]
+def _lines(text: str) -> dict[str, list[dict]]:
+    """The JSON lines each process printed, by the name launch prefixed them with
+    (``[trainer:0] {...}``, ``[pserver@127.0.0.1:41237] {...}``)."""
+    out: dict[str, list[dict]] = {}
+    for m in re.finditer(r"^\[(\S+)\] (\{.*)$", text, re.M):
+        out.setdefault(m.group(1), []).append(json.loads(m.group(2)))
+    return out
 
 
 def test_placeholders_are_filled_per_process():
-    envs = {tag: env for tag, _, env in cluster_envs(2, 2)}
+    envs = {(m.role, m.index): m.env for m in cluster_envs(2, 2)}
     ps, tr = role_args(PSERVER_ARGS + " --name '{role} {pserver_id}'", "PSERVER"), role_args(TRAINER_ARGS, "TRAINER")
-    pservers = envs["pserver.0"]["PADDLE_PSERVERS_IP_PORT_LIST"]
-    assert expand_role_args(ps, envs["pserver.1"]) == [
+    pservers = envs["PSERVER", 0]["PADDLE_PSERVERS_IP_PORT_LIST"]
+    assert expand_role_args(ps, envs["PSERVER", 1]) == [
         "--role", "pserver", "--current_endpoint", pservers.split(",")[1], "--endpoints", pservers,
         "--trainers", "2", "--name", "PSERVER 1"]
-    assert expand_role_args(tr, envs["trainer.1"]) == [
+    assert expand_role_args(tr, envs["TRAINER", 1]) == [
         "--role", "trainer", "--trainer_id", "1", "--endpoints", pservers, "--trainers", "2"]
-    t0 = envs["trainer.0"]
+    t0 = envs["TRAINER", 0]
     assert expand_role_args(role_args("{endpoint} {trainer_endpoints} {{x}}", "TRAINER"), t0) == [
         t0["PADDLE_CURRENT_ENDPOINT"], t0["PADDLE_TRAINER_ENDPOINTS"], "{x}"]
     assert role_args(None, "TRAINER") == [] and role_args("", "PSERVER") == []
@@ -113,13 +117,15 @@ def test_a_restart_fills_the_placeholders_with_its_fresh_endpoints(tmp_path):
                   trainer_args="--me {endpoint} --ps {pservers}", pserver_args="--me {endpoint}")
     assert code == 0, out.getvalue()
     seen = {}
-    for tag in ("trainer.0", "pserver.0"):
-        for rec in _lines(out.getvalue(), tag):
-            want = ["--common", "--me", rec["env"]] + (["--ps", rec["pservers"]] if tag == "trainer.0" else [])
+    for name, recs in _lines(out.getvalue()).items():
+        for rec in recs:
+            trainer = name == "trainer:0"
+            assert trainer or name == f"pserver@{rec['env']}"  # named by this attempt's endpoint
+            want = ["--common", "--me", rec["env"]] + (["--ps", rec["pservers"]] if trainer else [])
             assert rec["argv"] == want
-            seen[tag, rec["attempt"]] = rec["env"]
+            seen[name.split("@")[0], rec["attempt"]] = rec["env"]
     # the trainer prints before it fails; the first pserver may be stopped before it prints
-    assert {("trainer.0", "0"), ("trainer.0", "1"), ("pserver.0", "1")} <= set(seen), out.getvalue()
+    assert {("trainer:0", "0"), ("trainer:0", "1"), ("pserver", "1")} <= set(seen), out.getvalue()
 
 
 def test_an_exit_record_is_a_record_line(capfd):
@@ -144,8 +150,9 @@ def test_dist_runner_launched_2x2_with_role_args_trains_with_its_pservers(capsys
     text = out.getvalue()
     assert code == 0, text[-3000:]
     assert WARNING not in text and WARNING not in capsys.readouterr().err
-    tr0, tr1 = ([r["loss"] for r in _lines(text, f"trainer.{i}")] for i in range(2))
-    assert not _lines(text, "pserver.0")  # the pservers served; they trained nothing of their own
+    recs = _lines(text)
+    tr0, tr1 = ([r["loss"] for r in recs[f"trainer:{i}"]] for i in range(2))
+    assert sorted(recs) == ["trainer:0", "trainer:1"]  # the pservers served; they trained nothing of their own
     local = subprocess.run([sys.executable, "-m", "placegroup", "run", str(RUNNER), *common, "--role", "trainer",
                             "--update_method", "local"], cwd=ROOT, env={**os.environ, **_dist_env()},
                            capture_output=True, text=True, timeout=60 * TIME_FACTOR, check=False)
@@ -159,7 +166,8 @@ def test_a_script_that_ignores_its_role_ends_with_the_warning_and_status_0(capsy
     out = io.StringIO()
     assert launch(str(ALONE), [], 2, 2, out=out, grace=30 * TIME_FACTOR) == 0, out.getvalue()
     text = out.getvalue()
-    assert len(_lines(text, "pserver.1")) == len(_lines(text, "trainer.0")) == 3  # everyone trained alone
+    recs = _lines(text)  # everyone trained alone
+    assert {"trainer:0", "trainer:1"} < set(recs) and [len(r) for r in recs.values()] == [3] * 4, recs
     assert f"[launch] warning: pservers were started, but {WARNING}" in text
     assert "--trainer-args and --pserver-args" in text and "docs/launch.md" in text
     assert f"placegroup launch: warning: pservers were started, but {WARNING}" in capsys.readouterr().err
@@ -169,7 +177,7 @@ def test_pservers_that_never_return_after_trainers_trained_alone_get_the_warning
     out = io.StringIO()
     assert launch(str(ALONE), ["--pserver-hangs"], 1, 1, out=out, grace=1.0) == 1
     text = out.getvalue()
-    assert "still running" in text and WARNING in text, text
+    assert re.search(r"^\[launch\] pserver@127\.0\.0\.1:\d+ still running", text, re.M) and WARNING in text, text
     assert WARNING in capsys.readouterr().err
 
 
@@ -181,5 +189,5 @@ def test_no_warning_without_pservers_or_without_placegroup(tmp_path, capsys):
     for path, pservers in ((script, 1), (ALONE, 0)):
         out = io.StringIO()
         assert launch(str(path), [], 1, pservers, out=out) == 0, out.getvalue()
-        assert "hello" in out.getvalue() or _lines(out.getvalue(), "trainer.0")
+        assert "hello" in out.getvalue() or "trainer:0" in _lines(out.getvalue())
         assert WARNING not in out.getvalue() and WARNING not in capsys.readouterr().err

@@ -223,15 +223,16 @@ def _root() -> str:
 
 
 def _run_cluster(tmp_path, envs) -> dict:
-    """Run SERVE_SCRIPT once per ``(tag, role, env)``; ``{tag: output}`` once all have exited 0."""
+    """Run SERVE_SCRIPT once per ``cluster_envs`` member; ``{(role, index): output}`` once all have exited 0."""
     script = tmp_path / "serve.py"
     script.write_text(SERVE_SCRIPT)
     base = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS and k != "PLACEGROUP_DEBUG"}
     base["PYTHONPATH"] = _root()
     procs = []
-    for tag, _role, e in envs:
-        procs.append((tag, subprocess.Popen([sys.executable, str(script)], env={**base, **e}, cwd=tmp_path,
-                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+    for m in envs:
+        procs.append(((m.role, m.index), subprocess.Popen([sys.executable, str(script)], env={**base, **m.env},
+                                                          cwd=tmp_path, stdout=subprocess.PIPE,
+                                                          stderr=subprocess.STDOUT, text=True)))
     outs = {}
     try:
         for tag, p in procs:
@@ -247,22 +248,22 @@ def _run_cluster(tmp_path, envs) -> dict:
 
 def test_a_pserver_whose_trainer_id_is_its_own_index_serves(tmp_path):
     """Some cluster scripts set PADDLE_TRAINER_ID on pservers too: pserver 1 says 2, of 2 trainers."""
-    envs = [(tag, role, {**e, "PADDLE_TRAINER_ID": str(int(e["PADDLE_PSERVER_ID"]) + 1)} if role == "PSERVER" else e)
-            for tag, role, e in cluster_envs(2, 2)]
+    envs = [m._replace(env={**m.env, "PADDLE_TRAINER_ID": str(m.index + 1)}) if m.role == "PSERVER" else m
+            for m in cluster_envs(2, 2)]
     outs = _run_cluster(tmp_path, envs)
-    assert "served" in outs["pserver.1"] and "trained" in outs["trainer.1"], outs
+    assert "served" in outs["PSERVER", 1] and "trained" in outs["TRAINER", 1], outs
 
 
 def test_trainers_named_only_by_their_endpoints_train_together(tmp_path):
     """A collective job whose environment has PADDLE_TRAINER_ENDPOINTS and no PADDLE_INIT_TRAINERS."""
-    envs = [(tag, role, {k: v for k, v in e.items() if k != "PADDLE_INIT_TRAINERS"})
-            for tag, role, e in cluster_envs(2, 0)]
+    envs = [m._replace(env={k: v for k, v in m.env.items() if k != "PADDLE_INIT_TRAINERS"})
+            for m in cluster_envs(2, 0)]
     outs = _run_cluster(tmp_path, envs)
-    losses = [float(outs[t].split("trained")[1]) for t in ("trainer.0", "trainer.1")]
+    losses = [float(outs["TRAINER", t].split("trained")[1]) for t in (0, 1)]
     assert all(math.isfinite(v) for v in losses), outs
 
 
 def test_a_pserver_with_nothing_placed_on_it_returns_when_the_trainers_are_done(tmp_path):
     """fit_a_line's model has two parameters: of three pservers, one holds nothing and serves nothing."""
     outs = _run_cluster(tmp_path, cluster_envs(2, 3))
-    assert all("served" in outs[f"pserver.{i}"] for i in range(3)), outs
+    assert all("served" in outs["PSERVER", i] for i in range(3)), outs

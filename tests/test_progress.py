@@ -46,15 +46,15 @@ def test_under_a_drawing_launcher_progress_goes_out_as_records(capsys, monkeypat
 def test_the_launcher_draws_records_as_bars_and_prints_other_lines_above_them():
     out = io.StringIO()
     bars = Bars(out)
-    bars.line("trainer.0", "data set: diabetes\n")
-    assert out.getvalue() == "[trainer.0] data set: diabetes\n"
-    bars.line("trainer.0", RECORD + json.dumps({"n": 5, "total": 10, "loss": 0.5, "desc": ""}) + "\n")
-    bars.line("trainer.1", RECORD + json.dumps({"n": 7, "total": 10, "loss": None, "desc": ""}) + "\n")
-    bars.line("trainer.0", "pass 1\n")
+    bars.line("trainer:0", "data set: diabetes\n")
+    assert out.getvalue() == "[trainer:0] data set: diabetes\n"
+    bars.line("trainer:0", RECORD + json.dumps({"n": 5, "total": 10, "loss": 0.5, "desc": ""}) + "\n")
+    bars.line("trainer:1", RECORD + json.dumps({"n": 7, "total": 10, "loss": None, "desc": ""}) + "\n")
+    bars.line("trainer:0", "pass 1\n")
     bars.close()
     text = out.getvalue()
-    assert "[trainer.0]:  50%" in text and "loss 0.5000" in text and "[trainer.1]:  70%" in text
-    assert "[trainer.0] pass 1" in text and RECORD not in text
+    assert "[trainer:0]:  50%" in text and "loss 0.5000" in text and "[trainer:1]:  70%" in text
+    assert "[trainer:0] pass 1" in text and RECORD not in text
 
 
 def _run_in_terminal(cmd, timeout):
@@ -81,7 +81,7 @@ def test_launch_on_a_terminal_shows_one_bar_per_trainer_with_its_loss():
     text = _run_in_terminal([sys.executable, "-m", "placegroup", "launch", EXAMPLE, "--passes", "6"],
                             60 * TIME_FACTOR)
     for t in (0, 1):
-        assert f"[trainer.{t}]: " in text and "step/s, loss " in text, text[-2000:]
+        assert f"[trainer:{t}]: " in text and "step/s, loss " in text, text[-2000:]
     assert RECORD.strip() not in text
     assert text.count("data set: diabetes") + text.count("data set: uci_housing") == 1
 
@@ -93,9 +93,9 @@ def test_launch_off_a_terminal_prints_notices_once_and_compact_progress(tmp_path
     lines = got.stdout.splitlines()
     assert sum("data set:" in ln for ln in lines) == 1
     passes = [ln for ln in lines if " train loss " in ln and "pass" in ln]
-    assert len(passes) == 10 and all(ln.startswith("[trainer.0] pass") for ln in passes)  # every 2nd pass
+    assert len(passes) == 10 and all(ln.startswith("[trainer:0] pass") for ln in passes)  # every 2nd pass
     for t in (0, 1):
-        assert any(ln.startswith(f"[trainer.{t}] trainer {t}: step 360/360 (100%), loss ") for ln in lines)
+        assert any(ln.startswith(f"[trainer:{t}] trainer {t}: step 360/360 (100%), loss ") for ln in lines)
     assert not any(RECORD.strip() in ln for ln in lines)
 
 
@@ -116,5 +116,5 @@ def test_fit_a_line_resumed_says_where_and_skips_the_steps_it_had_done(tmp_path)
                            timeout=120 * TIME_FACTOR)
     assert again.returncode == 0, again.stdout[-2000:]
     out = again.stdout
-    assert "[trainer.0] trainer 0: resumed at step 35 (pass 1, batch 17) from the checkpoint" in out, out[-2000:]
+    assert "[trainer:0] trainer 0: resumed at step 35 (pass 1, batch 17) from the checkpoint" in out, out[-2000:]
     assert "(3 passes, 19 steps in" in out  # only the third pass's 18 steps and the second's last

@@ -8,6 +8,7 @@ rtol 1e-5).
 """
 import io
 import os
+import re
 import subprocess
 import sys
 
@@ -45,6 +46,11 @@ def reference(tmp_path_factory):
     return {t: (_losses(out, t), np.load(out / f"trainer.{t}.npz")) for t in (0, 1)}
 
 
+def _dead(text):
+    """The names launch printed the processes that killed themselves under, in order."""
+    return re.findall(r"^\[(\S+)\] dying on purpose$", text, re.M)
+
+
 def _losses(out, t):
     """Every (attempt, step, loss) trainer ``t`` wrote."""
     with open(out / f"trainer.{t}.losses") as f:
@@ -65,12 +71,22 @@ def _assert_same_as(reference, out):
 
 def test_a_killed_pserver_restarts_from_the_newest_checkpoint_and_ends_as_if_uninterrupted(tmp_path, reference):
     step = int(np.random.default_rng(11).integers(3, STEPS - 3))
-    code, out, lines, text = _launch(tmp_path, "run", "--die", f"0:pserver.1:{step}", restarts=2)
+    code, out, lines, text = _launch(tmp_path, "run", "--die", f"0:pserver:1:{step}", restarts=2)
     assert code == 0, text[-3000:]
-    assert "attempt 1: pserver.1" in lines[0] and "killed by SIGKILL" in lines[0], lines
-    resumed = int(lines[1].rsplit(" ", 1)[1])
-    assert lines[1] == f"[launch] restart 1 of 2 from checkpoint step {resumed}"
-    assert step - EVERY - 1 <= resumed <= step  # the newest complete one when it died
+    dead, = _dead(text)  # the runtime's name for it, in its lines' prefix and in launch's own line
+    assert re.fullmatch(r"pserver@127\.0\.0\.1:\d+", dead), dead
+    assert re.fullmatch(rf"\[launch\] attempt 1: {re.escape(dead)} \(PSERVER, pid \d+\) failed first "
+                        r"\(killed by SIGKILL\); stopping the others", lines[0]), lines
+    # the newest complete checkpoint when it died: saves are sealed in the background
+    # (NOTE(save-cost) in placegroup/io/checkpoint_store.py), so on a loaded machine the newest
+    # one may still have been sealing, and the one before (or none yet) is the newest complete
+    if lines[1].endswith("(no complete checkpoint yet)"):
+        resumed = 0
+        assert lines[1] == "[launch] restart 1 of 2 from step 0 (no complete checkpoint yet)", lines
+    else:
+        resumed = int(lines[1].rsplit(" ", 1)[1])
+        assert lines[1] == f"[launch] restart 1 of 2 from checkpoint step {resumed}"
+    assert 0 <= resumed <= step
     assert len(lines) == 2, lines
     _assert_same_as(reference, out)
     assert {a for a, _, _ in _losses(out, 0)} == {0, 1}
@@ -78,11 +94,12 @@ def test_a_killed_pserver_restarts_from_the_newest_checkpoint_and_ends_as_if_uni
 
 def test_a_job_without_a_checkpoint_dir_restarts_from_step_0(tmp_path, reference):
     """PLACEGROUP_RESUME=1 with no directory means nothing saved yet: every process starts over."""
+    # --die in its older spelling, the pserver's file tag (pserver.1), is still read
     code, out, lines, text = _launch(tmp_path, "run", "--die", "0:pserver.1:7", restarts=1, checkpoints=False)
     assert code == 0, text[-3000:]
     assert "set without a checkpoint directory" not in text
     assert "--max-restarts without PLACEGROUP_CHECKPOINT_DIR" in lines[0], lines
-    assert "attempt 1: pserver.1" in lines[1] and "killed by SIGKILL" in lines[1], lines
+    assert f"attempt 1: {_dead(text)[0]} (PSERVER, pid " in lines[1] and "killed by SIGKILL" in lines[1], lines
     assert lines[2:] == ["[launch] restart 1 of 1 resuming as the script's own checkpoint settings allow"]
     _assert_same_as(reference, out)
     attempts = [(a, s) for a, s, _ in _losses(out, 0)]
@@ -95,7 +112,7 @@ def test_seeded_random_kills_of_any_process_even_several_times(tmp_path, referen
     """Three deaths, one per attempt, of seeded random processes at seeded random steps
     (increasing, so each attempt reaches its own)."""
     rng = np.random.default_rng(seed)
-    tags = ["trainer.0", "trainer.1", "pserver.0", "pserver.1"]
+    tags = ["trainer:0", "trainer:1", "pserver:0", "pserver:1"]
     steps = sorted(rng.choice(np.arange(2, STEPS - 1), size=3, replace=False))
     deaths = [f"{a}:{tags[rng.integers(4)]}:{s}" for a, s in enumerate(steps)]
     code, out, lines, text = _launch(tmp_path, "run", *sum((["--die", d] for d in deaths), []), restarts=3)
@@ -105,8 +122,10 @@ def test_seeded_random_kills_of_any_process_even_several_times(tmp_path, referen
 
 
 def test_it_gives_up_after_max_restarts_with_the_last_failure_as_exit_code(tmp_path):
-    code, _, lines, text = _launch(tmp_path, "run", "--die", "0:trainer.0:3", "--die", "1:trainer.0:5", restarts=1)
+    code, _, lines, text = _launch(tmp_path, "run", "--die", "0:trainer:0:3", "--die", "1:trainer:0:5", restarts=1)
     assert code == 128 + 9, text[-3000:]
+    assert _dead(text) == ["trainer:0", "trainer:0"], text[-3000:]
+    assert "attempt 1: trainer:0 (TRAINER, 127.0.0.1:" in lines[0], lines
     assert lines[-1] == "[launch] giving up: the job failed 2 times", lines
     assert [ln.split(":")[0] for ln in lines if "failed first" in ln] == ["[launch] attempt 1", "[launch] attempt 2"]
 

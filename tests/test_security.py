@@ -231,11 +231,11 @@ def test_keyed_run_with_rogue_clients_equals_an_unkeyed_run(keydirs, tmp_path, m
     code, log = _run(tmp_path / "plain", 2, 2, *args)
     assert code == 0, log
     envs = placegroup.tools.launch.cluster_envs
-    stop, events, threads = threading.Event(), {}, []
+    stop, events, threads, attacked = threading.Event(), {}, [], []
 
     def cluster_envs(trainers, pservers):  # start the attack on the pservers the job gets
         out = envs(trainers, pservers)
-        eps = [env["PADDLE_CURRENT_ENDPOINT"] for _, role, env in out if role == "PSERVER"]
+        eps = attacked[:] = [m.endpoint for m in out if m.role == "PSERVER"]
         threads.append(threading.Thread(target=_attack, args=(eps, ours, theirs, stop, events)))
         threads[0].start()
         return out
@@ -247,8 +247,9 @@ def test_keyed_run_with_rogue_clients_equals_an_unkeyed_run(keydirs, tmp_path, m
         stop.set()
         threads[0].join(10)
     assert code == 0, log
-    for ps in ("pserver.0", "pserver.1"):  # once per process: the unlisted key
-        assert log.count(f"[{ps}] refused a CURVE client") == 1, (log, events)
+    assert len(attacked) == 2
+    for ep in attacked:  # once per process (launch prefixes its lines with its name): the unlisted key
+        assert log.count(f"[pserver@{ep}] refused a CURVE client") == 1, (log, events)
     assert all(any(e.startswith("HANDSHAKE_FAILED") for e in events[i]) for i in events), events
     assert all("HANDSHAKE_FAILED_AUTH" in e for (_, i), e in events.items() if i == b"unlisted"), events
     assert not any("HANDSHAKE_SUCCEEDED" in e for e in events.values()), events

@@ -55,7 +55,7 @@ def _run_ctr(vocab: int, steps: int):
     text = out.getvalue()
     assert code == 0, text[-3000:]
     trainer_mib = [float(m.replace(",", "")) for m in
-                   re.findall(r"\[trainer\.\d\] table .* this process's peak memory ([0-9,]+) MiB", text)]
+                   re.findall(r"\[trainer:\d\] table .* this process's peak memory ([0-9,]+) MiB", text)]
     table_mib = vocab * 64 * 4 / 2 ** 20
     assert len(trainer_mib) == 2 and max(trainer_mib) < 150, trainer_mib
     assert text.count("pserver: held ['ad_emb.shard") == 2

@@ -175,14 +175,15 @@ def save_checkpoint(executor, dirname: str, main_program, step: int, *, scope=No
     if scope.settle is not None:  # a trainer's parameters still on their way (NOTE(end-of-step))
         scope.settle()
     tag, endpoint, expected = _tags(program)
+    who = tag if program.executor is None else str(program.executor)  # the runtime's name, not the file's
     entries, values = [], []
     for i, v in enumerate(held):
         if v.name not in scope.vars:
-            raise SerializationError(f"{tag}: var {v.name!r} has no value to save at step {step} (run "
+            raise SerializationError(f"{who}: var {v.name!r} has no value to save at step {step} (run "
                                      f"the startup program first)")
         arr = to_numpy(scope.vars[v.name])
         if not isinstance(arr, np.ndarray):
-            raise SerializationError(f"{tag}: var {v.name!r}: cannot checkpoint a {type(arr).__name__}")
+            raise SerializationError(f"{who}: var {v.name!r}: cannot checkpoint a {type(arr).__name__}")
         of, kind, rows = _describe(v)
         entries.append(Entry(name=v.name, of=of, kind=kind, first=rows.first, stride=rows.stride,
                               count=rows.count, shape=list(arr.shape), dtype=arr.dtype.name,

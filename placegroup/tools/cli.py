@@ -218,9 +218,9 @@ def launch(trainers: int, pservers: int, grace: float, keys: str | None, resume:
     """Run SCRIPT [ARGS] in every process of a local cluster on 127.0.0.1.
 
     Each process gets Fluid's launch environment (TRAINING_ROLE, PADDLE_INIT_PSERVERS, ...);
-    output lines are prefixed with the role; the first failure stops the rest and is the
-    exit code, unless --max-restarts allows starting the job again from its newest complete
-    checkpoint, as in
+    output lines are prefixed with the process's name ([trainer:0], [pserver@127.0.0.1:41237]);
+    the first failure stops the rest and is the exit code, unless --max-restarts allows
+    starting the job again from its newest complete checkpoint, as in
 
     \b
         placegroup launch --max-restarts 3 --checkpoint-dir ckpt \\

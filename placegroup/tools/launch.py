@@ -8,7 +8,8 @@ Fleet names ``PADDLE_PSERVERS_IP_PORT_LIST``, ``PADDLE_TRAINERS_NUM``,
 (``OMP_NUM_THREADS`` and friends, unless already set), under the SCHED_BATCH policy
 (NOTE(sched-batch); ``--sched normal`` to leave it) and, where that pays, bound to its share of
 the cores (NOTE(cpu-bind); ``--cpu-bind spread|none`` to choose). Every line a process prints is
-prefixed with its role (``[trainer.0]``). The first process that fails stops the others;
+prefixed with its name (``[trainer:0]``, ``[pserver@127.0.0.1:41237]``, NOTE(process-names)).
+The first process that fails stops the others;
 ``launch`` exits with its code. When every trainer has finished, the pservers, told by the
 trainers, return by themselves; any still running after ``--grace`` seconds are stopped. A script
 that takes its role from flags gets them from ``--trainer-args``/``--pserver-args``
@@ -32,10 +33,11 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from placegroup import config
 from placegroup.errors import ConfigError
+from placegroup.ir.place_group import ExecutorId
 from placegroup.tools.progress import Bars
 
 
@@ -48,16 +50,51 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
         return [s.getsockname()[1] for s in socks]
 
 
+# NOTE(process-names): launch calls a process what the runtime calls it in its own messages
+# (PeerLost, waits, dumps: ``str(ExecutorId)``): ``trainer:0``, ``pserver@127.0.0.1:41237``, in the
+# prefix of its lines, in its progress bar and in launch's own lines. A pserver's name changes
+# with each restart attempt, as its port does; that is what its peers then call it too. Launch
+# keeps role and index apart and never parses a name back; the checkpoint tags on disk
+# (``pserver.1``, by index: the same across restarts) are file names, not these.
+def process_name(role: str, index: int, endpoint: str) -> str:
+    """The runtime's name for process ``index`` of ``role`` (NOTE(process-names))."""
+    return str(ExecutorId.parse(role, endpoint, rank=index if role == "TRAINER" else None))
+
+
+class Member(NamedTuple):
+    """One process of a local cluster: its role (``TRAINER`` or ``PSERVER``), its index among
+    that role's processes (a trainer's id, a pserver's place in the list) and its environment."""
+    role: str
+    index: int
+    env: dict
+
+    @property
+    def endpoint(self) -> str:
+        return self.env["PADDLE_CURRENT_ENDPOINT"]
+
+    @property
+    def name(self) -> str:
+        return process_name(self.role, self.index, self.endpoint)
+
+
 @dataclasses.dataclass
 class Proc:
-    tag: str
-    role: str
+    member: Member
     popen: subprocess.Popen
-    endpoint: str = ""
     thread: threading.Thread | None = None
 
+    @property
+    def role(self) -> str:
+        return self.member.role
+
+    @property
+    def name(self) -> str:
+        return self.member.name
+
     def describe(self) -> str:
-        return f"{self.tag} ({self.role}, {self.endpoint}, pid {self.popen.pid})"
+        """``pserver@127.0.0.1:41237 (PSERVER, pid 16834)``; a trainer's endpoint is not in its name."""
+        where = "" if self.member.endpoint in self.name else f", {self.member.endpoint}"
+        return f"{self.name} ({self.role}{where}, pid {self.popen.pid})"
 
 
 def _exit_text(code: int) -> str:
@@ -67,8 +104,8 @@ def _exit_text(code: int) -> str:
     return f"exit code {code}"
 
 
-def cluster_envs(trainers: int, pservers: int, host: str = "127.0.0.1") -> list[tuple[str, str, dict]]:
-    """``[(tag, role, env)]`` for a local cluster: pservers first, then trainers."""
+def cluster_envs(trainers: int, pservers: int, host: str = "127.0.0.1") -> list[Member]:
+    """The processes of a local cluster, pservers first, then trainers, each with its environment."""
     ports = free_ports(pservers + trainers, host)
     ps_eps = [f"{host}:{p}" for p in ports[:pservers]]
     tr_eps = [f"{host}:{p}" for p in ports[pservers:]]
@@ -85,13 +122,13 @@ def cluster_envs(trainers: int, pservers: int, host: str = "127.0.0.1") -> list[
     }
     out = []
     for i, ep in enumerate(ps_eps):
-        out.append((f"pserver.{i}", "PSERVER", {**common, "TRAINING_ROLE": "PSERVER", "PADDLE_INIT_PORT": ep.split(":")[1],
-                                                "PADDLE_PORT": ep.split(":")[1],
-                                                "PADDLE_CURRENT_ENDPOINT": ep, "PADDLE_PSERVER_ID": str(i)}))
+        out.append(Member("PSERVER", i, {**common, "TRAINING_ROLE": "PSERVER", "PADDLE_INIT_PORT": ep.split(":")[1],
+                                         "PADDLE_PORT": ep.split(":")[1],
+                                         "PADDLE_CURRENT_ENDPOINT": ep, "PADDLE_PSERVER_ID": str(i)}))
     for i, ep in enumerate(tr_eps):
-        out.append((f"trainer.{i}", "TRAINER", {**common, "TRAINING_ROLE": "TRAINER", "PADDLE_INIT_PORT": ep.split(":")[1],
-                                                "PADDLE_PORT": ep.split(":")[1],
-                                                "PADDLE_CURRENT_ENDPOINT": ep, "PADDLE_TRAINER_ID": str(i)}))
+        out.append(Member("TRAINER", i, {**common, "TRAINING_ROLE": "TRAINER", "PADDLE_INIT_PORT": ep.split(":")[1],
+                                         "PADDLE_PORT": ep.split(":")[1],
+                                         "PADDLE_CURRENT_ENDPOINT": ep, "PADDLE_TRAINER_ID": str(i)}))
     return out
 
 
@@ -167,9 +204,10 @@ def take_role_args(args: Sequence[str], given: dict) -> tuple[list[str], dict]:
 
 
 def _pump(proc: Proc, sink: Bars, lock: threading.Lock) -> None:
+    name = proc.name
     for line in iter(proc.popen.stdout.readline, b""):
         with lock:
-            sink.line(proc.tag, line.decode(errors="replace"))
+            sink.line(name, line.decode(errors="replace"))
 
 
 def _stop(procs: Sequence[Proc], grace: float) -> None:
@@ -371,15 +409,16 @@ def _attempt(command: list, per_role: dict, trainers: int, pservers: int, grace:
     reason to train again). ``per_role``: each role's ``role_args``, filled in here."""
     procs: list[Proc] = []
     out.exits.clear()
-    for tag, role, env in cluster_envs(trainers, pservers):
-        popen = subprocess.Popen(command + expand_role_args(per_role[role], env), env={**os.environ, **extra_env, **env},
+    for m in cluster_envs(trainers, pservers):
+        env = {**os.environ, **extra_env, **m.env}
+        popen = subprocess.Popen(command + expand_role_args(per_role[m.role], m.env), env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         # the child is still starting Python: the threads it makes later (libzmq's) inherit this
         set_sched(popen.pid, sched)
         if binding is not None:
             with contextlib.suppress(OSError):  # it already exited, or a sandbox forbids it
-                os.sched_setaffinity(popen.pid, binding[(role, int(tag.rsplit(".", 1)[1]))])
-        p = Proc(tag, role, popen, env["PADDLE_CURRENT_ENDPOINT"])
+                os.sched_setaffinity(popen.pid, binding[(m.role, m.index)])
+        p = Proc(m, popen)
         p.thread = threading.Thread(target=_pump, args=(p, out, lock), daemon=True)
         p.thread.start()
         procs.append(p)
@@ -401,7 +440,7 @@ def _attempt(command: list, per_role: dict, trainers: int, pservers: int, grace:
             if all(p.popen.poll() is not None for p in trainers_left):
                 trainers_done_at = trainers_done_at or time.monotonic()
                 if time.monotonic() - trainers_done_at > grace:
-                    _say(out, lock, f"{label}{', '.join(p.tag for p in running)} still running {grace:.0f}s "
+                    _say(out, lock, f"{label}{', '.join(p.name for p in running)} still running {grace:.0f}s "
                                     f"after the trainers finished; stopping them")
                     code, trained = 1, all(p.popen.returncode == 0 for p in trainers_left)
                     break
@@ -437,11 +476,11 @@ TRAINED_ALONE = ("pservers were started, but no trainer ever exchanged data with
 
 
 def trained_alone(procs: Sequence[Proc], exits: dict) -> bool:
-    """Whether every trainer of ``procs`` exited 0 and said (``exits``: tag -> ran a distributed
+    """Whether every trainer of ``procs`` exited 0 and said (``exits``: name -> ran a distributed
     program, from the exit records) it never ran a distributed program (NOTE(trained-alone)). A
     trainer that sent no record (a script without placegroup) leaves it unknown: False."""
     trainers = [p for p in procs if p.role == "TRAINER"]
-    return all(p.popen.returncode == 0 and exits.get(p.tag) is False for p in trainers)
+    return all(p.popen.returncode == 0 and exits.get(p.name) is False for p in trainers)
 
 
 def _warn(sink: Bars, lock: threading.Lock, text: str) -> None:

@@ -152,24 +152,25 @@ class Bars:
     def __init__(self, out) -> None:
         self.out = out
         self.bars: dict[str, tqdm.tqdm] = {}
-        self.exits: dict[str, bool] = {}  # tag -> its exit record: ran a distributed program
+        self.exits: dict[str, bool] = {}  # name -> its exit record: ran a distributed program
 
-    def line(self, tag: str, text: str) -> None:
-        """One line process ``tag`` printed: a record moves its bar; anything else is printed."""
+    def line(self, name: str, text: str) -> None:
+        """One line process ``name`` printed (``trainer:0``, NOTE(process-names) in tools/launch.py):
+        a record moves its bar; anything else is printed, prefixed ``[name]``."""
         rec = parse_record(text)
         if rec is None:
             if self.bars:
-                tqdm.tqdm.write(f"[{tag}] {text.rstrip()}", file=self.out)
+                tqdm.tqdm.write(f"[{name}] {text.rstrip()}", file=self.out)
             else:
-                self.out.write(f"[{tag}] {text}")
+                self.out.write(f"[{name}] {text}")
                 self.out.flush()
             return
         if "distributed" in rec:  # a process this one started may report too: any link counts
-            self.exits[tag] = self.exits.get(tag, False) or rec["distributed"]
+            self.exits[name] = self.exits.get(name, False) or rec["distributed"]
             return
-        bar = self.bars.get(tag)
+        bar = self.bars.get(name)
         if bar is None:
-            bar = self.bars[tag] = tqdm.tqdm(total=rec.get("total") or None, desc=f"[{tag}]", unit="step",
+            bar = self.bars[name] = tqdm.tqdm(total=rec.get("total") or None, desc=f"[{name}]", unit="step",
                                              position=len(self.bars), dynamic_ncols=True, file=self.out)
         bar.n = rec["n"]
         if isinstance(rec.get("loss"), (int, float)):

@@ -2,15 +2,18 @@
 
 It trains train_model.py's models in sync mode, with checkpoints configured by the environment
 (``--checkpoint-dir``/``--checkpoint-every`` of launch), and resumes where ``exe.resumed_step``
-says. ``--die A:TAG:S`` (repeatable) makes process TAG (``trainer.0``, ``pserver.1``, ...)
-kill itself with SIGKILL in attempt A (``PLACEGROUP_RESTART``) when trainer 0 is about to run
-global step S: a trainer just before that step, a pserver from a thread, wherever it then is.
+says. ``--die A:WHO:S`` (repeatable) makes process WHO kill itself with SIGKILL in attempt A
+(``PLACEGROUP_RESTART``) when trainer 0 is about to run global step S: a trainer just before that
+step, a pserver from a thread, wherever it then is. WHO is a trainer by its name (``trainer:0``)
+and a pserver by its index (``pserver:1``: its endpoint, the rest of its name, changes with each
+attempt); ``trainer.0`` and ``pserver.1`` are read too. As it dies it prints ``dying on purpose``,
+which launch prefixes with its name.
 
-Each trainer appends ``attempt step loss`` to ``OUT/<tag>.losses`` as it goes (a killed run
+Each trainer appends ``attempt step loss`` to ``OUT/<tag>.losses`` (tag: ``trainer.0``) as it goes (a killed run
 keeps what it wrote), and at the end writes ``OUT/<tag>.npz`` with every parameter.
 
     placegroup launch --max-restarts 2 --checkpoint-dir C --checkpoint-every 2 \\
-        train_restart.py --out OUT --steps 20 --die 0:pserver.1:7
+        train_restart.py --out OUT --steps 20 --die 0:pserver:1:7
 """
 import argparse
 import os
@@ -31,7 +34,16 @@ PROGRESS = "progress"  # OUT/progress: "attempt step" that trainer 0 is about to
 
 
 def _die() -> None:
+    print("dying on purpose", flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _death(text: str) -> tuple[tuple[int, str], int]:
+    """``A:WHO:S`` -> ((A, its file tag: ``trainer.0``), S); WHO is ``trainer:0`` or ``trainer.0``."""
+    attempt, rest = text.split(":", 1)
+    who, step = rest.rsplit(":", 1)
+    role, _, index = who.replace(":", ".").partition(".")
+    return (int(attempt), f"{role}.{int(index)}"), int(step)
 
 
 def _watch(out: str, attempt: int, step: int) -> None:
@@ -61,9 +73,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=20)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--die", action="append", default=[], help="ATTEMPT:TAG:STEP (repeatable)")
+    ap.add_argument("--die", action="append", default=[], help="ATTEMPT:WHO:STEP (repeatable)")
     a = ap.parse_args()
-    deaths = {(int(at), tag): int(step) for at, tag, step in (d.split(":") for d in a.die)}
+    deaths = dict(map(_death, a.die))  # (attempt, file tag) -> step
     attempt = config.get("PLACEGROUP_RESTART")
     feeds, cost = train_model.build(a.model, a.optimizer)
     exe = fluid.Executor(fluid.CPUPlace())
