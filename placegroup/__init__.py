@@ -55,6 +55,7 @@ from placegroup.layers import learning_rate_scheduler as learning_rate_decay  # 
 _moved.install()  # the module paths that moved keep working, with a DeprecationWarning
 # Fluid 1.8's names placegroup lacks raise NotImplementedInPlacegroup here and in the submodules
 # (this module's __getattr__ among them); docs/fluid_compat.md lists them
+compat.install_surface()  # fluid.layers.nn.concat is fluid.layers.concat, as in Fluid
 compat.install_gaps()
 
 __version__ = "0.1.0"

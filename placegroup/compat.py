@@ -24,7 +24,7 @@ import runpy
 import sys
 import types
 
-from placegroup.compat_names import FLUID_18
+from placegroup.compat_names import FLUID_18, SURFACE
 from placegroup.errors import ConfigError, ModuleNotInPlacegroup, NotImplementedInPlacegroup
 
 # NOTE(paddle-alias): a Paddle module name maps to placegroup's by its longest prefix in this
@@ -75,7 +75,7 @@ class _Gaps:
         moved = ALIASES.get(f"paddle.{self.label}.{name}")
         if moved is not None:  # a Fluid module placegroup keeps under another path
             return importlib.import_module(moved)
-        if name in FLUID_18[self.label]:
+        if name in FLUID_18.get(self.label, ()) or name in SURFACE.get(self.label, ()):
             raise not_implemented(self.label, name)
         raise AttributeError(f"module {self.module_name!r} has no attribute {name!r}")
 
@@ -91,10 +91,34 @@ def install_gaps() -> None:
         >>> hasattr(fluid.layers, "conv2d")
         False
     """
-    for label, name in MODULES.items():
+    for label, name in {**{label: home_of("paddle." + label) for label in SURFACE}, **MODULES}.items():
         module = sys.modules.get(name)
         if module is not None and "__getattr__" not in vars(module):
             module.__getattr__ = _Gaps(label, name)
+
+
+def surface_object(label: str, name: str):
+    """placegroup's object for Fluid's ``label.name``: the name as the enclosing package exports
+    it (``fluid.layers.nn.concat`` -> ``placegroup.layers.concat``, ``fluid.framework.Program``
+    -> ``placegroup.Program``), or None where placegroup has no such name."""
+    module = sys.modules.get(home_of("paddle." + label.rpartition(".")[0]))
+    obj = vars(module).get(name) if module is not None else None
+    return None if isinstance(obj, types.ModuleType) else obj
+
+
+def install_surface() -> None:
+    """Make every name of Fluid's module tree (``SURFACE``) that placegroup has reachable at
+    Fluid's module path, as the same object: ``fluid.layers.nn.concat is fluid.layers.concat``.
+
+    Only modules already imported are filled in, and a name a module defines itself is kept.
+    placegroup/__init__.py calls this once, before ``install_gaps``.
+    """
+    for label, names in SURFACE.items():  # fluid.layers is the union of its modules: fluid.load is not its load
+        module = sys.modules.get(home_of("paddle." + label)) if label.count(".") and label != "fluid.layers" else None
+        for name in names - vars(module).keys() if module is not None else ():
+            obj = surface_object(label, name)
+            if obj is not None:
+                setattr(module, name, obj)
 
 
 class _PaddleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -4,7 +4,7 @@ Each module lists its public layers in ``__all__``; this package re-exports them
 ``fluid.layers.fc`` and ``fluid.layers.piecewise_decay`` work as in Fluid.
 """
 from placegroup.layers import (collective, control_flow, conv, ctr, distributions, io, learning_rate_scheduler,
-                               loss, manip, metric_op, nn, norm, ops, rnn, sequence, tensor, vision)
+                               loss, manip, metric_op, nn, norm, ops, rnn, sequence, sequence_lod, tensor, vision)
 from placegroup.layers.math_op_patch import monkey_patch_variable
 from placegroup.layers.collective import *  # noqa: F401,F403
 from placegroup.layers.control_flow import Print, is_empty  # noqa: F401

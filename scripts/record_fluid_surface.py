@@ -1,0 +1,69 @@
+"""Record Fluid 1.8.5's module surface as data: module -> the public names a script may reach.
+
+Run under a real PaddlePaddle 1.8.5, outside this repository so placegroup's ``paddle`` is not
+on the path::
+
+    cd /tmp && PYTHONPATH=/work/cv2stub /work/pd18/bin/python /work/main/scripts/record_fluid_surface.py
+
+A module's names are its ``__all__`` plus every public attribute that is a function or class
+defined under ``paddle`` (its ``__module__`` starts with ``paddle``); submodules are recorded as
+modules of their own, not as names. The modules walked are ``paddle.fluid`` and its
+static-graph submodules, less those in placegroup/fluid_surface_exclusions.json (module ->
+reason). Writes placegroup/fluid_surface.json (module -> sorted names), which placegroup reads
+to put each name it has at Fluid's module path (placegroup/layers/__init__.py, compat.py).
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import pathlib
+import pkgutil
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+OUT = ROOT / "placegroup" / "fluid_surface.json"
+EXCLUDED = json.loads((ROOT / "placegroup" / "fluid_surface_exclusions.json").read_text())["modules"]
+
+
+def excluded(name: str) -> bool:
+    return any(name == m or name.startswith(m + ".") for m in EXCLUDED)
+
+
+def names_of(module) -> list[str]:
+    names = set(getattr(module, "__all__", ()))
+    for attr, obj in vars(module).items():
+        if attr.startswith("_") or inspect.ismodule(obj):
+            continue
+        if (inspect.isfunction(obj) or inspect.isclass(obj) or inspect.isbuiltin(obj)) and \
+                (getattr(obj, "__module__", None) or "").startswith("paddle"):
+            names.add(attr)
+    return sorted(n for n in names if not inspect.ismodule(getattr(module, n, None)))
+
+
+def walk(name: str, found: dict) -> None:
+    if excluded(name) or name in found:
+        return
+    try:
+        module = importlib.import_module(name)
+    except Exception as e:  # noqa: BLE001 - a module Fluid itself cannot import is skipped, said so
+        print(f"skipped {name}: {type(e).__name__}: {e}", file=sys.stderr)
+        return
+    found[name] = names_of(module)
+    for info in pkgutil.iter_modules(getattr(module, "__path__", []) or []):
+        if not info.name.startswith("_"):
+            walk(f"{name}.{info.name}", found)
+
+
+def main() -> None:
+    import paddle
+    assert paddle.__version__ == "1.8.5", f"record under Paddle 1.8.5, not {paddle.__version__}"
+    found = {}
+    walk("paddle.fluid", found)
+    data = {name[len("paddle."):]: names for name, names in sorted(found.items()) if names}
+    OUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {OUT}: {len(data)} modules, {sum(map(len, data.values()))} names")
+
+
+if __name__ == "__main__":
+    main()
