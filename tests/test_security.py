@@ -224,8 +224,9 @@ def _attack(endpoints, ours, theirs, stop, events):
 
 def test_keyed_run_with_rogue_clients_equals_an_unkeyed_run(keydirs, tmp_path, monkeypatch):
     ours, theirs = keydirs
-    # trainer 1 sleeps 0.1 s a step: the pservers live long enough to be knocked on
-    args = ("--model", "linear", "--optimizer", "sgd", "--steps", "8", "--slow", "0.1")
+    # trainer 1 sleeps 0.1 s a step: the pservers live long enough (1.6 s of steps) for every
+    # rogue client to be knocked on, even when its first connects are delayed
+    args = ("--model", "linear", "--optimizer", "sgd", "--steps", "16", "--slow", "0.1")
     (tmp_path / "plain").mkdir()
     (tmp_path / "keyed").mkdir()
     code, log = _run(tmp_path / "plain", 2, 2, *args)
