@@ -210,16 +210,18 @@ def test_a_server_whose_authenticator_is_gone_refuses_every_client(keydirs):
 def _attack(endpoints, ours, theirs, stop, events):
     """Rogue clients dial every pserver again and again while the job runs."""
     ctx = zmq.Context()
-    while not stop.is_set():
-        made = [(_rogue(ctx, int(ep.rsplit(":", 1)[1]), sec, b"trainer:0"), (ep, i))
-                for ep in endpoints for i, sec in _rogues(ours, theirs).items()]
-        stop.wait(0.5)
-        for (s, mon), i in made:
-            events.setdefault(i, set()).update(_events(mon))
-            s.disable_monitor()
-            mon.close(0)
-            s.close(0)
-    ctx.term()
+    try:
+        while not stop.is_set():
+            made = [(_rogue(ctx, int(ep.rsplit(":", 1)[1]), sec, b"trainer:0"), (ep, i))
+                    for ep in endpoints for i, sec in _rogues(ours, theirs).items()]
+            stop.wait(0.5)
+            for (s, mon), i in made:
+                events.setdefault(i, set()).update(_events(mon))
+                s.disable_monitor()
+                mon.close(0)
+                s.close(0)
+    finally:  # whatever went wrong, no socket is left for the context to wait on at exit
+        ctx.destroy(linger=0)
 
 
 def test_keyed_run_with_rogue_clients_equals_an_unkeyed_run(keydirs, tmp_path, monkeypatch):
@@ -237,7 +239,7 @@ def test_keyed_run_with_rogue_clients_equals_an_unkeyed_run(keydirs, tmp_path, m
     def cluster_envs(trainers, pservers):  # start the attack on the pservers the job gets
         out = envs(trainers, pservers)
         eps = attacked[:] = [m.endpoint for m in out if m.role == "PSERVER"]
-        threads.append(threading.Thread(target=_attack, args=(eps, ours, theirs, stop, events)))
+        threads.append(threading.Thread(target=_attack, args=(eps, ours, theirs, stop, events), daemon=True))
         threads[0].start()
         return out
 
