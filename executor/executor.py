@@ -28,13 +28,11 @@ Thread-safety: one executor runs one program at a time; use one executor per thr
 from __future__ import annotations
 
 import atexit
-import os
 import weakref
 from typing import Any, Sequence
 
 import numpy as np
 
-from placegroup import config
 from placegroup.compiler import prepare_run
 from placegroup.errors import ConfigError, PlacementError, ProgramError
 from placegroup.executor.dataset_loop import run_from_dataset
@@ -482,13 +480,10 @@ def _set_guard(plan: Plan, me):
 _open: "dict[tuple, _Distributed]" = {}
 
 
-@atexit.register  # before close_distributed, so it runs after it: NOTE(exit-record), tools/progress.py
-def _exit_record() -> None:
-    # the launched process itself, not a program it started that imports placegroup (a pipe command
-    # writing its data to stdout)
-    if config.get("PLACEGROUP_PROGRESS") and config.get("PLACEGROUP_LAUNCHER_PID") == os.getppid():
-        from placegroup.tools.progress import exit_record
-        exit_record(getattr(_Distributed, "opened", False))
+def ran_distributed() -> bool:
+    """Whether this process ever opened a link to its peers (NOTE(exit-record) in
+    placegroup/tools/progress.py, which asks at exit)."""
+    return getattr(_Distributed, "opened", False)
 
 
 @atexit.register

@@ -24,6 +24,7 @@ from placegroup.ir import unique_name  # noqa: E402
 from placegroup.data_feeder import DataFeeder  # noqa: E402
 from placegroup.dataset_factory import DatasetFactory, InMemoryDataset, QueueDataset  # noqa: E402
 from placegroup.tools.from_env import transpile_from_env  # noqa: E402
+from placegroup.tools.progress import install_exit_record  # noqa: E402
 from placegroup.reader import batch  # noqa: E402
 from placegroup.backward import append_backward, gradients  # noqa: E402
 from placegroup.errors import (CommTimeout, NotImplementedInPlacegroup, OpError, PassError,  # noqa: E402
@@ -55,6 +56,7 @@ from placegroup.layers import learning_rate_scheduler as learning_rate_decay  # 
 _moved.install()  # the module paths that moved keep working, with a DeprecationWarning
 # Fluid 1.8's names placegroup lacks raise NotImplementedInPlacegroup here and in the submodules
 # (this module's __getattr__ among them); docs/fluid_compat.md lists them
+install_exit_record()  # under placegroup launch, say at exit whether this process trained with its peers
 compat.install_surface()  # fluid.layers.nn.concat is fluid.layers.concat, as in Fluid
 compat.install_gaps()
 

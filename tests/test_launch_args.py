@@ -27,6 +27,7 @@ from click.testing import CliRunner
 from placegroup.errors import ConfigError
 from placegroup.tools.cli import main
 from placegroup.tools.launch import cluster_envs, expand_role_args, launch, role_args, take_role_args
+from placegroup.tools import progress
 from placegroup.tools.progress import exit_record, parse_record
 from tests.conftest import TIME_FACTOR
 
@@ -128,8 +129,12 @@ def test_a_restart_fills_the_placeholders_with_its_fresh_endpoints(tmp_path):
     assert {("trainer:0", "0"), ("trainer:0", "1"), ("pserver", "1")} <= set(seen), out.getvalue()
 
 
-def test_an_exit_record_is_a_record_line(capfd):
-    exit_record(True)
+def test_an_exit_record_is_a_record_line(capfd, monkeypatch):
+    """As a process launch started, which ran a distributed program, writes it at exit."""
+    monkeypatch.setenv("PLACEGROUP_PROGRESS", "lines")
+    monkeypatch.setenv("PLACEGROUP_LAUNCHER_PID", str(os.getppid()))
+    monkeypatch.setattr(progress, "ran_distributed", lambda: True)
+    exit_record()
     line = capfd.readouterr().out
     assert parse_record(line) == {"distributed": True}
     assert parse_record(line.replace("true", '"yes"')) is None

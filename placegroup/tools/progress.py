@@ -30,19 +30,23 @@ NOTE(exit-record): under ``placegroup launch`` (``PLACEGROUP_PROGRESS`` set: ``l
 programs those start, such as a Dataset's pipe command, whose stdout is data) also prints, as it
 exits, one record ``{"distributed": true
 or false}``: whether it ever ran a distributed program, i.e. opened a link to its peers (the
-executor's ``_Distributed.opened``, set once per process, nothing per step). Launch warns when
+executor's ``ran_distributed()``, set once per process, nothing per step; ``import placegroup``
+registers the record with ``install_exit_record``). Launch warns when
 no trainer did although it started pservers (NOTE(trained-alone) in tools/launch.py).
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
+import os
 import sys
 import time
 
 import tqdm
 
 from placegroup import config
+from placegroup.executor.executor import ran_distributed
 
 RECORD = "##placegroup-progress## "  # starts a progress record line
 RECORDS_PER_S = 10.0
@@ -124,12 +128,20 @@ def progress(total: int, desc: str = "", enabled: bool | None = None, every: flo
     return Progress(total, desc, "bar" if on_terminal else "lines", every)
 
 
-def exit_record(ran_distributed: bool) -> None:
+def exit_record() -> None:
     """Tell the launcher, as this process exits, whether it ever ran a distributed program
-    (NOTE(exit-record)); the executor calls it at exit when ``PLACEGROUP_PROGRESS`` is set."""
+    (NOTE(exit-record)). Only the process launch started tells it, not a program that one
+    started in turn (a Dataset's pipe command, whose stdout is data)."""
+    if not config.get("PLACEGROUP_PROGRESS") or config.get("PLACEGROUP_LAUNCHER_PID") != os.getppid():
+        return
     with contextlib.suppress(OSError, ValueError):  # the launcher may be gone; nothing to tell then
-        print(RECORD + json.dumps({"distributed": bool(ran_distributed)}), file=sys.__stdout__ or sys.stdout,
+        print(RECORD + json.dumps({"distributed": ran_distributed()}), file=sys.__stdout__ or sys.stdout,
               flush=True)
+
+
+def install_exit_record() -> None:
+    """Register ``exit_record`` to run as the process exits; ``import placegroup`` calls it."""
+    atexit.register(exit_record)
 
 
 def parse_record(line: str) -> dict | None:
