@@ -96,8 +96,3 @@ def _plain_result(x: Any) -> Any:
     if type(x) in (tuple, list):
         return type(x)(_plain_result(v) for v in x)
     return x
-
-
-def fetched(arr: np.ndarray) -> FetchedArray:
-    """``arr`` (a numpy array) as a FetchedArray, sharing its memory."""
-    return arr.view(FetchedArray)
