@@ -16,15 +16,18 @@ only reads its tables.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import os
 import runpy
 import sys
 import types
 
-from placegroup.compat_names import FLUID_18, SURFACE
+from placegroup.compat_names import FLUID_18
+from placegroup.fluid_surface import HOMES, SURFACE, exclusion, module_exclusion, sharing_home
 from placegroup.errors import ConfigError, ModuleNotInPlacegroup, NotImplementedInPlacegroup
 
 # NOTE(paddle-alias): a Paddle module name maps to placegroup's by its longest prefix in this
@@ -46,11 +49,21 @@ MODULES = {label: "placegroup" + label[len("fluid"):] if label.startswith("fluid
 MODULES["fluid.unique_name"] = "placegroup.ir.unique_name"
 
 
+_SHARED = sharing_home()
+# package label -> its submodules that Fluid shadows with a name of the package (NOTE(shadowed-module))
+_SHADOWED: dict[str, list[str]] = {}
+for _label in HOMES:
+    _parent, _, _leaf = _label.rpartition(".")
+    if _leaf in HOMES.get(_parent, ()):
+        _SHADOWED.setdefault(_parent, []).append(_label)
+
+
 def label_of(paddle_name: str) -> str:
     """How messages and the compat table name a Paddle module: ``fluid.layers``, ``paddle.reader``."""
     return paddle_name[len("paddle."):] if paddle_name.startswith("paddle.fluid") else paddle_name
 
 
+@functools.lru_cache(maxsize=None)
 def home_of(paddle_name: str) -> str | None:
     """placegroup's module name for a Paddle module name (NOTE(paddle-alias)), or None."""
     for prefix in sorted(ALIASES, key=len, reverse=True):
@@ -60,7 +73,12 @@ def home_of(paddle_name: str) -> str | None:
 
 
 def not_implemented(label: str, name: str) -> NotImplementedInPlacegroup:
-    """The error for a Fluid 1.8 name placegroup lacks, e.g. ``fluid.layers.conv2d``."""
+    """The error for a Fluid 1.8 name placegroup lacks, e.g. ``fluid.layers.While``: why, when
+    the name is left out on purpose (placegroup/fluid_surface_exclusions.json)."""
+    why = exclusion(label, name) if label in HOMES else None
+    if why is not None:
+        return NotImplementedInPlacegroup(f"placegroup does not implement {label}.{name}: {why.reason} "
+                                          f"({why.category}; docs/fluid_compat.md)")
     return NotImplementedInPlacegroup(f"placegroup does not implement {label}.{name} yet "
                                       "(docs/fluid_compat.md)")
 
@@ -75,6 +93,14 @@ class _Gaps:
         moved = ALIASES.get(f"paddle.{self.label}.{name}")
         if moved is not None:  # a Fluid module placegroup keeps under another path
             return importlib.import_module(moved)
+        sub = facade(f"{self.label}.{name}")  # a Fluid module placegroup has no module of its own for
+        if sub is not None:
+            return sub
+        if self.label in HOMES and exclusion(self.label, name) is None:
+            obj = surface_object(self.label, name, load=True)  # defined in a module not imported yet
+            if obj is not None:
+                setattr(sys.modules[self.module_name], name, obj)
+                return obj
         if name in FLUID_18.get(self.label, ()) or name in SURFACE.get(self.label, ()):
             raise not_implemented(self.label, name)
         raise AttributeError(f"module {self.module_name!r} has no attribute {name!r}")
@@ -97,28 +123,108 @@ def install_gaps() -> None:
             module.__getattr__ = _Gaps(label, name)
 
 
-def surface_object(label: str, name: str):
-    """placegroup's object for Fluid's ``label.name``: the name as the enclosing package exports
-    it (``fluid.layers.nn.concat`` -> ``placegroup.layers.concat``, ``fluid.framework.Program``
-    -> ``placegroup.Program``), or None where placegroup has no such name."""
-    module = sys.modules.get(home_of("paddle." + label.rpartition(".")[0]))
+def _bound_at(label: str, name: str, load: bool = False):
+    """What placegroup's module for Fluid's ``label`` binds ``name`` to, if that module is
+    imported (or, with ``load``, has a file to import) and the name is its own attribute (not a
+    submodule), else None."""
+    module = sys.modules.get(home_of("paddle." + label) or "")
+    if module is None and load:
+        module = import_if_present(home_of("paddle." + label))
     obj = vars(module).get(name) if module is not None else None
     return None if isinstance(obj, types.ModuleType) else obj
 
 
-def install_surface() -> None:
-    """Make every name of Fluid's module tree (``SURFACE``) that placegroup has reachable at
-    Fluid's module path, as the same object: ``fluid.layers.nn.concat is fluid.layers.concat``.
+def import_if_present(name: str | None) -> types.ModuleType | None:
+    """The module ``name``, imported if it is not yet, or None when there is no such module."""
+    try:
+        return importlib.import_module(name) if name and importlib.util.find_spec(name) else None
+    except ModuleNotFoundError:  # a package above it is missing
+        return None
 
-    Only modules already imported are filled in, and a name a module defines itself is kept.
-    placegroup/__init__.py calls this once, before ``install_gaps``.
+
+def surface_object(label: str, name: str, load: bool = False):
+    """placegroup's object for Fluid's ``label.name``, or None where placegroup has none.
+
+    NOTE(one-object-per-home): Fluid binds one object at several paths (``fluid.layers.nn.concat``,
+    ``fluid.layers.tensor.concat``, ``fluid.layers.concat``); the recorded home of each name says
+    which. The object is looked for at the path itself, at its home, and at every other path Fluid
+    binds it to, so a name placegroup defines once is the same object at all of them, and two
+    objects Fluid keeps apart (``fluid.data`` and ``fluid.layers.data``) stay apart. A name bound
+    to a plain value, with no home, is taken from the enclosing package.
     """
-    for label, names in SURFACE.items():  # fluid.layers is the union of its modules: fluid.load is not its load
-        module = sys.modules.get(home_of("paddle." + label)) if label.count(".") and label != "fluid.layers" else None
-        for name in names - vars(module).keys() if module is not None else ():
-            obj = surface_object(label, name)
-            if obj is not None:
-                setattr(module, name, obj)
+    home = HOMES.get(label, {}).get(name, "")
+    paths = [(label, name)]
+    if home:
+        module, _, qualname = home.partition(":")
+        if module.startswith("paddle.fluid") and "." not in qualname:
+            paths.append((label_of(module), qualname))
+        paths += _SHARED.get(home, ())
+    else:
+        paths.append((label.rpartition(".")[0], name))
+    for i, path in enumerate(paths):
+        obj = _bound_at(*path, load=load and i == 1)
+        if obj is not None:
+            return obj
+    return None
+
+
+def _fill(label: str, module: types.ModuleType) -> bool:
+    """Bind in ``module`` each of Fluid's names for ``label`` that placegroup has; True if any."""
+    added = False
+    for name in HOMES.get(label, {}).keys() - vars(module).keys():
+        obj = surface_object(label, name) if exclusion(label, name) is None else None
+        if obj is not None:
+            setattr(module, name, obj)
+            added = True
+    return added
+
+
+def install_surface() -> None:
+    """Make every name of Fluid's module tree that placegroup has reachable at Fluid's module
+    path, as the same object (NOTE(one-object-per-home)): ``fluid.layers.nn.concat is
+    fluid.layers.concat``, ``fluid.layers.io.program_guard is fluid.program_guard``.
+
+    Only modules already imported are filled in (a Fluid module with no placegroup module of its
+    own becomes a ``facade`` when first imported), and a name a module defines itself is kept.
+    placegroup/__init__.py calls this once,
+    before ``install_gaps``.
+    """
+    labels = [label for label in HOMES if module_exclusion(label) is None and home_of("paddle." + label) in sys.modules]
+    while True:  # a name found through a module filled in this pass may fill another in the next
+        added = [_fill(label, sys.modules[home_of("paddle." + label)]) for label in labels]
+        if not any(added):
+            return
+
+
+def facade(label: str) -> types.ModuleType | None:
+    """The module for Fluid's ``label`` where placegroup has no module of its own there
+    (``fluid.transpiler.details``, ``fluid.communicator``): a module holding placegroup's objects
+    for the names Fluid binds there, registered under placegroup's name for it. None when Fluid
+    has no such module or placegroup leaves it out.
+
+    Example:
+        >>> import placegroup
+        >>> facade("fluid.layers.utils").map_structure is placegroup.layers.utils.map_structure  # doctest: +SKIP
+        True
+    """
+    name = home_of("paddle." + label)
+    if label not in HOMES or module_exclusion(label) is not None:
+        return sys.modules.get(name)
+    module = sys.modules.get(name) or import_if_present(name)
+    if module is not None:  # placegroup has a module of its own there
+        return module
+    package = any(other.startswith(label + ".") for other in HOMES)
+    module = types.ModuleType(name, f"Fluid 1.8's module paddle.{label}: placegroup's objects for its names.")
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=package)
+    if package:
+        module.__path__ = []
+    sys.modules[name] = module
+    parent = sys.modules.get(name.rpartition(".")[0])
+    if parent is not None and not hasattr(parent, name.rpartition(".")[2]):  # NOTE(shadowed-module)
+        setattr(parent, name.rpartition(".")[2], module)
+    _fill(label, module)
+    module.__getattr__ = _Gaps(label, name)
+    return module
 
 
 class _PaddleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -132,7 +238,14 @@ class _PaddleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         home = home_of(name)
         found = importlib.util.find_spec(home) if home else None
         if found is None:
-            parent, _, leaf = label_of(name).rpartition(".")
+            label = label_of(name)
+            if facade(label) is not None:
+                return importlib.util.spec_from_loader(name, self, is_package=hasattr(sys.modules[home], "__path__"))
+            why = module_exclusion(label) if label in HOMES else None
+            if why is not None:
+                raise ModuleNotInPlacegroup(f"placegroup does not implement paddle.{label}: {why.reason} "
+                                            f"({why.category}; docs/fluid_compat.md)", name=name)
+            parent, _, leaf = label.rpartition(".")
             if leaf in FLUID_18.get(parent, ()):
                 raise ModuleNotInPlacegroup(str(not_implemented(parent, leaf)), name=name)
             return None
@@ -152,7 +265,13 @@ class _PaddleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             module.fluid, module.batch = placegroup, placegroup.batch
             module.reader, module.dataset = placegroup.reader, placegroup.dataset
         else:
-            module.__spec__ = module.__spec__.loader_state
+            alias, module.__spec__ = module.__spec__.name, module.__spec__.loader_state
+            for child in _SHADOWED.get(label_of(alias), ()):
+                # NOTE(shadowed-module): Fluid's package binds a function over its submodule of the
+                # same name (fluid.data is a function; paddle.fluid.data a module). Registered
+                # here, `import paddle.fluid.data` finds the module in sys.modules, and importlib
+                # does not set the package's `data` to it.
+                sys.modules.setdefault(f"paddle.{child}", facade(child))
 
 
 def _ours(module) -> bool:

@@ -15,8 +15,6 @@ generated from them (``python -m placegroup.tools.compat_table``).
 """
 from __future__ import annotations
 
-import json
-import pathlib
 
 
 def _names(text: str) -> frozenset[str]:
@@ -197,9 +195,3 @@ FLUID_18: dict[str, frozenset[str]] = {
         voc2012 wmt14 wmt16
     """),
 }
-
-# Fluid 1.8.5's whole module tree, module -> names, as scripts/record_fluid_surface.py records it
-# (what it leaves out, and why: fluid_surface_exclusions.json). compat.install_surface puts each
-# name placegroup has at its Fluid module path; a name it lacks there raises NotImplementedInPlacegroup.
-SURFACE: dict[str, frozenset[str]] = {label: frozenset(names) for label, names in json.loads(
-    pathlib.Path(__file__).with_name("fluid_surface.json").read_text(encoding="utf-8")).items()}

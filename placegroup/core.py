@@ -19,16 +19,55 @@ Example::
 """
 from __future__ import annotations
 
+import enum
+
 from placegroup.executor import Scope
 from placegroup.ir.places import CPUPlace, CUDAPinnedPlace, CUDAPlace, is_compiled_with_cuda
 from placegroup.reader_registry import EOFException
 from placegroup.values import LoDTensor
 
 __all__ = ["CPUPlace", "CUDAPinnedPlace", "CUDAPlace", "EOFException", "LoDTensor", "LoDTensorArray", "Scope",
-           "Tensor", "is_compiled_with_cuda"]
+           "Tensor", "VarDesc", "is_compiled_with_cuda"]
 
 
 Tensor = LoDTensor
+
+
+class _VarType(str, enum.Enum):
+    """Fluid's ``core.VarDesc.VarType``: the data types and the kinds of variable.
+
+    Each member is the string placegroup itself uses (``VarType.FP32 == "float32"``,
+    ``VarType.SELECTED_ROWS == "selected_rows"``), so a script may pass one wherever a dtype or
+    var type goes (``fluid.layers.cast(x, fluid.core.VarDesc.VarType.FP32)``) and compare
+    ``var.dtype == core.VarDesc.VarType.INT64``. ``int()`` of one is not Fluid's proto number.
+    """
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+    BOOL = "bool"
+    UINT8 = "uint8"
+    INT8 = "int8"
+    INT16 = "int16"
+    INT32 = "int32"
+    INT64 = "int64"
+    FP16 = "float16"
+    FP32 = "float32"
+    FP64 = "float64"
+    LOD_TENSOR = "lod_tensor"
+    SELECTED_ROWS = "selected_rows"
+    FEED_MINIBATCH = "feed_minibatch"
+    FETCH_LIST = "fetch_list"
+    STEP_SCOPES = "step_scopes"
+    LOD_RANK_TABLE = "lod_rank_table"
+    LOD_TENSOR_ARRAY = "lod_tensor_array"
+    PLACE_LIST = "place_list"
+    READER = "reader"
+    RAW = "raw"
+
+
+class VarDesc:
+    """What Fluid scripts use of ``core.VarDesc``: its ``VarType`` enum."""
+    VarType = _VarType
 
 
 class LoDTensorArray:

@@ -7,10 +7,14 @@ on the path::
 
 A module's names are its ``__all__`` plus every public attribute that is a function or class
 defined under ``paddle`` (its ``__module__`` starts with ``paddle``); submodules are recorded as
-modules of their own, not as names. The modules walked are ``paddle.fluid`` and its
-static-graph submodules, less those in placegroup/fluid_surface_exclusions.json (module ->
-reason). Writes placegroup/fluid_surface.json (module -> sorted names), which placegroup reads
-to put each name it has at Fluid's module path (placegroup/layers/__init__.py, compat.py).
+modules of their own, not as names. Every module under ``paddle.fluid`` that Fluid itself can
+import is walked; which of them placegroup leaves out, and why, is
+placegroup/fluid_surface_exclusions.json, read by placegroup, not here.
+
+Writes placegroup/fluid_surface.json: module -> name -> the object's home in Fluid,
+``"paddle.fluid.data_feeder:check_dtype"`` (where it is defined; ``""`` for a name bound to a
+value, not a function or class). placegroup reads it to put each name it has at every module
+path Fluid binds it, as one object (compat.install_surface).
 """
 from __future__ import annotations
 
@@ -23,11 +27,12 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "placegroup" / "fluid_surface.json"
-EXCLUDED = json.loads((ROOT / "placegroup" / "fluid_surface_exclusions.json").read_text())["modules"]
 
 
-def excluded(name: str) -> bool:
-    return any(name == m or name.startswith(m + ".") for m in EXCLUDED)
+def home(obj) -> str:
+    if not (inspect.isfunction(obj) or inspect.isclass(obj) or inspect.isbuiltin(obj)):
+        return ""
+    return f"{getattr(obj, '__module__', None) or ''}:{getattr(obj, '__qualname__', None) or ''}"
 
 
 def names_of(module) -> list[str]:
@@ -42,16 +47,16 @@ def names_of(module) -> list[str]:
 
 
 def walk(name: str, found: dict) -> None:
-    if excluded(name) or name in found:
+    if name in found:
         return
     try:
         module = importlib.import_module(name)
     except Exception as e:  # noqa: BLE001 - a module Fluid itself cannot import is skipped, said so
         print(f"skipped {name}: {type(e).__name__}: {e}", file=sys.stderr)
         return
-    found[name] = names_of(module)
+    found[name] = {n: home(getattr(module, n, None)) for n in names_of(module)}
     for info in pkgutil.iter_modules(getattr(module, "__path__", []) or []):
-        if not info.name.startswith("_"):
+        if not info.name.startswith(("_", "test")):
             walk(f"{name}.{info.name}", found)
 
 
