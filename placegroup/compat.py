@@ -27,7 +27,8 @@ import sys
 import types
 
 from placegroup.compat_names import FLUID_18
-from placegroup.fluid_surface import HOMES, SURFACE, exclusion, module_exclusion, sharing_home
+from placegroup.fluid_surface import (HOMES, MOVED, SURFACE, current_path, exclusion, module_exclusion,
+                                     sharing_home)
 from placegroup.errors import ConfigError, ModuleNotInPlacegroup, NotImplementedInPlacegroup
 
 # NOTE(paddle-alias): a Paddle module name maps to placegroup's by its longest prefix in this
@@ -96,12 +97,14 @@ class _Gaps:
         sub = facade(f"{self.label}.{name}")  # a Fluid module placegroup has no module of its own for
         if sub is not None:
             return sub
-        if self.label in HOMES and exclusion(self.label, name) is None:
+        if (name in HOMES.get(self.label, ()) or name in MOVED.get(self.label, ())) and \
+                exclusion(self.label, name) is None:
             obj = surface_object(self.label, name, load=True)  # defined in a module not imported yet
             if obj is not None:
                 setattr(sys.modules[self.module_name], name, obj)
                 return obj
-        if name in FLUID_18.get(self.label, ()) or name in SURFACE.get(self.label, ()):
+        if name in FLUID_18.get(self.label, ()) or name in SURFACE.get(self.label, ()) or \
+                name in MOVED.get(self.label, ()):
             raise not_implemented(self.label, name)
         raise AttributeError(f"module {self.module_name!r} has no attribute {name!r}")
 
@@ -152,6 +155,7 @@ def surface_object(label: str, name: str, load: bool = False):
     objects Fluid keeps apart (``fluid.data`` and ``fluid.layers.data``) stay apart. A name bound
     to a plain value, with no home, is taken from the enclosing package.
     """
+    label, name = current_path(label, name)
     home = HOMES.get(label, {}).get(name, "")
     paths = [(label, name)]
     if home:
@@ -171,7 +175,7 @@ def surface_object(label: str, name: str, load: bool = False):
 def _fill(label: str, module: types.ModuleType) -> bool:
     """Bind in ``module`` each of Fluid's names for ``label`` that placegroup has; True if any."""
     added = False
-    for name in HOMES.get(label, {}).keys() - vars(module).keys():
+    for name in (HOMES.get(label, {}).keys() | MOVED.get(label, {}).keys()) - vars(module).keys():
         obj = surface_object(label, name) if exclusion(label, name) is None else None
         if obj is not None:
             setattr(module, name, obj)

@@ -27,6 +27,12 @@ _HERE = pathlib.Path(__file__).parent
 HOMES: dict[str, dict[str, str]] = json.loads((_HERE / "fluid_surface.json").read_text(encoding="utf-8"))
 SURFACE: dict[str, frozenset[str]] = {label: frozenset(names) for label, names in HOMES.items()}
 
+# Paths of Fluid 1.5 and 1.6 that 1.7 moved, and 1.8 kept there: old module label -> name -> the 1.8 module that has it
+# (``fluid.layers.nn.dynamic_gru`` -> ``fluid.layers.rnn``). fluid_moved.json says how it was made.
+MOVED: dict[str, dict[str, str]] = {
+    label: {name: entry["to"] for name, entry in names.items()}
+    for label, names in json.loads((_HERE / "fluid_moved.json").read_text(encoding="utf-8"))["moved"].items()}
+
 _EXCLUDED = json.loads((_HERE / "fluid_surface_exclusions.json").read_text(encoding="utf-8"))
 CATEGORIES: dict[str, str] = _EXCLUDED["categories"]
 OUT_OF_SCOPE = frozenset({"dygraph", "core", "detection", "contrib", "control-flow"})
@@ -38,6 +44,18 @@ class Exclusion(NamedTuple):
     key: str
     category: str
     reason: str
+
+
+def current_path(label: str, name: str) -> tuple[str, str]:
+    """Where Fluid 1.8.5 has ``label.name``: itself, or the module 1.8 moved it to.
+
+    Example:
+        >>> current_path("fluid.layers.nn", "dynamic_gru")
+        ('fluid.layers.rnn', 'dynamic_gru')
+    """
+    if name not in HOMES.get(label, ()) and name in MOVED.get(label, ()):
+        return MOVED[label][name], name
+    return label, name
 
 
 def label_of_home(home: str) -> str:
@@ -73,6 +91,7 @@ def exclusion(label: str, name: str) -> Exclusion | None:
     found = module_exclusion(label)
     if found is not None:
         return found
+    label, name = current_path(label, name)
     home = label_of_home(HOMES.get(label, {}).get(name, ""))
     for key in (home, f"{label}.{name}"):
         entry = _EXCLUDED["names"].get(key)

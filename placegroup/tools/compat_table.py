@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from placegroup.compat import MODULES, facade, home_of, import_if_present
 from placegroup.compat_names import FLUID_18
-from placegroup.fluid_surface import CATEGORIES, HOMES, OUT_OF_SCOPE, Exclusion, exclusion, module_exclusion
+from placegroup.fluid_surface import CATEGORIES, HOMES, MOVED, OUT_OF_SCOPE, Exclusion, exclusion, module_exclusion
 
 PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "fluid_compat.md"
 
@@ -184,6 +184,14 @@ def render() -> str:
                 f"`{n}` ({why.category})" for n, why in c.excluded.items())]
         if c.missing:
             lines += ["", f"Missing ({len(c.missing)}): " + ", ".join(f"`{n}`" for n in c.missing)]
+    lines += ["", "## Paths of Fluid 1.5 and 1.6 that 1.7 moved", "",
+              "Each works at its old path, as the object 1.8 has at its new one (placegroup/fluid_moved.json, "
+              "which says how the list was made); one left out says why, as at its new path.", "",
+              "| old path | Fluid 1.8's path | in placegroup |", "|---|---|---|"]
+    for label, names in MOVED.items():
+        for name, to in names.items():
+            why = exclusion(label, name)
+            lines.append(f"| `{label}.{name}` | `{to}.{name}` | {'left out: ' + why.category if why else 'yes'} |")
     return "\n".join(lines) + "\n"
 
 
