@@ -200,15 +200,25 @@ def install_surface() -> None:
             return
 
 
+def _adopt(label: str, module: types.ModuleType) -> types.ModuleType:
+    """Give placegroup's module for Fluid's ``label``, imported after ``install_surface`` ran, the
+    names it lacks and its gaps, as that did for the modules imported by then."""
+    if label in HOMES and module_exclusion(label) is None:
+        _fill(label, module)
+        if "__getattr__" not in vars(module):
+            module.__getattr__ = _Gaps(label, module.__name__)
+    return module
+
+
 def facade(label: str) -> types.ModuleType | None:
-    """The module for Fluid's ``label`` where placegroup has no module of its own there
-    (``fluid.transpiler.details``, ``fluid.communicator``): a module holding placegroup's objects
-    for the names Fluid binds there, registered under placegroup's name for it. None when Fluid
-    has no such module or placegroup leaves it out.
+    """placegroup's module for Fluid's module ``label``: its own, given the names it lacks, or,
+    where placegroup has no file there (``fluid.transpiler.details``, ``fluid.communicator``), a
+    module built from placegroup's objects for the names Fluid binds there, registered under
+    placegroup's name for it. None when Fluid has no such module or placegroup leaves it out.
 
     Example:
         >>> import placegroup
-        >>> facade("fluid.layers.utils").map_structure is placegroup.layers.utils.map_structure  # doctest: +SKIP
+        >>> facade("fluid.layers.nn").concat is placegroup.layers.concat
         True
     """
     name = home_of("paddle." + label)
@@ -216,7 +226,7 @@ def facade(label: str) -> types.ModuleType | None:
         return sys.modules.get(name)
     module = sys.modules.get(name) or import_if_present(name)
     if module is not None:  # placegroup has a module of its own there
-        return module
+        return _adopt(label, module)
     package = any(other.startswith(label + ".") for other in HOMES)
     module = types.ModuleType(name, f"Fluid 1.8's module paddle.{label}: placegroup's objects for its names.")
     module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=package)
@@ -270,6 +280,7 @@ class _PaddleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             module.reader, module.dataset = placegroup.reader, placegroup.dataset
         else:
             alias, module.__spec__ = module.__spec__.name, module.__spec__.loader_state
+            _adopt(label_of(alias), module)
             for child in _SHADOWED.get(label_of(alias), ()):
                 # NOTE(shadowed-module): Fluid's package binds a function over its submodule of the
                 # same name (fluid.data is a function; paddle.fluid.data a module). Registered
