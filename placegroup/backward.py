@@ -29,7 +29,9 @@ from typing import Iterable
 
 from placegroup.errors import ProgramError
 from placegroup.ir.framework import SELECTED_ROWS
+from placegroup.ir.op_proto import op_desc_text
 from placegroup.ops.registry import EMPTY_VAR, GradOpView, grad_name
+from placegroup.program_stats import ProgramStats
 
 
 def _differentiable_inputs(op) -> list[str]:
@@ -195,6 +197,10 @@ def gradients(targets, inputs, target_gradients=None, no_grad_set=None) -> list:
     seeds = list(target_gradients) if isinstance(target_gradients, (list, tuple)) else [target_gradients] * len(targets)
     if len(seeds) != len(targets):
         raise ValueError(f"gradients: {len(seeds)} target_gradients for {len(targets)} targets")
+    for t, g in zip(targets, seeds):
+        if g is not None and tuple(t.shape or ()) != tuple(g.shape or ()):
+            raise ValueError(f"The shapes of target and grad are different: {t.name} {list(t.shape or ())} and "
+                             f"{g.name} {list(g.shape or ())}")
     block = targets[0].block.program.global_block()
     given = dict(zip((t.name for t in targets), seeds))
 
@@ -211,6 +217,32 @@ def gradients(targets, inputs, target_gradients=None, no_grad_set=None) -> list:
     names = [getattr(x, "name", x) for x in inputs]
     grads, need = _walk(block, targets, seed, set(names), no_grad_set, "gradients: no op of the program writes the target")
     return [block.var(grad_name(n)) if n in need and grads.finish(n) else None for n in names]
+
+
+def calc_gradient(targets, inputs, target_gradients=None, no_grad_set=None):
+    """Fluid's ``fluid.backward.calc_gradient``: ``gradients`` (same arguments), but one input
+    gives its gradient var alone (None if it does not reach the targets), not in a list.
+
+    Raises:
+        ProgramError: a target no op writes; ValueError: ``target_gradients`` of another length,
+            or one whose shape is not its target's.
+
+    Example::
+
+        dx = fluid.backward.calc_gradient(loss, x)
+    """
+    grads = gradients(targets, inputs, target_gradients, no_grad_set)
+    return grads[0] if len(grads) == 1 else grads
+
+
+def serialize_op_decs(op_desc) -> str:
+    """An op as Fluid prints its ``OpDesc`` proto (text: inputs, outputs, type, attrs), for
+    reading and diffing; ``op_desc`` is an Operator (placegroup's ops are their own desc).
+
+    Raises:
+        ValueError: the op's type is not registered.
+    """
+    return op_desc_text(op_desc)
 
 
 def _walk(block, targets, seed, wanted: set, no_grad_set, unwritten: str, callbacks=()):
@@ -263,3 +295,4 @@ def gradients_of(block, names: Iterable[str]) -> dict:
 
 
 __all__ = ["append_backward", "gradients", "EMPTY_VAR"]
+__all__ += ["ProgramStats", "calc_gradient", "serialize_op_decs"]

@@ -44,14 +44,20 @@ called from several threads at once.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+import types
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from placegroup import dtype_checks
 from placegroup.errors import ProgramError
 from placegroup.values import LoDTensor, lengths_to_offsets
 
 __all__ = ["DataFeeder"]
+
+# Fluid 1.8 defines its layers' argument checks here (placegroup/dtype_checks.py)
+check_type, check_dtype = dtype_checks.check_type, dtype_checks.check_dtype
+check_variable_and_dtype, convert_dtype = dtype_checks.check_variable_and_dtype, dtype_checks.convert_dtype
 
 
 class _Slot:
@@ -244,3 +250,129 @@ class DataFeeder:
                 yield self.feed(minibatch)
 
         return feed_reader
+
+
+class DataToLoDTensorConverter:
+    """Fluid 1.8's one-var converter: ``feed`` one sample's element at a time, then ``done``
+    gives the batch as a ``LoDTensor`` and starts a new one.
+
+    ``feed`` keeps what Fluid keeps: ``data``, the steps (for ``lod_level`` 0, the elements
+    themselves), and ``lod``, the sequence lengths per level. ``done`` stacks ``data`` by
+    NOTE(feeder-shape), the rule ``DataFeeder`` follows (a stack of another rank than ``shape``
+    is reshaped to it; a shape with more than one unknown dim is none), and gives the lengths as
+    the tensor's LoD.
+
+    Args:
+        place: the place of the tensors (kept; the data stays on the host, as ``DataFeeder``'s).
+        lod_level: how many levels of lists a sample's element has around its steps.
+        shape: the var's declared shape (-1 or None: unknown).
+        dtype: the var's dtype (a name Fluid knows, ``convert_dtype``).
+
+    Raises:
+        ValueError: an unknown dtype.
+
+    Example::
+
+        c = DataToLoDTensorConverter(fluid.CPUPlace(), 1, [-1, 2], "float32")
+        c.feed([[1, 2], [3, 4]]); c.feed([[5, 6]])
+        t = c.done()     # float32 [3, 2], recursive_sequence_lengths [[2, 1]]
+
+    Thread-safety: a converter holds one batch in the making; use it from one thread.
+    """
+
+    def __init__(self, place: Any, lod_level: int, shape: Sequence[int | None], dtype: Any) -> None:
+        self.place = place
+        self.lod_level = int(lod_level)
+        dims = [-1 if d is None else int(d) for d in shape]
+        self.shape = dims if sum(d < 0 for d in dims) <= 1 else None
+        self.dtype = convert_dtype(dtype)
+        self._slot = _Slot(types.SimpleNamespace(name="of a DataToLoDTensorConverter", dtype=self.dtype,
+                                                 shape=self.shape, lod_level=self.lod_level))
+        self._reset()
+
+    def _reset(self) -> None:
+        self.data: list = []
+        self.lod: list[list[int]] = [[] for _ in range(self.lod_level)]
+
+    def feed(self, data: Any) -> None:
+        """Add one sample's element: its steps to ``data``, its sequences' lengths to ``lod``."""
+        self._feed(data, 0)
+
+    def _feed(self, data: Any, level: int) -> None:
+        if level == self.lod_level:
+            self.data.append(data)
+            return
+        self.lod[level].append(len(data))
+        for sub in data:
+            self._feed(sub, level + 1)
+
+    def done(self) -> LoDTensor:
+        """The batch fed so far as a LoDTensor (its LoD from ``lod``); then an empty batch.
+
+        Raises:
+            ProgramError: the steps do not stack into one array of the dtype, or their stack
+                does not reshape to ``shape`` (NOTE(feeder-shape)), naming both shapes.
+        """
+        try:
+            arr = np.array(self.data, dtype=self.dtype)
+        except (ValueError, TypeError) as e:
+            raise ProgramError(self._slot._not_one_array(self.data, "the steps", e)) from None
+        arr = self._slot._shaped(arr, "the steps", self.lod[-1] if self.lod_level else None)
+        offsets = [lengths_to_offsets(level) for level in self.lod]
+        self._reset()
+        return LoDTensor(arr, offsets)
+
+
+class BatchedTensorProvider:
+    """Fluid 1.8's batcher over a sample generator: calling it yields, per batch of
+    ``batch_size`` samples, one ``LoDTensor`` per var of ``feed_list``.
+
+    Args:
+        feed_list: the data vars (lod_level 0), in the order of a sample's elements.
+        place: the place of the tensors (kept, as ``DataToLoDTensorConverter``'s).
+        batch_size: samples per batch.
+        generator: a callable returning an iterator of samples (tuples, one element per var).
+        drop_last: drop a last batch of fewer than ``batch_size`` samples.
+
+    Raises:
+        ValueError: a var with ``lod_level`` > 0 (Fluid asserts the same).
+
+    Example::
+
+        provider = BatchedTensorProvider([x, y], fluid.CPUPlace(), 32, sample_reader, drop_last=True)
+        for x_t, y_t in provider():
+            exe.run(feed={"x": x_t, "y": y_t}, fetch_list=[loss])
+
+    Thread-safety: one iteration at a time.
+    """
+
+    def __init__(self, feed_list: Sequence[Any], place: Any, batch_size: int, generator: Callable[[], Iterable],
+                 drop_last: bool) -> None:
+        self.place = place
+        self.batch_size = batch_size
+        self.generator = generator
+        self.drop_last = drop_last
+        self.converters = []
+        for var in feed_list:
+            if var.lod_level != 0:
+                raise ValueError(f"BatchedTensorProvider: var {var.name!r} has lod_level {var.lod_level}; "
+                                 f"it batches lod_level 0 vars only (lod_level must be 0)")
+            self.converters.append(DataToLoDTensorConverter(place, 0, var.shape, var.dtype))
+
+    def _done(self) -> list[LoDTensor]:
+        return [c.done() for c in self.converters]
+
+    def __call__(self) -> Iterator[list[LoDTensor]]:
+        n = 0
+        for sample in self.generator():
+            for element, c in zip(sample, self.converters):
+                c.data.append(element)
+            n += 1
+            if n == self.batch_size:
+                n = 0
+                yield self._done()
+        if n and not self.drop_last:
+            yield self._done()
+        else:
+            for c in self.converters:
+                c._reset()

@@ -45,3 +45,11 @@ __all__ += ["ProgramStateError", "get_program_parameter", "get_program_persistab
             "load_program_state", "save", "set_program_state"]
 __all__ += ["ComposeNotAligned", "batch", "buffered", "cache", "chain", "compose", "default_collate_fn",
             "firstn", "map_readers", "multiprocess_reader", "shuffle", "xmap_readers"]
+from placegroup.io.program_helpers import (append_fetch_ops, get_parameter_value,  # noqa: E402
+                                           get_parameter_value_by_name, is_belong_to_optimizer, prepend_feed_ops)
+from placegroup import log_helper  # noqa: E402
+
+get_logger = log_helper.get_logger  # Fluid 1.8's fluid.io binds it
+
+__all__ += ["append_fetch_ops", "get_parameter_value", "get_parameter_value_by_name", "is_belong_to_optimizer",
+            "prepend_feed_ops"]

@@ -26,10 +26,11 @@ from placegroup.errors import ProgramError, SerializationError
 from placegroup.io.files import load_program, save_program
 from placegroup.io.var_files import _scope, load_persistables, save_persistables
 from placegroup.ir.framework import Program, Variable, default_main_program
+from placegroup.ir.framework_helpers import FEED_TARGETS, FETCH_TARGETS
 
 __all__ = ["load_inference_model", "prune_for_inference", "save_inference_model"]
 
-FEED_KEY, FETCH_KEY = "feed_target_names", "fetch_target_names"  # keys of Program.extra
+FEED_KEY, FETCH_KEY = FEED_TARGETS, FETCH_TARGETS  # keys of Program.extra, NOTE(feed-fetch-targets)
 PASS_NAME = "prune_for_inference"
 
 

@@ -25,6 +25,10 @@ from typing import Any, Iterable, Mapping, Sequence
 from placegroup.errors import ProgramError, SerializationError
 from placegroup.ir import serialize, unique_name
 from placegroup.ir.cluster import ClusterSchema
+from placegroup.ir.framework_helpers import (NameScope, convert_np_dtype_to_dtype_, dtype_is_floating,
+                                             generate_control_dev_var_name, grad_var_name, switch_device,
+                                             wrap_decorator)
+from placegroup.ir.op_proto import OpProtoHolder, get_all_op_protos
 from placegroup.ir.operator import Operator, infer_op, validate_op
 from placegroup.ir.place_group import ExecutorId
 from placegroup.ir.printer import format_program
@@ -36,6 +40,9 @@ __all__ = ["Block", "Operator", "Parameter", "Program", "Variable", "LOD_TENSOR"
            "default_main_program", "default_startup_program", "infer_lod", "infer_op", "normalize_dtype",
            "note_transpiled_job", "program_guard", "switch_main_program", "switch_startup_program",
            "transpiled_job"]
+# Fluid 1.8's helpers of fluid.framework (placegroup/ir/framework_helpers.py, op_proto.py)
+__all__ += ["NameScope", "OpProtoHolder", "convert_np_dtype_to_dtype_", "dtype_is_floating",
+            "generate_control_dev_var_name", "get_all_op_protos", "grad_var_name", "switch_device", "wrap_decorator"]
 
 
 def _names(v: Any) -> list[str]:

@@ -28,6 +28,13 @@ def generate(key: str) -> str:
     return _generator(key)
 
 
+def generate_with_ignorable_key(key: str) -> str:
+    """``generate(key)``: Fluid 1.8 names the temps of a layer this way so that its imperative
+    mode may replace the key by ``"tmp"``; in a static program, placegroup's only mode, the key
+    is kept."""
+    return _generator(key)
+
+
 def switch(new: UniqueNameGenerator | None = None) -> UniqueNameGenerator:
     global _generator
     old, _generator = _generator, new or UniqueNameGenerator()
