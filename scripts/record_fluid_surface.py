@@ -7,7 +7,8 @@ on the path::
 
 A module's names are its ``__all__`` plus every public attribute that is a function or class
 defined under ``paddle`` (its ``__module__`` starts with ``paddle``); submodules are recorded as
-modules of their own, not as names. Every module under ``paddle.fluid`` that Fluid itself can
+modules of their own, not as names, and a name ``__all__`` lists but the module does not bind
+(``fluid.MultiTrainer``, an AttributeError in Fluid too) is not one. Every module under ``paddle.fluid`` that Fluid itself can
 import is walked; which of them placegroup leaves out, and why, is
 placegroup/fluid_surface_exclusions.json, read by placegroup, not here.
 
@@ -29,14 +30,30 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "placegroup" / "fluid_surface.json"
 
 
+_OBJECTS: dict[str, int] = {}  # home -> id of the object first recorded under it
+
+
 def home(obj) -> str:
+    """Where Fluid defines ``obj``, unique per object: a function made by a factory (Fluid's
+    activations, ``generate_activation_fn.<locals>.func``) is told apart by its ``__name__``;
+    ``""`` for a value, or for a function a third-party decorator made."""
     if not (inspect.isfunction(obj) or inspect.isclass(obj) or inspect.isbuiltin(obj)):
         return ""
-    return f"{getattr(obj, '__module__', None) or ''}:{getattr(obj, '__qualname__', None) or ''}"
+    qualname = getattr(obj, "__qualname__", None) or ""
+    if "<locals>" in qualname:
+        qualname += f"@{obj.__name__}"
+    module = getattr(obj, "__module__", None) or ""
+    if not module.startswith("paddle"):  # made by a third-party decorator: no home in Fluid
+        return ""
+    found = f"{module}:{qualname}"
+    if _OBJECTS.setdefault(found, id(obj)) != id(obj):
+        raise AssertionError(f"two objects share the home {found}")
+    return found
 
 
 def names_of(module) -> list[str]:
-    names = set(getattr(module, "__all__", ()))
+    # a name of __all__ the module does not bind (fluid.MultiTrainer) is an AttributeError in Fluid too
+    names = {n for n in getattr(module, "__all__", ()) if hasattr(module, n)}
     for attr, obj in vars(module).items():
         if attr.startswith("_") or inspect.ismodule(obj):
             continue

@@ -31,6 +31,9 @@ from placegroup.transpiler.passes import Job, TranspileContext, run_passes
 from placegroup.transpiler.placement import place
 from placegroup.transpiler.slice import slice_params
 from placegroup.transpiler.sparse import shard_tables
+from placegroup.transpiler.var_blocks import VarBlock, log, same_or_split_var, slice_variable
+
+__all__ = ["DistributeTranspiler", "VarBlock", "log", "same_or_split_var", "slice_variable"]
 
 PASSES = (("model_parallel", shard_model_parallel), ("merge", merge_gradients), ("allreduce", allreduce_gradients), ("slice", slice_params),
           ("sparse", shard_tables), ("placement", place))
@@ -41,7 +44,11 @@ class DistributeTranspiler:
 
     Args:
         config: a ``DistributeTranspilerConfig``; keyword arguments of ``transpile`` win.
+        passes: (class attribute) the ``(name, pass)`` sequence ``transpile`` runs; the
+            collective transpilers (collective.py) put their own pass in the place of ``allreduce``.
     """
+
+    passes = PASSES
 
     def __init__(self, config: DistributeTranspilerConfig | None = None) -> None:
         self.config = config or DistributeTranspilerConfig()
@@ -108,7 +115,7 @@ class DistributeTranspiler:
         self.sync_mode = ctx.sync_mode
         check_merge_steps(main, ctx.merge_steps)
         startup = startup_program or default_startup_program()
-        self._job = run_passes(Job(main, startup), PASSES, ctx)
+        self._job = run_passes(Job(main, startup), self.passes, ctx)
         self._origin = (main, startup)
         try:
             self.rewrite_in_place(*self._process_part(current_endpoint))
