@@ -101,8 +101,16 @@ def _whole(prog):
     return "fc_0.w_0" in on and not any(".block" in n for n in on)
 
 
+class _AllOnTheLast(fluid.transpiler.ps_dispatcher.PSDispatcher):
+    """A user's dispatcher in Fluid's form: dispatch(varlist) -> an endpoint per var."""
+
+    def dispatch(self, varlist):
+        return [self.eps[-1] for _ in varlist]
+
+
 ACTED_ON = [
     ({"slice_var_up": False}, _wide, 2, _whole),
+    ({"split_method": _AllOnTheLast}, _wide, 2, lambda p: set(_on_pservers(p).values()) == {"pserver/127.0.0.1:2"}),
     ({"min_block_size": 81920}, _wide, 2, _whole),
     ({"split_method": fluid.transpiler.HashName}, _wide, 2,
      lambda p: _on_pservers(p) == _crc_placed(p) and _on_pservers(p) != _on_pservers(_transpile(None))),

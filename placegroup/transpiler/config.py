@@ -16,38 +16,59 @@ from typing import Any, Sequence
 from placegroup.fields import Field, Fields
 
 
-class RoundRobin:
+class PSDispatcher:
+    """Fluid's base class of the pserver dispatchers: ``dispatch(varlist)`` gives the endpoint of
+    each var (or block) in ``varlist``, in order; a subclass implements ``_dispatch_one``, or
+    overrides ``dispatch`` as Fluid's do. Given one name instead of a list, it answers for that
+    one (how placegroup's placement pass asks). ``split_method=`` takes any such class.
+    """
+
+    def __init__(self, pserver_endpoints: Sequence[str]) -> None:
+        self._eps = list(pserver_endpoints)
+        self._step = 0
+
+    @property
+    def eps(self) -> list[str]:
+        return self._eps
+
+    def reset(self) -> None:
+        """Start counting again from the first endpoint."""
+        self._step = 0
+
+    def dispatch(self, varlist):
+        if isinstance(varlist, (list, tuple)):
+            return [self._dispatch_one(_name_of(v)) for v in varlist]
+        return self._dispatch_one(_name_of(varlist))
+
+    def _dispatch_one(self, name: str) -> str:
+        raise NotImplementedError(f"{type(self).__name__} must implement dispatch(varlist)")
+
+
+def _name_of(var) -> str:
+    name = getattr(var, "name", var)
+    return name() if callable(name) else name
+
+
+class RoundRobin(PSDispatcher):
     """Deal blocks to pservers in turn, one counter over all blocks.
 
     Example::
 
-        rr = RoundRobin(["a:1", "b:2"]); [rr.dispatch(n) for n in "xyz"] == ["a:1", "b:2", "a:1"]
+        rr = RoundRobin(["a:1", "b:2"]); rr.dispatch(["x", "y", "z"]) == ["a:1", "b:2", "a:1"]
     """
 
-    def __init__(self, pserver_endpoints: Sequence[str]) -> None:
-        self.eps = list(pserver_endpoints)
-        self.i = 0
-
-    def dispatch(self, block_name: str) -> str:
-        ep = self.eps[self.i % len(self.eps)]
-        self.i += 1
+    def _dispatch_one(self, name: str) -> str:
+        ep = self._eps[self._step % len(self._eps)]
+        self._step += 1
         return ep
 
-    def reset(self) -> None:
-        self.i = 0
 
+class HashName(PSDispatcher):
+    """Place a block at ``crc32(name) % #pservers``: stable across processes. (Fluid hashes with
+    Python's ``hash()``, which differs between processes unless PYTHONHASHSEED is set.)"""
 
-class HashName:
-    """Place a block at ``crc32(name) % #pservers``: stable across processes (never ``hash()``)."""
-
-    def __init__(self, pserver_endpoints: Sequence[str]) -> None:
-        self.eps = list(pserver_endpoints)
-
-    def dispatch(self, block_name: str) -> str:
-        return self.eps[zlib.crc32(block_name.encode()) % len(self.eps)]
-
-    def reset(self) -> None:
-        pass
+    def _dispatch_one(self, name: str) -> str:
+        return self._eps[zlib.crc32(name.encode()) % len(self._eps)]
 
 
 class DistributedMode:
@@ -77,7 +98,7 @@ class DistributeTranspilerConfig(Fields):
 
     Acted on:
         slice_var_up: slice big parameters into blocks over the pservers.
-        split_method: ``RoundRobin`` or ``HashName`` (a class taking the pserver list; None:
+        split_method: ``RoundRobin``, ``HashName`` or a ``PSDispatcher`` subclass (None:
             RoundRobin, as in Fluid).
         min_block_size: the smallest block, in elements.
         sync_mode: merge the trainers' gradients each step (True) or apply each alone.

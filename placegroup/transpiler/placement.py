@@ -45,7 +45,7 @@ def _place_ops(block, ctx) -> dict:
         elif op.param is not None:
             if op.param not in homes:
                 pinned = block.var(op.param).attrs.get("pinned")
-                homes[op.param] = PlaceGroup.of("pserver", pinned or dispatcher.dispatch(op.param))
+                homes[op.param] = PlaceGroup.of("pserver", pinned or dispatcher.dispatch([op.param])[0])
             op.place = homes[op.param]
         elif op.role == "lr_sched":
             op.place = PSERVERS

@@ -1,5 +1,5 @@
 """``fluid.transpiler.ps_dispatcher``: Fluid 1.8's module of the pserver dispatchers.
 
-placegroup defines ``RoundRobin`` and ``HashName`` in config.py; ``compat.install_surface`` puts
-them here as the same objects.
+placegroup defines ``PSDispatcher``, ``RoundRobin`` and ``HashName`` in config.py.
 """
+from placegroup.transpiler.config import HashName, PSDispatcher, RoundRobin  # noqa: F401
