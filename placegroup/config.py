@@ -94,6 +94,14 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
        "reads it).", "a whole number"),
     _S("PADDLE_PORT", str, "", "Fleet's name for this process's port: a pserver's endpoint is POD_IP:PADDLE_PORT "
        "(PaddleCloudRoleMaker reads it)."),
+    _S("PADDLE_PSERVER_ID", str, "", "Fleet's name for a pserver's index in PADDLE_PSERVERS_IP_PORT_LIST "
+       "(GeneralRoleMaker reads it before POD_IP:PADDLE_PORT)."),
+    _S("PADDLE_IS_BARRIER_ALL_ROLE", str, "", "0: GeneralRoleMaker's trainers do not barrier with each other "
+       "(a MockBarrier), as in Fluid."),
+    _S("SYS_JOB_ID", str, "", "A job id GeneralRoleMaker puts before the keys of its store, as Fluid's gloo does."),
+    _S("HADOOP_HOME", str, "", "Where `bin/hadoop` is, for the HDFS clients and GeneralRoleMaker's hdfs: store."),
+    _S("FS_NAME", str, "", "The HDFS name (fs.default.name) Fleet's HDFS helpers use, as in Fluid."),
+    _S("FS_UGI", str, "", "The HDFS user,password (hadoop.job.ugi) Fleet's HDFS helpers use, as in Fluid."),
     _S("CPU_NUM", _count, 1, "How many CPU places fluid.cpu_places() and with_data_parallel use, as in "
        "Fluid (placegroup runs them as one place over the whole batch).", "a whole number"),
     _S("FLAGS_selected_gpus", str, "", "Comma-separated CUDA device ids for fluid.cuda_places(); empty: "

@@ -8,7 +8,8 @@ on the path::
 A module's names are its ``__all__`` plus every public attribute that is a function or class
 defined under ``paddle`` (its ``__module__`` starts with ``paddle``); submodules are recorded as
 modules of their own, not as names, and a name ``__all__`` lists but the module does not bind
-(``fluid.MultiTrainer``, an AttributeError in Fluid too) is not one. Every module under ``paddle.fluid`` that Fluid itself can
+(``fluid.MultiTrainer``, an AttributeError in Fluid too) is not one. A module Fluid itself
+cannot import here (PSLib's, Python 2's) is recorded with no names. Every module under ``paddle.fluid`` that Fluid itself can
 import is walked; which of them placegroup leaves out, and why, is
 placegroup/fluid_surface_exclusions.json, read by placegroup, not here.
 
@@ -68,8 +69,9 @@ def walk(name: str, found: dict) -> None:
         return
     try:
         module = importlib.import_module(name)
-    except Exception as e:  # noqa: BLE001 - a module Fluid itself cannot import is skipped, said so
-        print(f"skipped {name}: {type(e).__name__}: {e}", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - a module Fluid itself cannot import is kept, with no names
+        print(f"cannot import {name}: {type(e).__name__}: {e}", file=sys.stderr)
+        found[name] = {}
         return
     found[name] = {n: home(getattr(module, n, None)) for n in names_of(module)}
     for info in pkgutil.iter_modules(getattr(module, "__path__", []) or []):
@@ -82,7 +84,7 @@ def main() -> None:
     assert paddle.__version__ == "1.8.5", f"record under Paddle 1.8.5, not {paddle.__version__}"
     found = {}
     walk("paddle.fluid", found)
-    data = {name[len("paddle."):]: names for name, names in sorted(found.items()) if names}
+    data = {name[len("paddle."):]: names for name, names in sorted(found.items())}
     OUT.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     print(f"wrote {OUT}: {len(data)} modules, {sum(map(len, data.values()))} names")
 

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import placegroup as fluid
-from placegroup.errors import ConfigError, NotImplementedInPlacegroup
+from placegroup.errors import ConfigError
 from placegroup.incubate.fleet.base import role_maker
 from placegroup.incubate.fleet.base.role_maker import PaddleCloudRoleMaker, Role, UserDefinedRoleMaker
 from placegroup.incubate.fleet.parameter_server.distribute_transpiler import DistributedTranspiler
@@ -114,9 +114,11 @@ def test_user_defined_role_maker_keeps_fluids_checks():
         UserDefinedRoleMaker(server_endpoints=["a:1"])
 
 
-def test_fluids_role_makers_not_here_say_so():
-    with pytest.raises(NotImplementedInPlacegroup, match=r"fluid\.incubate\.fleet\.base\.role_maker\.GeneralRoleMaker"):
-        role_maker.GeneralRoleMaker
+def test_fluids_other_role_makers_are_here():
+    """GeneralRoleMaker, the MPI ones and UserDefinedCollectiveRoleMaker: tests/test_fluid_tree_fleet.py."""
+    for name in ("GeneralRoleMaker", "MPIRoleMaker", "MPISymetricRoleMaker", "UserDefinedCollectiveRoleMaker",
+                 "MockBarrier"):
+        assert isinstance(getattr(role_maker, name), type)
 
 
 # -- the fleet object ------------------------------------------------------------------------

@@ -76,13 +76,14 @@ CASES = {
                         "OutOfRange: lookup_table: id 12 is out of range for a table of 10 rows (valid ids are "
                         "0..9): check the ids fed, or give the table more rows (OpError: While executing op #", 9),
     "not_implemented": ("import placegroup as fluid\nfluid.layers.DynamicRNN()\n", "python", {},
-                        "NotImplementedInPlacegroup: placegroup does not implement fluid.layers.DynamicRNN yet "
-                        "(docs/fluid_compat.md)", 2),
+                        "NotImplementedInPlacegroup: placegroup does not implement fluid.layers.DynamicRNN: "
+                        "control-flow blocks and tensor arrays (control-flow; docs/fluid_compat.md)", 2),
     "missing_module": ("import paddle.fluid as fluid\nimport paddle.fluid.contrib.slim\n", "run", {},
-                       "ModuleNotInPlacegroup: placegroup does not implement fluid.contrib.slim yet", 2),
+                       "ModuleNotInPlacegroup: placegroup does not implement paddle.fluid.contrib.slim: model "
+                       "compression (contrib; docs/fluid_compat.md)", 2),
     "fleet_utils": ("import paddle.fluid.incubate.fleet.utils.fleet_util as fu\n", "run", {},
-                    "ModuleNotInPlacegroup: placegroup does not implement fluid.incubate.fleet.utils yet "
-                    "(docs/fluid_compat.md)", 1),
+                    "ModuleNotInPlacegroup: placegroup does not implement paddle.fluid.incubate.fleet.utils."
+                    "fleet_util: PSLib's fleet utilities", 1),
     "dataset_file": ("import paddle\n\nparams = paddle.dataset.imdb.word_dict()\n", "run",
                      {"PLACEGROUP_DATA_HOME": "", "HOME": "{tmp}"},
                      "DatasetFileNotFound: dataset imdb: the aclImdb reviews file 'imdb%2FaclImdb_v1.tar.gz' "
