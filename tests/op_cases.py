@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from placegroup.errors import ProgramError
+from tests.cases import contrib, rnn_more, sequence_more  # the Fluid-tree ops' tables
 from tests.cases import (conv, creation, grid, loss, manip, math, metric, misc, norm, rnn, sequence, sequence_pad,
                          shuffle)
 from tests.op_case import OpCase, N, away, labels, onehot, pos, softmax, spec  # noqa: F401
@@ -355,6 +356,7 @@ CASES += [
 CASES += (conv.CASES + norm.CASES + manip.CASES + loss.CASES + math.CASES + creation.CASES + metric.CASES
           + grid.CASES + misc.CASES + sequence.CASES + sequence_pad.CASES
           + rnn.CASES + shuffle.CASES)
+CASES += sequence_more.CASES + rnn_more.CASES + contrib.CASES
 
 
 def by_id() -> dict[str, OpCase]:

@@ -239,6 +239,8 @@ OWNED_ELSEWHERE: dict[str, str] = {
     "split_selected_rows": "tests/test_sparse_ops.py",
     "ema_debias": "tests/test_optimizer_wrappers.py",
     "get_tensor_from_selected_rows": "tests/test_misc_layers.py",  # a SelectedRows input  # reads optimizer state: checked over steps there
+    "save": "tests/test_fluid_tree_fleet.py",  # writes a file (ops/file_io.py)
+    "load": "tests/test_fluid_tree_fleet.py",  # reads a save op's file
 }
 
 

@@ -144,6 +144,38 @@ def log_softmax(input, axis=None, dtype=None, name=None):
     return out
 
 
+def cross_entropy2(input, label, ignore_index: int = -100):
+    """Hard-label cross entropy, ``-log(input[label])`` per row, through Fluid 1.8's
+    ``cross_entropy2`` op (ops/cross_entropy2.py), which also keeps the picked probability for
+    its gradient. Fluid binds it at ``fluid.layers.loss`` only (not in ``fluid.layers``);
+    ``cross_entropy`` is the public layer.
+
+    Args:
+        input: probabilities, float16/32/64 [..., C].
+        label: int64 class ids [..., 1]; a row labelled ``ignore_index`` gets 0.
+        ignore_index: the label that means "no loss here".
+
+    Returns:
+        The loss, [..., 1], of ``input``'s dtype.
+
+    Raises:
+        TypeError: ``input`` is not a float Variable.
+        ProgramError: ``label`` does not fit ``input``.
+
+    Example::
+
+        loss = fluid.layers.loss.cross_entropy2(fluid.layers.softmax(logits), label)
+    """
+    if not isinstance(input, Variable) or input.dtype not in ("float16", "float32", "float64"):
+        raise TypeError(f"The data type of 'input' in cross_entropy2 must be ['float16', 'float32', 'float64'], "
+                        f"but received {getattr(input, 'dtype', type(input).__name__)}")
+    helper = LayerHelper("cross_entropy2")
+    out, match_x, xshape = (helper.create_variable_for_type_inference(input.dtype) for _ in range(3))
+    helper.append_op("cross_entropy2", {"X": [input], "Label": [label]},
+                     {"Y": [out], "MatchX": [match_x], "XShape": [xshape]}, {"ignore_index": int(ignore_index)})
+    return out
+
+
 # -- distances and regression losses --------------------------------------------------------
 
 

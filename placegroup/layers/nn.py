@@ -19,12 +19,15 @@ import math
 
 from placegroup.ir.framework import Variable
 from placegroup.layer_helper import LayerHelper
+from placegroup.layers.py_func import PyFuncRegistry  # noqa: F401  (Fluid binds it here, outside __all__)
+from placegroup.layers.sequence_nn import chunk_eval, filter_by_instag, im2sequence, row_conv
 from placegroup.layers.tensor import shape_inputs
 
 __all__ = ["fc", "embedding", "mean", "square_error_cost", "cross_entropy", "softmax_with_cross_entropy",
            "relu", "sigmoid", "tanh", "softmax", "matmul", "scale", "reshape", "split", "topk",
            "elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div", "reduce_sum",
            "reduce_mean"]
+__all__ += ["chunk_eval", "filter_by_instag", "im2sequence", "row_conv"]  # placegroup/layers/sequence_nn.py
 
 
 def fc(input, size: int, num_flatten_dims: int = 1, param_attr=None, bias_attr=None, act=None,

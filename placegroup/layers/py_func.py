@@ -26,11 +26,85 @@ Example::
 """
 from __future__ import annotations
 
+import inspect
+
+import numpy as np
+
 from placegroup.ir.framework import SELECTED_ROWS, Variable
 from placegroup.layer_helper import LayerHelper
 from placegroup.ops.misc import callable_name, register_callable, registered_callable, registered_callable_count
+from placegroup.values import LoDTensor
 
 __all__ = ["py_func", "merge_selected_rows", "get_tensor_from_selected_rows"]
+
+
+class PyFuncRegistry:
+    """A Python function registered for ``py_func`` ops, as Fluid 1.8's ``fluid.layers.nn.
+    PyFuncRegistry``: making one registers ``func`` in this process's registry
+    (NOTE(py-func-registry) in ops/misc.py) under the id ``self.id`` that a py_func op names.
+
+    Calling the object calls ``func`` with its arguments bound by name to ``func``'s positional
+    parameters (the rest passed positionally), as Fluid's does, and returns a tuple with one
+    entry per result: None and LoDTensors as they are, anything else as a LoDTensor of its
+    numpy array.
+
+    ``PyFuncRegistry.registered_func(idx)`` is the function a py_func op with id ``idx``
+    calls, ``registered_func_num()`` how many this process has (``py_func.registered_func``
+    and ``py_func.registered_func_num`` are these).
+
+    Args:
+        func: the function.
+
+    Raises:
+        TypeError: ``func`` is None or not callable.
+
+    Thread-safety: registers into a process-wide list; build programs from one thread.
+
+    Example::
+
+        reg = fluid.layers.nn.PyFuncRegistry(lambda x: x * 2)
+        reg(np.ones(2))[0]                      # a LoDTensor holding [2., 2.]
+        fluid.layers.nn.PyFuncRegistry.registered_func(reg.id)   # the lambda
+    """
+
+    _register_funcs: list = []
+
+    def __init__(self, func) -> None:
+        if func is None or not callable(func):
+            raise TypeError(f"func must be a Python function: py_func expected a Python function, got {func!r}")
+        self._func = func
+        try:
+            spec = inspect.getfullargspec(func)
+            plain = not spec.args and spec.varargs is None and spec.varkw is None
+            self._named_args = None if plain else list(spec.args)
+        except TypeError:  # a builtin without a signature (np.tanh): its arguments go positionally
+            self._named_args = []
+        self._id = register_callable(func)
+        PyFuncRegistry._register_funcs.append(self)  # keeps the function alive, as Fluid's list does
+
+    @classmethod
+    def registered_func(cls, idx: int):
+        """The function registered under id ``idx``."""
+        return registered_callable(idx)
+
+    @classmethod
+    def registered_func_num(cls) -> int:
+        """How many functions this process registered."""
+        return registered_callable_count()
+
+    @property
+    def id(self) -> int:
+        return self._id
+
+    def __call__(self, *args):
+        if self._named_args is None:
+            ret = self._func()
+        else:
+            named = dict(zip(self._named_args, args))
+            ret = self._func(*args[len(named):], **named)
+        if not isinstance(ret, (list, tuple)):
+            ret = (ret,)
+        return tuple(r if r is None or isinstance(r, LoDTensor) else LoDTensor(np.asarray(r)) for r in ret)
 
 
 def _vars(arg, what: str) -> list:
@@ -87,8 +161,8 @@ def py_func(func, x, out, backward_func=None, skip_vars_in_backward_input=None):
             if v.name not in known:
                 raise ValueError(f"py_func: skip var {v.name!r} is neither an input nor an output of the op")
             skip.append(v.name)
-    fwd = register_callable(func)
-    bwd = register_callable(backward_func) if backward_func is not None else -1
+    fwd = PyFuncRegistry(func).id
+    bwd = PyFuncRegistry(backward_func).id if backward_func is not None else -1
     helper.append_op("py_func", {"X": xs}, {"Out": outs},
                      {"forward_callable_id": fwd, "backward_callable_id": bwd, "backward_skip_vars": sorted(set(skip)),
                       "_forward_callable": callable_name(func),
@@ -99,8 +173,8 @@ def py_func(func, x, out, backward_func=None, skip_vars_in_backward_input=None):
 
 
 # Fluid's debugging helpers on the layer
-py_func.registered_func = registered_callable
-py_func.registered_func_num = registered_callable_count
+py_func.registered_func = PyFuncRegistry.registered_func
+py_func.registered_func_num = PyFuncRegistry.registered_func_num
 
 
 def merge_selected_rows(x, name=None):

@@ -1,6 +1,7 @@
-"""Recurrent layers, Fluid 1.8 signatures: ``dynamic_lstm`` and ``dynamic_gru`` over LoD
-sequences, ``lstm_unit`` and ``gru_unit`` for one dense step (ops/rnn.py has the kernels and
-the gate layouts, NOTE(rnn-gates)).
+"""Recurrent layers, Fluid 1.8 signatures: ``dynamic_lstm``, ``dynamic_lstmp`` and
+``dynamic_gru`` over LoD sequences, ``lstm_unit`` and ``gru_unit`` for one dense step (ops/rnn.py
+and ops/lstmp.py have the kernels and the gate layouts, NOTE(rnn-gates)), and ``lstm``, Fluid's
+cuDNN LSTM over a padded time-major batch (ops/cudnn_lstm.py, NOTE(cudnn-lstm-layout)).
 
 The sequence layers take input that is already projected to the gates (an ``fc`` of width
 4 * hidden or 3 * hidden before them) and hold only the recurrent weight and the bias, named
@@ -17,12 +18,14 @@ Example::
 """
 from __future__ import annotations
 
+from placegroup.ir.framework import Variable
 from placegroup.layer_helper import LayerHelper
 from placegroup.layers.nn import fc
-from placegroup.layers.tensor import concat
+from placegroup.layers.tensor import _op_seed, concat
+from placegroup.ops.cudnn_lstm import weight_size
 from placegroup.param_attr import ParamAttr
 
-__all__ = ["dynamic_lstm", "dynamic_gru", "lstm_unit", "gru_unit"]
+__all__ = ["dynamic_lstm", "dynamic_gru", "lstm_unit", "gru_unit", "dynamic_lstmp", "lstm"]
 
 
 def _check_float(layer: str, slot: str, v) -> None:
@@ -236,3 +239,132 @@ def gru_unit(input, hidden, size: int, param_attr=None, bias_attr=None, activati
     outs = {slot: [helper.create_variable_for_type_inference(dtype)] for slot in ("Gate", "ResetHiddenPrev", "Hidden")}
     helper.append_op("gru_unit", inputs, outs, {"activation": 2, "gate_activation": 1, "origin_mode": origin_mode})
     return outs["Hidden"][0], outs["ResetHiddenPrev"][0], outs["Gate"][0]
+
+
+def dynamic_lstmp(input, size: int, proj_size: int, param_attr=None, bias_attr=None, use_peepholes: bool = True,
+                  is_reverse: bool = False, gate_activation: str = "sigmoid", cell_activation: str = "tanh",
+                  candidate_activation: str = "tanh", proj_activation: str = "tanh", dtype: str = "float32",
+                  name=None, h_0=None, c_0=None, cell_clip=None, proj_clip=None):
+    """An LSTM with a recurrent projection (LSTMP, Sak et al. 2014) over each sequence of a
+    1-level LoD tensor (Fluid's ``lstmp`` op, NOTE(lstmp-1.8) in ops/lstmp.py).
+
+    The hidden state h [D] is projected to r = act(h W_rh) [P], and r (not h) feeds the gates
+    of the next step. As in Fluid 1.8, ``act`` is ``cell_activation`` whenever
+    ``proj_activation`` is not "identity". The parameters are ``lstmp_<n>.w_0`` [P, 4D] (the
+    recurrent weight), ``lstmp_<n>.w_1`` [D, P] (the projection, made with the same
+    ``param_attr``, so a named attr clashes, as in Fluid) and ``lstmp_<n>.b_0`` [1, 7D] (4D
+    without peepholes).
+
+    Args:
+        input: the projected input [T, 4D], lod_level 1, float32 or float64.
+        size: 4D (Fluid's convention: the input's width).
+        proj_size: P.
+        param_attr, bias_attr: the weights' and the bias's attrs; bias_attr may not be False.
+        use_peepholes, is_reverse, gate_activation, cell_activation, candidate_activation,
+            proj_activation: as Fluid ("sigmoid", "tanh", "relu" or "identity").
+        dtype: the parameters' dtype.
+        name: the layer's name (default ``lstmp_<n>``).
+        h_0, c_0: optional initial states [batch, P] and [batch, D], one row per sequence.
+        cell_clip, proj_clip: clip the cell state / the projection to [-clip, clip] (None: no
+            clipping).
+
+    Returns:
+        (projection, cell): [T, P] and [T, D], with the input's LoD.
+
+    Raises:
+        ValueError: bias_attr False, a size that is not the input's width or not a multiple
+            of 4, an initial state of the wrong shape, or a negative clip.
+        TypeError: a non-float input or initial state.
+
+    Example::
+
+        proj, cell = fluid.layers.dynamic_lstmp(fluid.layers.fc(emb, 4 * 512), size=4 * 512, proj_size=256)
+    """
+    if bias_attr is False:
+        raise ValueError("dynamic_lstmp: bias_attr should not be False (the lstmp op needs its bias)")
+    _check_float("dynamic_lstmp", "input", input)
+    if size % 4 or input.shape[-1] != size:
+        raise ValueError(f"dynamic_lstmp: size must be 4 * hidden size and input's width, "
+                         f"got size={size} for input {input.name!r}{list(input.shape)}")
+    d = size // 4
+    _check_init("dynamic_lstmp", "h_0", h_0, proj_size)
+    _check_init("dynamic_lstmp", "c_0", c_0, d)
+    for k, v in (("cell_clip", cell_clip), ("proj_clip", proj_clip)):
+        if v is not None and v < 0:
+            raise ValueError(f"dynamic_lstmp: {k} should not be negative, got {v}")
+    helper = LayerHelper("lstmp", name=name)
+    weight = helper.create_parameter(param_attr, [proj_size, 4 * d], dtype)
+    proj_weight = helper.create_parameter(param_attr, [d, proj_size], dtype)
+    bias = helper.create_parameter(bias_attr, [1, (7 if use_peepholes else 4) * d], dtype, is_bias=True)
+    outs = {slot: [helper.create_variable_for_type_inference(dtype)]
+            for slot in ("Projection", "Cell", "BatchGate", "BatchCellPreAct", "BatchHidden")}
+    inputs = {"Input": [input], "Weight": [weight], "ProjWeight": [proj_weight], "Bias": [bias]}
+    if h_0 is not None:
+        inputs["H0"] = [h_0]
+    if c_0 is not None:
+        inputs["C0"] = [c_0]
+    helper.append_op("lstmp", inputs, outs,
+                     {"use_peepholes": use_peepholes, "is_reverse": is_reverse, "cell_clip": float(cell_clip or 0.0),
+                      "proj_clip": float(proj_clip or 0.0), "gate_activation": gate_activation,
+                      "cell_activation": cell_activation, "candidate_activation": candidate_activation,
+                      "proj_activation": proj_activation})
+    return outs["Projection"][0], outs["Cell"][0]
+
+
+def lstm(input, init_h, init_c, max_len: int, hidden_size: int, num_layers: int, dropout_prob: float = 0.0,
+         is_bidirec: bool = False, is_test: bool = False, name=None, default_initializer=None, seed: int = -1):
+    """A multi-layer (optionally bidirectional) LSTM over a padded, time-major batch: Fluid
+    1.8's cuDNN LSTM (``cudnn_lstm`` op), here on any device (NOTE(cudnn-lstm-layout) in
+    ops/cudnn_lstm.py).
+
+    All the weights are one flat parameter ``cudnn_lstm_<n>.w_0`` in cuDNN's layout, so a
+    weight saved by Fluid runs here unchanged. No peepholes.
+
+    Args:
+        input: [seq_len, batch, input_size] (time major), float32 or float64.
+        init_h, init_c: [num_layers * dirs, batch, hidden_size] (dirs = 2 when bidirectional).
+        max_len: the most steps ``input`` may have.
+        hidden_size, num_layers: the LSTM's size.
+        dropout_prob: dropout between layers (never after the last), in training.
+        is_bidirec: run each layer in both directions and concatenate them.
+        is_test: no dropout.
+        name: the layer's name (default ``cudnn_lstm_<n>``).
+        default_initializer: the weight's initializer (Xavier by default).
+        seed: the dropout masks' seed; -1: one of the op's own (NOTE(layer-seeds) in
+            placegroup/layers/tensor.py).
+
+    Returns:
+        (out, last_h, last_c): [seq_len, batch, dirs * hidden_size], and the last hidden and
+        cell states [num_layers * dirs, batch, hidden_size].
+
+    Raises:
+        TypeError: a non-float input or state, or a size that is not an int.
+
+    Example::
+
+        init = fluid.layers.fill_constant([1, 20, 150], "float32", 0.0)
+        out, last_h, last_c = fluid.layers.lstm(emb, init, init, max_len=100, hidden_size=150, num_layers=1)
+    """
+    for slot, v in (("input", input), ("init_h", init_h), ("init_c", init_c)):
+        if not isinstance(v, Variable):
+            raise TypeError(f"The type of '{slot}' in lstm must be Variable, but received {type(v).__name__}")
+        _check_float("lstm", slot, v)
+    for k, v in (("max_len", max_len), ("hidden_size", hidden_size), ("num_layers", num_layers)):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError(f"The type of '{k}' in lstm must be int, but received {type(v).__name__}")
+    helper = LayerHelper("cudnn_lstm", name=name)
+    dtype = input.dtype
+    input_size = input.shape[-1]
+    weight = helper.create_parameter(None, [weight_size(input_size, hidden_size, num_layers, is_bidirec)], dtype,
+                                     default_initializer=default_initializer)
+    if seed == -1:
+        program = helper.main_program
+        k = sum(op.type == "cudnn_lstm" for b in program.blocks for op in b.ops)
+        seed = program.random_seed or _op_seed(0, "cudnn_lstm", k)
+    out, last_h, last_c = (helper.create_variable_for_type_inference(dtype) for _ in range(3))
+    helper.append_op("cudnn_lstm", {"Input": [input], "InitH": [init_h], "InitC": [init_c], "W": [weight]},
+                     {"Out": [out], "last_h": [last_h], "last_c": [last_c]},
+                     {"max_len": max_len, "is_bidirec": is_bidirec, "input_size": input_size,
+                      "hidden_size": hidden_size, "num_layers": num_layers, "is_test": is_test,
+                      "dropout_prob": float(dropout_prob), "seed": int(seed)})
+    return out, last_h, last_c

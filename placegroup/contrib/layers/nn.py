@@ -1,16 +1,21 @@
-"""Fluid 1.8's ``fluid.contrib.layers.nn``: ``shuffle_batch``.
+"""Fluid 1.8's ``fluid.contrib.layers.nn``: ``shuffle_batch``, ``partial_sum``,
+``partial_concat``, ``fused_embedding_seq_pool`` and ``fused_elemwise_activation`` (their ops
+are in ops/random.py and ops/contrib.py).
 
 Building a program is single-threaded, as in Fluid.
 """
 from __future__ import annotations
 
+import warnings
+
 from placegroup.initializer import ConstantInitializer
 from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable
 from placegroup.layer_helper import LayerHelper
+from placegroup.layers.sequence import _check
 from placegroup.layers.tensor import _op_seed
 
-__all__ = ["shuffle_batch"]
+__all__ = ["shuffle_batch", "partial_concat", "partial_sum", "fused_embedding_seq_pool", "fused_elemwise_activation"]
 
 
 def shuffle_batch(x, seed=None):
@@ -55,4 +60,157 @@ def shuffle_batch(x, seed=None):
         helper.set_variable_initializer(seed, ConstantInitializer(float(start)))
     helper.append_op("shuffle_batch", {"X": [x], "Seed": [seed]},
                      {"Out": [out], "ShuffleIdx": [idx], "SeedOut": [seed]}, {"startup_seed": start})
+    return out
+
+
+def _int(layer: str, name: str, v) -> int:
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise TypeError(f"The type of '{name}' in {layer} must be int, but received {type(v).__name__}")
+    return v
+
+
+def partial_concat(input, start_index: int = 0, length: int = -1):
+    """The columns ``[start_index, start_index + length)`` of each 2-D input, side by side
+    (NOTE(partial-ops) in ops/contrib.py).
+
+    Args:
+        input: a list of 2-D Variables of one shape and dtype (float16/32/64, int32, int64);
+            a single Variable is taken as a list of one, with a warning, as in Fluid.
+        start_index: the first column; negative counts from the end.
+        length: how many columns; -1: all after ``start_index``.
+
+    Returns:
+        A Variable [N, len(input) * length] of the inputs' dtype.
+
+    Raises:
+        TypeError: an input that is not a Variable of those dtypes, or non-int sizes.
+        ProgramError: columns that do not fit the inputs.
+
+    Example::
+
+        out = fluid.contrib.layers.partial_concat([x, y], start_index=0, length=2)
+    """
+    if not isinstance(input, list):
+        warnings.warn(f"The type of input in partial_concat should be list, but received {type(input)}.")
+        input = [input]
+    for i, x in enumerate(input):
+        _check(x, "partial_concat", ("float16", "float32", "float64", "int32", "int64"), f"input[{i}]")
+    attrs = {"start_index": _int("partial_concat", "start_index", start_index),
+             "length": _int("partial_concat", "length", length)}
+    helper = LayerHelper("partial_concat")
+    out = helper.create_variable_for_type_inference(input[0].dtype)
+    helper.append_op("partial_concat", {"X": input}, {"Out": [out]}, attrs)
+    return out
+
+
+def partial_sum(input, start_index: int = 0, length: int = -1):
+    """The sum of the columns ``[start_index, start_index + length)`` of each 2-D input
+    (NOTE(partial-ops) in ops/contrib.py).
+
+    Args:
+        input: a list of 2-D Variables of one shape and dtype (float32/64, int32, int64).
+        start_index: the first column; negative counts from the end.
+        length: how many columns; -1: all after ``start_index``.
+
+    Returns:
+        A Variable [N, length] of the inputs' dtype.
+
+    Raises:
+        TypeError: an input that is not a Variable of those dtypes.
+        ProgramError: columns that do not fit the inputs.
+
+    Example::
+
+        out = fluid.contrib.layers.partial_sum([x, y], start_index=0, length=2)
+    """
+    for i, x in enumerate(input):
+        _check(x, "partial_sum", ("float32", "float64", "int32", "int64"), f"input[{i}]")
+    helper = LayerHelper("partial_sum")
+    out = helper.create_variable_for_type_inference(input[0].dtype)
+    helper.append_op("partial_sum", {"X": list(input)}, {"Out": [out]},
+                     {"start_index": int(start_index), "length": int(length)})
+    return out
+
+
+def fused_embedding_seq_pool(input, size, is_sparse: bool = False, padding_idx=None, combiner: str = "sum",
+                             param_attr=None, dtype="float32"):
+    """An embedding lookup summed over each sequence, fused (NOTE(fused-emb-pool) in
+    ops/contrib.py): Out[s] = sum of W[id] over sequence s's ids.
+
+    Makes the table ``fused_embedding_seq_pool_<n>.w_0`` of ``size`` (Xavier unless
+    ``param_attr`` says).
+
+    Args:
+        input: int64 ids [T, 1] with lod_level 1.
+        size: [dictionary size V, embedding width D].
+        is_sparse: the table's gradient is a SelectedRows of the ids' rows.
+        padding_idx: an id that adds nothing (negative: counted from V); None: none.
+        combiner: "sum", the only one Fluid 1.8 has.
+        param_attr: the table's ParamAttr.
+        dtype: the table's dtype.
+
+    Returns:
+        A Variable [number of sequences, D].
+
+    Raises:
+        TypeError: ``input`` is not an int64 Variable.
+        ValueError: ``size`` is not [V, D], or ``padding_idx`` is outside the table.
+
+    Example::
+
+        words = fluid.layers.data("word", shape=[1], dtype="int64", lod_level=1)
+        bow = fluid.contrib.fused_embedding_seq_pool(words, size=[10000, 32], padding_idx=0)
+    """
+    _check(input, "fused_embedding_seq_pool", ("int64",))
+    size = [int(v) for v in size]
+    if len(size) != 2:
+        raise ValueError(f"fused_embedding_seq_pool: size must be [dictionary size, embedding width], got {size}")
+    pad = -1 if padding_idx is None else padding_idx if padding_idx >= 0 else size[0] + padding_idx
+    if not -1 <= pad < size[0]:
+        raise ValueError(f"fused_embedding_seq_pool: padding_idx {padding_idx} is outside the table of {size[0]} rows")
+    helper = LayerHelper("fused_embedding_seq_pool")
+    w = helper.create_parameter(param_attr, size, dtype)
+    out = helper.create_variable_for_type_inference(w.dtype)
+    helper.append_op("fused_embedding_seq_pool", {"Ids": [input], "W": [w]}, {"Out": [out]},
+                     {"is_sparse": bool(is_sparse), "combiner": combiner, "padding_idx": int(pad)})
+    return out
+
+
+def fused_elemwise_activation(x, y, functor_list, axis: int = -1, scale: float = 0.0,
+                              save_intermediate_out: bool = True):
+    """An elementwise add or mul fused with an activation: ``Unary(Binary(x, y))`` or
+    ``Binary(x, Unary(y))`` (NOTE(fused-elemwise) in ops/contrib.py).
+
+    Args:
+        x: the left operand.
+        y: the right operand, broadcast into ``x`` by ``axis`` as elementwise ops do.
+        functor_list: two op names, e.g. ["elementwise_add", "relu"] (= x + relu(y)) or
+            ["relu", "elementwise_add"] (= relu(x + y)), or one string "a,b"; one of the eight
+            pairs Fluid 1.8 runs.
+        axis: where y's dims start in x's.
+        scale: the factor of the "scale" functor.
+        save_intermediate_out: accepted as Fluid's (the intermediate is always kept here).
+
+    Returns:
+        The result, of ``x``'s shape.
+
+    Raises:
+        ValueError: ``functor_list`` is not two names.
+        ProgramError: a pair Fluid 1.8 does not run, or shapes that do not broadcast.
+
+    Example::
+
+        out = fluid.contrib.layers.fused_elemwise_activation(x, y, ["elementwise_add", "relu"])
+    """
+    if isinstance(functor_list, str):
+        functor_list = functor_list.split(",")
+    if not isinstance(functor_list, list) or len(functor_list) != 2:
+        raise ValueError("functor_list should be a list of str, and the length should be 2.")
+    helper = LayerHelper("fused_elemwise_activation")
+    out = helper.create_variable_for_type_inference(x.dtype)
+    intermediate = helper.create_variable_for_type_inference(x.dtype)
+    helper.append_op("fused_elemwise_activation", {"X": [x], "Y": [y]},
+                     {"Out": [out], "IntermediateOut": [intermediate]},
+                     {"axis": int(axis), "scale": float(scale), "save_intermediate_out": bool(save_intermediate_out),
+                      "functor_list": [str(f) for f in functor_list]})
     return out
