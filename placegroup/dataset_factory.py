@@ -1,4 +1,5 @@
-"""Fluid 1.8's Dataset pipeline: ``fluid.DatasetFactory``, ``QueueDataset``, ``InMemoryDataset``.
+"""Fluid 1.8's Dataset pipeline: ``fluid.DatasetFactory``, ``QueueDataset``, ``InMemoryDataset``,
+``FileInstantDataset`` and their base class ``DatasetBase``.
 
 A dataset reads text files, each through a pipe command (``cat`` by default; often
 ``python my_generator.py``, a ``MultiSlotDataGenerator``), parses the MultiSlot format
@@ -9,6 +10,11 @@ smaller): LoDTensors for ``lod_level=1`` vars, arrays for the others.
 * ``QueueDataset`` streams: files are read one after another as batches are taken.
 * ``InMemoryDataset`` reads every file at ``load_into_memory()``; then ``local_shuffle()``
   permutes the instances and ``release_memory()`` drops them.
+* ``FileInstantDataset`` streams as ``QueueDataset`` does (Fluid's reads each file whole
+  before batching it, which is what placegroup's readers do for every file).
+
+``dataset.desc()`` is the data feed's description in Fluid's text (placegroup/data_feed_desc.py)
+and ``dataset.proto_desc`` that message; as in Fluid, ``batch_size`` is 32 until set.
 
 NOTE(dataset-threads): placegroup runs one thread per process, so ``set_thread(n)`` is
 accepted and the files are read in the order of ``set_filelist``, by one reader. In Fluid,
@@ -44,10 +50,11 @@ import warnings
 
 import numpy as np
 
+from placegroup.data_feed_desc import DataFeedDescMsg
 from placegroup.errors import ConfigError, NotImplementedInPlacegroup
 from placegroup.multislot import Instances, parse_text, slot_of
 
-__all__ = ["DatasetFactory", "InMemoryDataset", "QueueDataset"]
+__all__ = ["DatasetBase", "DatasetFactory", "FileInstantDataset", "InMemoryDataset", "QueueDataset"]
 
 _REMOTE = ("hdfs:", "afs:")
 # NOTE(pipe-paddle): under ``placegroup run`` a pipe command's Python imports placegroup as paddle
@@ -78,26 +85,31 @@ class DatasetFactory:
     """
 
     def create_dataset(self, datafeed_class: str = "QueueDataset"):
-        """A new ``QueueDataset`` or ``InMemoryDataset``.
+        """A new ``QueueDataset``, ``InMemoryDataset`` or ``FileInstantDataset``.
 
         Raises:
             ValueError: for a class name Fluid does not have (as Fluid).
-            NotImplementedInPlacegroup: for ``FileInstantDataset`` and ``BoxPSDataset``.
+            NotImplementedInPlacegroup: for ``BoxPSDataset`` (Baidu's BoxPS GPU parameter server).
         """
-        if datafeed_class in ("FileInstantDataset", "BoxPSDataset"):
-            raise _gap(datafeed_class, "use QueueDataset or InMemoryDataset")
-        cls = {"QueueDataset": QueueDataset, "InMemoryDataset": InMemoryDataset}.get(datafeed_class)
+        if datafeed_class == "BoxPSDataset":
+            raise _gap(datafeed_class, "it feeds Baidu's BoxPS GPU parameter server; use InMemoryDataset")
+        cls = {"QueueDataset": QueueDataset, "InMemoryDataset": InMemoryDataset,
+               "FileInstantDataset": FileInstantDataset}.get(datafeed_class)
         if cls is None:
             raise ValueError(f"datafeed class {datafeed_class} does not exist")
         return cls()
 
 
 class DatasetBase:
-    """What both datasets share: the setters and reading one file."""
+    """What every dataset shares: the setters and reading one file (Fluid's ``DatasetBase``)."""
+
+    _FEED = "MultiSlotDataFeed"  # the data feed's name in desc(), as Fluid's
 
     def __init__(self) -> None:
         self.slots: list = []
-        self.batch_size = 1
+        self._shapes: list = []  # the vars' shapes, for desc()
+        self.batch_size = 32  # the DataFeedDesc default, as in Fluid
+        self._batch_size_set = False
         self.thread_num = 1
         self.filelist: list = []
         self.pipe_command = "cat"
@@ -109,11 +121,13 @@ class DatasetBase:
         """The data vars a line holds, in the order of the text format (int64 or float32,
         lod_level 0 or 1)."""
         self.slots = [slot_of(v) for v in var_list]
+        self._shapes = [list(v.shape or ()) for v in var_list]
 
     def set_batch_size(self, batch_size: int) -> None:
         if int(batch_size) < 1:
             raise ConfigError(f"set_batch_size: expected a positive number of instances, got {batch_size}")
         self.batch_size = int(batch_size)
+        self._batch_size_set = True
 
     def set_thread(self, thread_num: int) -> None:
         """Accepted; placegroup reads the files with one reader, in order (NOTE(dataset-threads))."""
@@ -146,13 +160,24 @@ class DatasetBase:
     slots_shuffle = _refuse("slots_shuffle", "feature importance evaluation")
     set_pv_batch_size = _refuse("set_pv_batch_size", "PaddleBox's page-view batches")
 
+    @property
+    def proto_desc(self):
+        """The data feed's description, a ``DataFeedDesc`` message built from the settings
+        (placegroup/data_feed_desc.py): read it, set the dataset through its setters."""
+        msg = DataFeedDescMsg(name=self._FEED, pipe_command=self.pipe_command)
+        if self._batch_size_set:
+            msg.batch_size = self.batch_size
+        for s, shape in zip(self.slots, self._shapes):
+            slot = msg.multi_slot_desc.slots.add(name=s.name, type="float" if s.dtype == "float32" else "uint64",
+                                                 is_used=True)
+            if not s.lod_level:
+                slot.is_dense = True
+                slot.shape.extend(shape)
+        return msg
+
     def desc(self) -> str:
-        """The data feed's settings, in the text form of Fluid's ``DataFeedDesc``."""
-        slots = "".join(f'  multi_slot_desc {{ slots {{ name: "{s.name}" type: '
-                        f'"{"float" if s.dtype == "float32" else "uint64"}" is_dense: '
-                        f'{"false" if s.lod_level else "true"} is_used: true }} }}\n' for s in self.slots)
-        return (f'name: "{type(self).__name__}"\nbatch_size: {self.batch_size}\n{slots}'
-                f'pipe_command: "{self.pipe_command}"\nthread_num: {self.thread_num}\n')
+        """The data feed's settings in Fluid's text (protobuf text format of its DataFeedDesc)."""
+        return str(self.proto_desc)
 
     # -- reading -----------------------------------------------------------------------
     def _read_file(self, path: str) -> Instances:
@@ -201,6 +226,8 @@ class DatasetBase:
 class QueueDataset(DatasetBase):
     """Streams the files: each is read when the batches before it are taken."""
 
+    _FEED = "MultiSlotDataFeed"
+
     def batches(self):
         """The feed dicts, batch after batch, over every file of the filelist."""
         return self._batches(self._read_file(p) for p in self.filelist)
@@ -214,8 +241,29 @@ class QueueDataset(DatasetBase):
                                   "please use InMemoryDataset for global_shuffle")
 
 
+class FileInstantDataset(DatasetBase):
+    """Streams the files as ``QueueDataset`` (Fluid's ``MultiSlotFileInstantDataFeed`` reads
+    each file whole, then batches it; so do placegroup's readers). No shuffles, as in Fluid."""
+
+    _FEED = "MultiSlotFileInstantDataFeed"
+
+    def batches(self):
+        """The feed dicts, batch after batch, over every file of the filelist."""
+        return self._batches(self._read_file(p) for p in self.filelist)
+
+    def local_shuffle(self) -> None:
+        raise NotImplementedError("FileInstantDataset does not support local shuffle, "
+                                  "please use InMemoryDataset for local_shuffle")
+
+    def global_shuffle(self, fleet=None) -> None:
+        raise NotImplementedError("FileInstantDataset does not support global shuffle, "
+                                  "please use InMemoryDataset for global_shuffle")
+
+
 class InMemoryDataset(DatasetBase):
     """Reads every file at ``load_into_memory``; shuffles in memory."""
+
+    _FEED = "MultiSlotInMemoryDataFeed"
 
     def __init__(self) -> None:
         super().__init__()

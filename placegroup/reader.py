@@ -23,8 +23,12 @@ died silently and the consumer hung).
 
 Two decorators work in parallel: ``xmap_readers`` maps samples in threads, and
 ``multiprocess_reader`` runs readers in forked processes whose samples cross as msgpack, never
-as pickles (NOTE(reader-codec)). ``default_collate_fn`` is Fluid 1.8's ``fluid.io`` batch
-collation; ``fluid.io`` re-exports all of these as 1.8 does.
+as pickles (NOTE(reader-codec) in placegroup/sample_codec.py). ``fluid.io`` re-exports all of
+these as 1.8 does.
+
+This module is also Fluid 1.8's ``fluid.reader`` (NOTE(fluid-reader-home)): it binds
+``GeneratorLoader``, ``DataLoaderBase``, ``DatasetLoader``, ``keep_data_loader_order`` and
+``default_collate_fn`` from the modules that define them.
 
 Thread-safety: a decorated reader holds no state between calls except ``shuffle``'s seeded
 generator, so call a seeded ``shuffle`` reader from one thread at a time.
@@ -36,6 +40,9 @@ import queue
 import random
 import threading
 from typing import Any, Callable, Iterator
+
+from placegroup.sample_codec import pack as _pack
+from placegroup.sample_codec import unpack as _unpack
 
 __all__ = ["ComposeNotAligned", "batch", "buffered", "cache", "chain", "compose", "firstn",
            "map_readers", "multiprocess_reader", "shuffle", "xmap_readers"]
@@ -374,60 +381,6 @@ def xmap_readers(mapper: Callable, reader: Reader, process_num: int, buffer_size
     return xreader
 
 
-# NOTE(reader-codec): samples cross from multiprocess_reader's child processes as msgpack, never
-# pickle: ints, floats, str, bytes, bool, None, lists, dicts, and two extension types, a tuple
-# (so a (image, label) sample stays a tuple) and a numpy array of a plain numeric dtype (its
-# dtype, shape and raw bytes). Anything else is refused by name in the child.
-_EXT_TUPLE, _EXT_ARRAY = 1, 2
-_PLAIN = frozenset("bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 "
-                   "float64 complex64 complex128".split())
-
-
-def _encode(obj: Any):
-    import msgpack
-    import numpy as np
-
-    if isinstance(obj, tuple):
-        return msgpack.ExtType(_EXT_TUPLE, _pack(list(obj)))
-    if isinstance(obj, np.ndarray):
-        if obj.dtype.name not in _PLAIN:
-            raise TypeError(f"multiprocess_reader: cannot send an array of dtype {obj.dtype}")
-        arr = np.ascontiguousarray(obj, dtype=obj.dtype.newbyteorder("<"))
-        return msgpack.ExtType(_EXT_ARRAY, msgpack.packb([arr.dtype.str, list(arr.shape),
-                                                          arr.tobytes()]))
-    if isinstance(obj, np.generic):
-        return obj.item()
-    raise TypeError(f"multiprocess_reader: cannot send a {type(obj).__name__} between processes "
-                    f"(samples cross as msgpack: numbers, str, bytes, lists, tuples, dicts and "
-                    f"numeric numpy arrays; NOTE(reader-codec))")
-
-
-def _decode(code: int, data: bytes):
-    import msgpack
-    import numpy as np
-
-    if code == _EXT_TUPLE:
-        return tuple(_unpack(data))
-    if code == _EXT_ARRAY:
-        dtype, shape, raw = msgpack.unpackb(data, raw=False)
-        if np.dtype(dtype).name not in _PLAIN:
-            raise ValueError(f"multiprocess_reader: refused an array of dtype {dtype}")
-        return np.frombuffer(raw, dtype=dtype).reshape(shape).astype(np.dtype(dtype).newbyteorder("="))
-    return msgpack.ExtType(code, data)
-
-
-def _pack(sample: Any) -> bytes:
-    import msgpack
-
-    return msgpack.packb(sample, default=_encode, use_bin_type=True, strict_types=True)
-
-
-def _unpack(data: bytes) -> Any:
-    import msgpack
-
-    return msgpack.unpackb(data, raw=False, ext_hook=_decode, strict_map_key=False)
-
-
 def _child(reader: Reader, conn) -> None:
     """In a child process: send each sample (b"S"), then the end (b"E") or the error (b"X")."""
     import traceback
@@ -525,26 +478,13 @@ def multiprocess_reader(readers, use_pipe: bool = True, queue_size: int = 1000) 
     return merged
 
 
-def default_collate_fn(batch: list) -> list:
-    """Fluid 1.8's ``fluid.io.default_collate_fn``: stack each field of a batch of samples.
+# NOTE(fluid-reader-home): Fluid 1.8 has two reader modules, ``paddle.reader`` (the decorators
+# above) and ``paddle.fluid.reader`` (the loaders), and placegroup has this one for both. The
+# loaders live in placegroup/io/ and placegroup/dataloader/ and import nothing from here, so
+# binding them last works whichever of this module and placegroup.io is imported first:
+# default_collate_fn first, since placegroup/io/__init__.py imports it from here.
+from placegroup.dataloader.dataloader_iter import default_collate_fn  # noqa: E402
+from placegroup.io.data_loader import GeneratorLoader  # noqa: E402
+from placegroup.io.loader_base import DataLoaderBase, DatasetLoader, keep_data_loader_order  # noqa: E402
 
-    ``[[f1, f2], [f1, f2], ...]`` becomes ``[stack of f1, stack of f2]``; a batch of bare arrays
-    becomes ``[stack]``.
-
-    Example::
-
-        default_collate_fn([(np.zeros(2), 1), (np.ones(2), 2)])
-        # [array([[0., 0.], [1., 1.]]), array([1, 2])]
-    """
-    import numpy as np
-
-    if isinstance(batch[0], np.ndarray):
-        return [np.stack(batch, axis=0)]
-    slots: list[list] = []
-    for items in batch:
-        for i, item in enumerate(items):
-            if len(slots) < len(items):
-                slots.append([item])
-            else:
-                slots[i].append(item)
-    return [np.stack(slot, axis=0) for slot in slots]
+__all__ += ["DataLoaderBase", "DatasetLoader", "GeneratorLoader", "default_collate_fn", "keep_data_loader_order"]

@@ -384,7 +384,7 @@ def test_loader_argument_errors():
         loader.set_sample_generator(lambda: iter(()), batch_size=0, places=fluid.cpu_places(1))
     with pytest.raises(TypeError, match="the data source must be a callable"):
         loader.set_batch_generator([np.ones((2, 13))], places=fluid.cpu_places(1))
-    with pytest.raises(fluid.NotImplementedInPlacegroup, match="from_dataset"):
+    with pytest.raises(TypeError, match="dataset must be type of DatasetBase"):
         fluid.io.DataLoader.from_dataset(None, fluid.cpu_places(1))
 
 

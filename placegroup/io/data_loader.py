@@ -65,10 +65,13 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from placegroup.data_feeder import DataFeeder
+from placegroup.dataloader import dataloader_iter
+from placegroup.dataloader.batch_sampler import BatchSampler
+from placegroup.dataloader.dataset import Dataset
 from placegroup.errors import PlacegroupError, ProgramError
 from placegroup.ir.framework import Program, Variable
+from placegroup.io.loader_base import DataLoaderBase, DatasetLoader
 from placegroup.ir.unique_name import UniqueNameGenerator
-from placegroup.reader import batch as batch_reader
 from placegroup.reader_registry import EOFException, ReaderSpec, add_reader, register
 from placegroup.values import LoDTensor
 
@@ -405,11 +408,27 @@ def _places(places: Any) -> list:
     return list(places) if isinstance(places, (list, tuple)) else [places]
 
 
-class GeneratorLoader:
+def _sample_lists(reader, batch_size: int, drop_last: bool):
+    """``reader``'s samples in lists of ``batch_size`` (``paddle.batch``'s grouping; this module
+    does not import placegroup/reader.py, which imports it: NOTE(fluid-reader-home) there)."""
+    def lists():
+        group = []
+        for sample in reader():
+            group.append(sample)
+            if len(group) == batch_size:
+                yield group
+                group = []
+        if group and not drop_last:
+            yield group
+    return lists
+
+
+class GeneratorLoader(DataLoaderBase):
     """What ``DataLoader.from_generator`` returns (see there)."""
 
     def __init__(self, feed_list=None, capacity=None, use_double_buffer: bool = True, iterable: bool = True,
                  return_list: bool = False, use_multiprocess: bool = False, drop_last: bool = True) -> None:
+        super().__init__()
         if not capacity:
             raise ValueError("DataLoader: give capacity, the number of batches its queue holds")
         if not feed_list:
@@ -439,7 +458,7 @@ class GeneratorLoader:
         group dropped unless ``drop_last=False``). Returns self."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"set_sample_generator: batch_size must be a positive int, got {batch_size!r}")
-        return self.set_sample_list_generator(batch_reader(reader, batch_size, drop_last=drop_last), places)
+        return self.set_sample_list_generator(_sample_lists(reader, batch_size, drop_last), places)
 
     def set_sample_list_generator(self, reader, places=None):
         """``reader()`` yields lists of samples (``fluid.batch``'s output). Returns self."""
@@ -508,7 +527,107 @@ class GeneratorLoader:
 
 
 class DataLoader:
-    """``fluid.io.DataLoader``: a reader fed from a Python generator."""
+    """``fluid.io.DataLoader``: batches of a map-style ``Dataset``; and its factories of
+    loaders fed by a Python generator (``from_generator``) or a ``fluid.DatasetFactory``
+    dataset (``from_dataset``).
+
+    ``DataLoader(dataset, ...)`` reads ``dataset[i]`` for each index list of a
+    ``BatchSampler``, collates the samples (``default_collate_fn``: stacks each field) on a
+    background thread, or in ``num_workers`` worker processes (NOTE(loader-workers) in
+    placegroup/dataloader/dataloader_iter.py), and yields, per step, one feed per place: a dict
+    var name -> array, or with ``return_list`` a list of arrays. The last step is dropped when
+    there are fewer batches than places.
+
+    Args:
+        dataset: a ``fluid.io.Dataset``.
+        feed_list: the data vars each batch fills, in the order of a batch's fields (needed
+            unless ``return_list``; placegroup's programs are static).
+        places: the places (``fluid.cpu_places()``): one feed per place each step.
+        return_list: yield lists of arrays, not dicts. With ``num_workers > 0`` and one place,
+            a step is that one list (not a list of one list), as in Fluid 1.8.
+        batch_sampler: a ``BatchSampler``; or leave it None and give ``batch_size``,
+            ``shuffle`` and ``drop_last`` for one.
+        batch_size, shuffle, drop_last: the default BatchSampler's (1, False, False).
+        collate_fn: makes a batch (a list of arrays, one per field) of a list of samples.
+        num_workers: worker processes (0: read on the loader's thread).
+        use_buffer_reader, use_shared_memory: accepted; the queue prefetches anyway, and
+            batches cross from workers as msgpack.
+        timeout: accepted (a non-negative number); workers are checked every few seconds.
+        worker_init_fn: called with the worker id at the start of each worker process.
+
+    Raises:
+        TypeError: ``dataset`` is no Dataset, ``batch_sampler`` no BatchSampler.
+        ValueError: no ``feed_list`` without ``return_list``, no ``places``, a negative
+            ``num_workers`` or ``timeout``, ``batch_size``/``shuffle``/``drop_last`` given with a
+            ``batch_sampler``, or a ``batch_size`` that is not positive.
+
+    Example::
+
+        loader = fluid.io.DataLoader(MyDataset(), feed_list=[image, label], places=fluid.cpu_places(),
+                                     batch_size=32, shuffle=True, num_workers=2)
+        for data in loader():
+            exe.run(main, feed=data, fetch_list=[loss])
+    """
+
+    def __init__(self, dataset, feed_list=None, places=None, return_list: bool = False, batch_sampler=None,
+                 batch_size: int = 1, shuffle: bool = False, drop_last: bool = False, collate_fn=None,
+                 num_workers: int = 0, use_buffer_reader: bool = True, use_shared_memory: bool = True,
+                 timeout=0, worker_init_fn=None) -> None:
+        if not isinstance(dataset, Dataset):
+            raise TypeError("dataset should be subclass instance of paddle.io.Dataset")
+        if not return_list and feed_list is None:
+            raise ValueError("feed_list should be set when return_list=False")
+        if places is None:
+            raise ValueError("places cannot be None")
+        if num_workers < 0:
+            raise ValueError("num_workers should be a non-negative value")
+        if timeout < 0:
+            raise ValueError("timeout should be a non-negative value")
+        if batch_sampler is not None:
+            if not isinstance(batch_sampler, BatchSampler):
+                raise TypeError("batch_sampler should be None or subclass instance of paddle.io.BatchSampler")
+            if batch_size != 1 or shuffle or drop_last:
+                raise ValueError("batch_size/shuffle/drop_last should not be set when batch_sampler is given")
+        elif batch_size is None or batch_size <= 0:
+            raise ValueError("batch_size should be a positive value when batch_sampler is not given")
+        else:
+            batch_sampler = BatchSampler(dataset=dataset, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last)
+        self.dataset, self.feed_list, self.places = dataset, feed_list, _places(places)
+        self.return_list, self.batch_sampler, self.collate_fn = return_list, batch_sampler, collate_fn
+        self.num_workers, self.use_buffer_reader, self.timeout = num_workers, use_buffer_reader, timeout
+        self.use_shared_memory = use_shared_memory and num_workers > 0
+        self.worker_init_fn = worker_init_fn
+        self._loader = None
+        if feed_list is not None:  # its queue holds two steps' batches, as Fluid's
+            capacity = 2 * max(num_workers, len(self.places))
+            self._loader = GeneratorLoader(feed_list, capacity, iterable=True, return_list=return_list)
+            self._loader.set_batch_generator(self._source, self.places)
+
+    def _source(self):
+        if self.num_workers:
+            return dataloader_iter.multi_process_batches(self.dataset, self.batch_sampler, self.collate_fn,
+                                                         self.num_workers, self.worker_init_fn)
+        return dataloader_iter.single_process_batches(self.dataset, self.batch_sampler, self.collate_fn)
+
+    def __len__(self) -> int:
+        return len(self.batch_sampler)
+
+    def __iter__(self):
+        unwrap = self.return_list and self.num_workers > 0 and len(self.places) == 1
+        steps = iter(self._loader) if self._loader is not None else self._unnamed()
+        return (step[0] for step in steps) if unwrap else steps
+
+    def __call__(self):
+        return self.__iter__()
+
+    def _unnamed(self):
+        """The steps without a feed_list (``return_list``): the collated arrays as they are."""
+        group = []
+        for batch in self._source():
+            group.append([DataLoaderBase._check_input_array(field) for field in batch])
+            if len(group) == len(self.places):
+                yield group
+                group = []
 
     @staticmethod
     def from_generator(feed_list=None, capacity=None, use_double_buffer: bool = True, iterable: bool = True,
@@ -547,10 +666,17 @@ class DataLoader:
                                drop_last)
 
     @staticmethod
-    def from_dataset(dataset, places, drop_last: bool = True):
-        from placegroup.compat import not_implemented
+    def from_dataset(dataset, places, drop_last: bool = True) -> DatasetLoader:
+        """A loader over a ``fluid.DatasetFactory`` dataset: per step, one feed per place
+        (``DatasetLoader`` in placegroup/io/loader_base.py).
 
-        raise not_implemented("fluid.io.DataLoader", "from_dataset")
+        Example::
+
+            loader = fluid.io.DataLoader.from_dataset(dataset, fluid.cpu_places())
+            for data in loader():
+                exe.run(main, feed=data, fetch_list=[loss])
+        """
+        return DatasetLoader(dataset, places, drop_last)
 
 
 class PyReader(GeneratorLoader):

@@ -10,9 +10,11 @@ from placegroup.errors import ProgramError
 from placegroup.io.data_loader import PyReaderVar, QueueReader, Slot, queue_name
 from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable, default_main_program
+from placegroup.layers.file_ops import load
 from placegroup.reader_registry import ReaderSpec, add_reader, readers_of
 
-__all__ = ["create_py_reader_by_data", "data", "double_buffer", "py_reader", "read_file"]
+__all__ = ["create_py_reader_by_data", "data", "double_buffer", "monkey_patch_reader_methods", "py_reader", "read_file"]
+__all__ += ["load"]  # placegroup/layers/file_ops.py
 
 
 def data(name: str, shape, append_batch_size: bool = True, dtype: str = "float32", lod_level: int = 0,
@@ -92,6 +94,34 @@ def create_py_reader_by_data(capacity: int, feed_list, name: str | None = None,
     if not isinstance(feed_list, (list, tuple)) or not all(isinstance(v, Variable) for v in feed_list):
         raise TypeError(f"create_py_reader_by_data: feed_list must be a list of Variables, got {feed_list!r}")
     return _reader([Slot.of(v, read_op=True) for v in feed_list], capacity, name)
+
+
+def monkey_patch_reader_methods(reader: PyReaderVar) -> PyReaderVar:
+    """Give ``reader`` Fluid's reader-var methods, as Fluid's ``py_reader`` does to its var:
+    a ``reset()`` that ends the pass of the reader's queue (Fluid's resets the reader it finds
+    in the global scope), and ``stop_gradient = persistable = True``.
+
+    Returns:
+        ``reader`` itself.
+
+    Raises:
+        TypeError: ``reader`` is not a reader from ``py_reader``/``create_py_reader_by_data``.
+
+    Example::
+
+        reader = fluid.layers.io.monkey_patch_reader_methods(reader)
+        reader.reset()
+    """
+    if not isinstance(reader, PyReaderVar):
+        raise TypeError(f"monkey_patch_reader_methods: expected a reader from fluid.layers.py_reader, got {reader!r}")
+
+    def reset() -> None:
+        reader._live.reset()
+
+    reader.reset = reset
+    reader.stop_gradient = True
+    reader.persistable = True
+    return reader
 
 
 def double_buffer(reader: PyReaderVar, place=None, name: str | None = None) -> PyReaderVar:
