@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from placegroup.errors import ProgramError
 from placegroup.io.data_loader import PyReaderVar, QueueReader, Slot, queue_name
-from placegroup.ir import unique_name
+from placegroup.ir.unique_name import generate as unique_name  # Fluid's layers.io binds it so
 from placegroup.ir.framework import Variable, default_main_program
 from placegroup.layers.file_ops import load
 from placegroup.reader_registry import ReaderSpec, add_reader, readers_of
@@ -33,7 +33,7 @@ def data(name: str, shape, append_batch_size: bool = True, dtype: str = "float32
 
 
 def _reader(slots: list, capacity, name: str | None) -> PyReaderVar:
-    reader_name = f"{name}_reader" if name else unique_name.generate("create_py_reader")
+    reader_name = f"{name}_reader" if name else unique_name("create_py_reader")
     return PyReaderVar(QueueReader(reader_name, queue_name(name), slots, capacity))
 
 
@@ -150,8 +150,8 @@ def read_file(reader: PyReaderVar):
     if any(spec.queue == live.queue_name for spec in readers_of(program)):
         raise ProgramError(f"read_file: this program already reads from reader {live.name!r}; call "
                            f"read_file once per reader")
-    block, prefix = program.global_block(), unique_name.generate("read_file")
-    outs = [block.create_var(unique_name.generate(f"{prefix}.tmp"), shape=s.shape, dtype=s.dtype, is_data=True,
+    block, prefix = program.global_block(), unique_name("read_file")
+    outs = [block.create_var(unique_name(f"{prefix}.tmp"), shape=s.shape, dtype=s.dtype, is_data=True,
                              stop_gradient=True, lod_level=s.lod_level) for s in live.slots]
     add_reader(program, ReaderSpec(live.name, live.queue_name, tuple(v.name for v in outs), live.capacity))
     for slot, var in zip(live.slots, outs):  # errors about a batch name the var it fills
