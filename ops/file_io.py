@@ -7,11 +7,9 @@ reads the one tensor a ``save`` wrote. Nothing is pickled. A value with a LoD ke
 data, as the var files do.
 
 NOTE(file-io-ops): these kernels touch the file system, which kernels otherwise never do; the
-codec they use is the var files' own (so the files are the ones ``fluid.io.load_vars`` reads),
-and this family is imported by the fleet utilities that append these ops
-(placegroup/incubate/fleet/utils/utils.py), not by ``placegroup.ops``'s ``__init__``, since
-the codec's module imports the executor's scope. To make them part of every process, move the
-codec below the executor first (rule 18 of the house style).
+codec they use is the var files' own (placegroup/io/var_format.py, which imports nothing of the
+executor), so the files are the ones ``fluid.io.load_vars`` reads. Like every op family they
+are registered in every process by ``placegroup.ops``'s ``__init__``.
 """
 from __future__ import annotations
 
@@ -20,8 +18,8 @@ import os
 
 import numpy as np
 
-from placegroup.io.files import atomic_write
-from placegroup.io.var_files import _parse, _records
+from placegroup.atomic_files import atomic_write
+from placegroup.var_format import parse, records
 from placegroup.ops.registry import Meta, Slot, register
 from placegroup.values import as_host, to_device
 
@@ -52,7 +50,7 @@ def save(xp, ins, a, ctx):
     if a["save_as_fp16"]:
         x = x.astype(np.float16)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    atomic_write(path, _records([(os.path.basename(path), x)]))
+    atomic_write(path, records([(os.path.basename(path), x)]))
     return {}
 
 
@@ -72,7 +70,7 @@ def load(xp, ins, a, ctx):
     """
     path = _need_path("load", a)
     with open(path, "rb") as f:
-        values = _parse(f.read(), path)
+        values = parse(f.read(), path)
     if len(values) != 1:
         raise ValueError(f"load: {path} holds {len(values)} values ({sorted(values)}); the load op reads a "
                          f"file that a save op wrote (one value)")

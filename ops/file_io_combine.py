@@ -12,8 +12,7 @@ for that check). A value with a LoD keeps only its data, as the
 var files do. ``save_as_fp16`` / ``load_as_fp16`` convert to float16. Fluid's in-memory
 variants (``save_to_memory``, ``model_from_memory``) are not supported: a clear error.
 
-NOTE(file-io-ops) in ops/file_io.py says why these kernels touch files and why this family is
-imported by the layers that append it rather than by ``placegroup.ops``.
+NOTE(file-io-ops) in ops/file_io.py says why these kernels touch files.
 """
 from __future__ import annotations
 
@@ -21,8 +20,8 @@ import os
 
 import numpy as np
 
-from placegroup.io.files import atomic_write
-from placegroup.io.var_files import _read, _records
+from placegroup.atomic_files import atomic_write
+from placegroup.var_format import read, records
 from placegroup.ops.file_io import _need_path
 from placegroup.ops.registry import Slot, register
 from placegroup.values import as_host, to_device
@@ -55,7 +54,7 @@ def save_combine(xp, ins, a, ctx):
         v = np.asarray(getattr(as_host(x), "data", as_host(x)))
         items.append((name, v.astype(np.float16) if a["save_as_fp16"] else v))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    atomic_write(path, _records(items))
+    atomic_write(path, records(items))
     return {}
 
 
@@ -72,7 +71,7 @@ def load_combine(xp, ins, a, ctx):
     if a["model_from_memory"]:
         raise ValueError("load_combine: model_from_memory is not supported in placegroup; load from a file_path")
     path = _need_path("load", a)
-    values = list(_read(path).values())  # in the file's order
+    values = list(read(path).values())  # in the file's order
     names = list(a["_var_names"])
     if names and len(values) != len(names):
         raise ValueError(f"load_combine: {path} holds {len(values)} vars, but Out has {len(names)} ({names}); "

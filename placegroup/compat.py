@@ -76,7 +76,8 @@ def home_of(paddle_name: str) -> str | None:
 def not_implemented(label: str, name: str) -> NotImplementedInPlacegroup:
     """The error for a Fluid 1.8 name placegroup lacks, e.g. ``fluid.layers.While``: why, when
     the name is left out on purpose (placegroup/fluid_surface_exclusions.json)."""
-    why = exclusion(label, name) if label in HOMES else None
+    sub = f"{label}.{name}"
+    why = module_exclusion(sub) if sub in HOMES else exclusion(label, name) if label in HOMES else None
     if why is not None:
         return NotImplementedInPlacegroup(f"placegroup does not implement {label}.{name}: {why.reason} "
                                           f"({why.category}; docs/fluid_compat.md)")

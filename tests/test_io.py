@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import placegroup as fluid
+from placegroup import var_format
 from placegroup.io import var_files as pio
 from placegroup.errors import SerializationError
 from placegroup.ir.cluster import ClusterSchema
@@ -217,7 +218,7 @@ def test_unsaveable_dtype(fresh_programs, tmp_path):
         pio.save_persistables(None, str(tmp_path), main, scope=scope)
 
 
-_GOOD = b"".join(bytes(c) for c in pio._records([("w", np.arange(6, dtype=np.float32)),
+_GOOD = b"".join(bytes(c) for c in var_format.records([("w", np.arange(6, dtype=np.float32)),
                                                    ("n", np.array([1, 2], np.int64))]))
 
 
@@ -226,14 +227,14 @@ _GOOD = b"".join(bytes(c) for c in pio._records([("w", np.arange(6, dtype=np.flo
 def test_damaged_var_files_raise_only_serialization_error(data):
     kind = data.draw(st.sampled_from(["random", "truncate", "flip"]))
     if kind == "random":
-        blob = pio.VAR_MAGIC + (1).to_bytes(2, "little") + data.draw(st.binary(max_size=200))
+        blob = var_format.VAR_MAGIC + (1).to_bytes(2, "little") + data.draw(st.binary(max_size=200))
     elif kind == "truncate":
         blob = _GOOD[:data.draw(st.integers(0, len(_GOOD) - 1))]
     else:
         at = data.draw(st.integers(0, len(_GOOD) - 1))
         blob = _GOOD[:at] + bytes([_GOOD[at] ^ data.draw(st.integers(1, 255))]) + _GOOD[at + 1:]
     try:
-        got = pio._parse(blob, "f")
+        got = var_format.parse(blob, "f")
     except SerializationError:
         return
     # Random bytes may happen to spell a valid file (no records); no damaged one may pass.

@@ -84,7 +84,18 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # placeholders and its warning when no trainer talked to a pserver (~170), one line for every user
 # error with the user's file:line and who holds a port in use (ports.py, failures.py, ~190),
 # checkpoints sealed in the background and pruned without leaks, restarts without a directory (~210)
-BUDGET = {"placegroup": 24700, "executor": 2570, "ops": 11550, "comm": 2320}
+# placegroup/: + ~9400 for Fluid 1.8.5's whole module tree (issue 25): every name of every module a
+# static-graph script imports, at its own path. The tree as data and what serves it (fluid_surface,
+# compat: ~250); Fluid's framework helpers (argument checks, OpProtoHolder over the op registry,
+# layers.utils, layer_function_generator, default_scope_funcs, fluid.op, ~1900); program printing,
+# graphviz, transpiler.details and the collective transpilers (~1500); the loaders, map-style
+# DataLoader, DataFeedDesc, trainer descriptions and Communicator (~1900); Fleet's role makers,
+# utils, HDFS client and collective Fleet (~2100); the missing layers, evaluators and small contrib
+# layers (~1200); about 40% of it docstrings
+# executor/: + ~185 for the executor module's Fluid helpers (fluid_helpers.py: feed/fetch checks)
+# ops/: + ~1330 for the ops those layers need (chunk_eval, row_conv, im2sequence, filter_by_instag,
+# cross_entropy2, lstmp, the cuDNN LSTM on CPU, contrib's fused and partial ops, save/load files)
+BUDGET = {"placegroup": 34400, "executor": 2770, "ops": 12900, "comm": 2320}
 PASS_LINES = 220
 
 

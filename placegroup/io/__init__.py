@@ -26,9 +26,9 @@ from placegroup.io.checkpoint_store import latest_checkpoint
 from placegroup.io.data_loader import DataLoader, PyReader
 from placegroup.io.files import load_program, save_program
 from placegroup.io.inference import load_inference_model, save_inference_model
-from placegroup.io.var_files import (VAR_FORMAT_VERSION, VAR_MAGIC, index_vars, is_parameter, is_persistable,
-                                     load_params, load_persistables, load_vars, save_params, save_persistables,
-                                     save_vars)
+from placegroup.io.var_files import (is_parameter, is_persistable, load_params, load_persistables, load_vars,
+                                     save_params, save_persistables, save_vars)
+from placegroup.var_format import VAR_FORMAT_VERSION, VAR_MAGIC, index_vars  # noqa: F401  (the format, for tools)
 
 __all__ = ["is_parameter", "is_persistable", "latest_checkpoint", "load_checkpoint", "load_inference_model", "load_params",
            "load_persistables", "load_program", "load_vars", "index_vars", "save_checkpoint",

@@ -34,6 +34,7 @@ import numpy as np
 import pydantic
 
 from placegroup.io import var_files as _io
+from placegroup import var_format
 from placegroup.io.checkpoint_reslice import Piece, RowSet, assemble
 from placegroup.io.checkpoint_store import (FORMAT, STEP, VERSION, Entry, Manifest, SEALED, complete,
                                          in_background, latest_checkpoint, prune, wait_sealed, write_part)
@@ -253,7 +254,7 @@ def load_checkpoint(executor, dirname: str, main_program=None, step: int | None 
     def reader(path: str, var: str):
         def read(start: int, stop: int) -> np.ndarray:  # rows start..stop-1, nothing more
             if path not in index:
-                index[path] = _io.index_vars(path)  # checks the whole file once, in chunks
+                index[path] = var_format.index_vars(path)  # checks the whole file once, in chunks
             if var not in index[path]:
                 raise SerializationError(f"{path}: holds {sorted(index[path])}, not var {var!r} as "
                                          f"its manifest says")

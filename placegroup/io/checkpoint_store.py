@@ -28,8 +28,8 @@ import msgpack
 import numpy as np
 import pydantic
 
-from placegroup.io import var_files as _io
-from placegroup.io.files import fsync_dir
+from placegroup import var_format as _io
+from placegroup.atomic_files import fsync_dir
 from placegroup.errors import SerializationError
 
 log = logging.getLogger("placegroup.checkpoint")
@@ -127,17 +127,17 @@ def _write_var(path: str, name: str, arr) -> None:
     data = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).reshape(-1).view(np.uint8).data
     header = msgpack.packb({"name": name, "dtype": arr.dtype.name, "shape": list(arr.shape)})
     with open(path, "wb") as f:
-        f.write(_io._FILE_HEAD.pack(_io.VAR_MAGIC, _io.VAR_FORMAT_VERSION, 1))
-        f.write(_io._REC_HEAD.pack(len(header), data.nbytes, bytes(16)) + header)
+        f.write(_io.FILE_HEAD.pack(_io.VAR_MAGIC, _io.VAR_FORMAT_VERSION, 1))
+        f.write(_io.REC_HEAD.pack(len(header), data.nbytes, bytes(16)) + header)
         f.write(data)
 
 
 def _seal_var(path: str, chunk: int = 1 << 22) -> None:
     """Fill in the checksum of ``_write_var``'s file from its bytes (read back in ``chunk``-byte
     pieces from the page cache), and fsync it."""
-    at = _io._FILE_HEAD.size
+    at = _io.FILE_HEAD.size
     with open(path, "r+b", buffering=0) as f:
-        size, nbytes, _ = _io._REC_HEAD.unpack_from(f.read(at + _io._REC_HEAD.size), at)
+        size, nbytes, _ = _io.REC_HEAD.unpack_from(f.read(at + _io.REC_HEAD.size), at)
         digest, left = hashlib.blake2b(digest_size=16), size + nbytes
         buf = memoryview(bytearray(max(1, min(chunk, left))))
         while left:
@@ -146,7 +146,7 @@ def _seal_var(path: str, chunk: int = 1 << 22) -> None:
                 raise SerializationError(f"{path}: {left} bytes short while sealing it (removed meanwhile?)")
             digest.update(buf[:got])  # without the GIL
             left -= got
-        os.pwrite(f.fileno(), _io._REC_HEAD.pack(size, nbytes, digest.digest()), at)
+        os.pwrite(f.fileno(), _io.REC_HEAD.pack(size, nbytes, digest.digest()), at)
         os.fsync(f.fileno())
 
 

@@ -38,8 +38,9 @@ import numpy as np
 
 from placegroup.errors import SerializationError, UserError
 from placegroup.executor.scope import global_scope, to_numpy
-from placegroup.io.files import atomic_write
-from placegroup.io.var_files import (_parse, _records, is_parameter, is_persistable, load_vars)
+from placegroup.atomic_files import atomic_write
+from placegroup.io.var_files import is_parameter, is_persistable, load_vars
+from placegroup.var_format import parse, records
 
 __all__ = ["ProgramStateError", "get_program_parameter", "get_program_persistable_vars", "load",
            "load_program_state", "save", "set_program_state"]
@@ -114,8 +115,8 @@ def save(program, model_path: str) -> None:
         os.makedirs(dirname, exist_ok=True)
     params = _values(get_program_parameter(program), "parameter")
     opt = _values(_optimizer_vars(program), "optimizer var")
-    atomic_write(model_path + ".pdparams", _records(params))
-    atomic_write(model_path + ".pdopt", _records(opt))
+    atomic_write(model_path + ".pdparams", records(params))
+    atomic_write(model_path + ".pdopt", records(opt))
     atomic_write(model_path + ".pdmodel", [program.to_bytes()])
 
 
@@ -133,7 +134,7 @@ def _read_state_file(path: str) -> dict[str, np.ndarray]:
             f"  np.savez('{prefix}.npz', **fluid.io.load_program_state('{prefix}'))\n"
             f"then in placegroup: fluid.io.set_program_state(program, "
             f"fluid.io.load_program_state('{prefix}.npz'))")
-    return _parse(data, path)
+    return parse(data, path)
 
 
 def _fit(var, arr: np.ndarray, source: str) -> None:

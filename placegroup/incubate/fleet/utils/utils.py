@@ -40,7 +40,8 @@ from placegroup.errors import SerializationError
 from placegroup.executor import Executor
 from placegroup.executor.scope import Scope, global_scope, scope_guard
 from placegroup.io import inference, is_persistable
-from placegroup.io.files import atomic_write, load_program as _load_binary
+from placegroup.atomic_files import atomic_write
+from placegroup.io.files import load_program as _load_binary
 from placegroup.ir.framework import Program, program_from_dict, program_guard, program_to_dict
 from placegroup.ir.places import CPUPlace
 from placegroup.ir.serialize import ProgramSchema
