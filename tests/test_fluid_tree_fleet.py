@@ -759,3 +759,32 @@ def test_two_trainers_allreduce_as_one_process_on_the_whole_batch(tmp_path, mode
     for r in runs:
         for name, value in ref["params"].items():
             np.testing.assert_allclose(r["params"][name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_the_fleet_barriers_and_reduces_through_its_role_maker():
+    """fleet.barrier_worker / all_reduce_worker go to the role maker, as in Fluid: a role maker
+    with a channel (GeneralRoleMaker, the MPI ones) acts; the others only warn."""
+    from placegroup.incubate.fleet.base import role_maker
+    from placegroup.incubate.fleet.base.fleet_base import Fleet, Mode
+
+    calls = []
+
+    class Recording(role_maker.UserDefinedRoleMaker):
+        def barrier_worker(self):
+            calls.append("barrier")
+
+        def all_reduce_worker(self, input, output, mode="sum"):
+            calls.append(("reduce", list(input)))
+            output[:] = [2 * v for v in input]
+
+    fleet = Fleet(Mode.TRANSPILER)
+    fleet.init(Recording(current_id=0, role=role_maker.Role.WORKER, worker_num=2,
+                         server_endpoints=["127.0.0.1:7486"]))
+    out = [0.0, 0.0]
+    fleet.barrier_worker()
+    fleet.all_reduce_worker([1.0, 3.0], out)
+    assert calls == ["barrier", ("reduce", [1.0, 3.0])] and out == [2.0, 6.0]
+    fleet.init(role_maker.UserDefinedRoleMaker(current_id=0, role=role_maker.Role.WORKER, worker_num=2,
+                                               server_endpoints=["127.0.0.1:7486"]))
+    with pytest.warns(UserWarning, match="barrier worker"):
+        fleet.barrier_worker()

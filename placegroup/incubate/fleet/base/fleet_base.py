@@ -10,7 +10,6 @@ Thread-safety: the fleet is one per process, set up by the script's thread.
 from __future__ import annotations
 
 from placegroup.compat import install_gaps
-from placegroup.errors import NotImplementedInPlacegroup
 from placegroup.executor import Executor
 from placegroup.incubate.fleet.base.role_maker import PaddleCloudRoleMaker, RoleMakerBase
 from placegroup.ir.places import CPUPlace
@@ -112,12 +111,14 @@ class Fleet:
         return files[start:start + base + (i < extra)]
 
     def all_reduce_worker(self, input, output) -> None:
-        raise NotImplementedInPlacegroup("placegroup does not implement fleet.all_reduce_worker yet "
-                                         "(Fluid's MPI role makers)")
+        """Sum ``input`` (a list or 1-D array) over the workers into ``output``, through the role
+        maker, as in Fluid: a ``GeneralRoleMaker`` or an MPI one reduces; the others only warn
+        (they have no channel between the processes)."""
+        self._role().all_reduce_worker(input, output)
 
     def barrier_worker(self) -> None:
-        raise NotImplementedInPlacegroup("placegroup does not implement fleet.barrier_worker yet "
-                                         "(Fluid's MPI role makers)")
+        """Wait until every worker has come here, through the role maker (as ``all_reduce_worker``)."""
+        self._role().barrier_worker()
 
 
 class DistributedOptimizer:
