@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import placegroup as fluid
+from placegroup.var_format import read
 from placegroup.errors import ConfigError
 from placegroup.ir.framework import transpiled_job
 from placegroup.tools.launch import launch
@@ -153,6 +154,16 @@ def test_a_book_style_script_launched_2x2_equals_one_process(executors, tmp_path
     np.testing.assert_allclose(np.mean([r["loss"] for r in runs], axis=0), one["loss"], rtol=1e-5)
     for r in runs:  # each trainer evaluates the job's parameters after every step
         np.testing.assert_allclose(r["test_loss"], one["test_loss"], rtol=1e-5)
+    # fluid.save on a trainer's program (NOTE(save-a-part)): the parameters it holds, the job's
+    # final ones, and none of the optimizer state its pservers keep
+    whole = read(str(tmp_path / "one.npz.model.pdparams"))
+    assert read(str(tmp_path / "one.npz.model.pdopt"))  # one process: Adam's moments too
+    for t in range(2):
+        mine = read(str(tmp_path / f"dist.trainer{t}.npz.model.pdparams"))
+        assert sorted(mine) == sorted(whole)
+        for name in whole:
+            np.testing.assert_allclose(mine[name], whole[name], rtol=1e-5, atol=1e-7)
+        assert read(str(tmp_path / f"dist.trainer{t}.npz.model.pdopt")) == {}
 
 
 @pytest.mark.paddle

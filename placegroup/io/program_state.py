@@ -78,10 +78,14 @@ def _prefix(model_path: str) -> str:
     return model_path
 
 
-def _values(vars_: Sequence, what: str) -> list[tuple[str, np.ndarray]]:
+def _values(vars_: Sequence, what: str, part: bool = False) -> list[tuple[str, np.ndarray]]:
     scope, out = global_scope(), []
+    if part and scope.settle is not None:  # a trainer's parameters still on their way (NOTE(end-of-step))
+        scope.settle()
     for v in vars_:
         found = scope.find_var(v.name)
+        if found is None and part:
+            continue  # one process's part of a distributed program: the rest is held elsewhere
         if found is None:
             raise ProgramStateError(f"fluid.io.save: {what} {v.name!r} has no value in the global "
                                     f"scope; run the startup program (and train) first")
@@ -102,7 +106,8 @@ def save(program, model_path: str) -> None:
 
     Raises:
         ValueError: ``model_path`` ends in a separator (no file prefix), as in Fluid.
-        ProgramStateError: a var has no value in the scope yet.
+        ProgramStateError: a var has no value in the scope yet (in one process; a transpiled
+            process's part saves what it holds, NOTE(save-a-part)).
 
     Example:
         >>> fluid.io.save(main, "ckpt/model")  # doctest: +SKIP
@@ -113,8 +118,16 @@ def save(program, model_path: str) -> None:
     dirname = os.path.dirname(model_path)
     if dirname:
         os.makedirs(dirname, exist_ok=True)
-    params = _values(get_program_parameter(program), "parameter")
-    opt = _values(_optimizer_vars(program), "optimizer var")
+    # NOTE(save-a-part): a transpiled process's program (a trainer's or a pserver's part) saves
+    # what this process holds, as Fluid's trainer saves the parameters it received and none of
+    # the optimizer state its pservers keep; a var it holds no value for is skipped, not an error,
+    # and so are the blocks of a sliced parameter it holds whole
+    part = program.executor is not None and program.cluster is not None
+    params = _values(get_program_parameter(program), "parameter", part)
+    whole = {name for name, _ in params}
+    params = [(name, a) for name, a in params if program.global_block().var(name).attrs.get("slice_of", [""])[0]
+              not in whole]
+    opt = _values(_optimizer_vars(program), "optimizer var", part)
     atomic_write(model_path + ".pdparams", records(params))
     atomic_write(model_path + ".pdopt", records(opt))
     atomic_write(model_path + ".pdmodel", [program.to_bytes()])

@@ -10,6 +10,8 @@ under ``placegroup launch --paddle-compat`` (see _harness.py for DATA and OUT). 
 trainer trains with a ``fluid.ParallelExecutor`` over the default main program, a second
 executor beside the one that ran the startup program, as PaddlePaddle/models' CTR scripts do. OUT also holds
 ``test_loss``: the for-test clone's loss on DATA's ``test_x``/``test_label`` after each step.
+At the end the script (each trainer, or the one process) calls ``fluid.save`` on the default main
+program into ``OUT.model`` (``OUT.trainer<ID>.npz.model`` for a trainer).
 In one process, the parameters start from DATA's ``init/<name>`` where it has them.
 """
 import os
@@ -73,6 +75,7 @@ def main(data_path, out_path, parallel=False):
         test_losses.append(float(np.asarray(test_loss).reshape(-1)[0]))
     out = out_path if r is None else '%s.trainer%d.npz' % (out_path, trainer_id)
     np.savez(out, loss=np.array(losses), test_loss=np.array(test_losses), **init)
+    fluid.save(fluid.default_main_program(), out + '.model')  # a trainer: the parameters it holds
     if r is not None:
         exe.close()
 
