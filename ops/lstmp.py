@@ -29,7 +29,7 @@ BatchCellPreAct (act_cell(c)) and BatchHidden (h) in batch order.
 from __future__ import annotations
 
 from placegroup.ops.registry import Meta, Slot, check, grad_of, register
-from placegroup.ops.rnn import ACTS, act, act_grad, _init, _scatter_init, _schedule, _to_rows
+from placegroup.ops.rnn import ACTS, act, act_grad, _init, _scatter_init, _schedule, _to_rows, cell_grad
 
 _ATTRS = {"use_peepholes": True, "is_reverse": False, "cell_clip": 0.0, "proj_clip": 0.0,
           "gate_activation": "sigmoid", "cell_activation": "tanh", "candidate_activation": "tanh",
@@ -159,26 +159,16 @@ def lstmp_grad(xp, ins, a, ctx):
         h = bh[lo:hi]
         dpw += h.T @ dr
         dh = dr @ pw.T
-        g = bg[lo:hi]
-        cand, i, f, o = g[:, :d], g[:, d:2 * d], g[:, 2 * d:3 * d], g[:, 3 * d:]
-        c, ac = bc[lo:hi], ba[lo:hi]
         if t > 0:
             plo = s.bounds[t - 1]
             rp, cp = br[plo:plo + n], bc[plo:plo + n]
         else:
             rp, cp = h0o, (c0o if c0o is not None else xp.zeros((n, d), dtype=dr.dtype))
-        do = act_grad(ga, dh * ac, o)
-        dc = dc + act_grad(ca, dh * o, ac) + do * co
-        if cclip > 0:
-            dc = xp.where((c >= cclip) | (c <= -cclip), xp.zeros_like(dc), dc)
-        dcand = act_grad(na, dc * i, cand)
-        di = act_grad(ga, dc * cand, i)
-        df = act_grad(ga, dc * cp, f)
-        dc_carry = di * ci + df * cf + dc * f
+        dg, dc_carry, peep_grads = cell_grad(xp, bg[lo:hi], bc[lo:hi], ba[lo:hi], cp, dh, dc, (ci, cf, co),
+                                             (ga, ca, na), cclip)
         if peep:
-            for k, v in enumerate((di * cp, df * cp, do * c)):
+            for k, v in enumerate(peep_grads):
                 dpeep[k] += v.sum(0)
-        dg = xp.concatenate([dcand, di, df, do], axis=1)
         dg_all[lo:hi] = dg
         dr_carry = dg @ w.T if rp is not None else None
         if rp is not None:

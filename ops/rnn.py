@@ -206,6 +206,25 @@ def lstm(xp, ins, a, ctx):
     return {"Hidden": _to_rows(xp, bh, s), "Cell": _to_rows(xp, bc, s), "BatchGate": bg, "BatchCellPreAct": ba}
 
 
+def cell_grad(xp, g, c, ac, cp, dh, dc, peeps, acts, cell_clip: float = 0.0):
+    """One LSTM step's backward over its running sequences: ``g`` the gates (candidate, input,
+    forget, output, after their activations), ``c`` the cell and ``ac`` its activation, ``cp`` the
+    previous cell; ``dh``/``dc`` the gradients reaching the hidden and cell. With ``cell_clip``, a
+    cell at or beyond the clip passes no gradient (lstmp's rule). Returns ``(d gates, d previous
+    cell, the peepholes' gradients (input, forget, output) per row)``."""
+    d = c.shape[1]
+    cand, i, f, o = g[:, :d], g[:, d:2 * d], g[:, 2 * d:3 * d], g[:, 3 * d:]
+    (ci, cf, co), (ga, ca, na) = peeps, acts
+    do = act_grad(ga, dh * ac, o)
+    dc = dc + act_grad(ca, dh * o, ac) + do * co
+    if cell_clip > 0:
+        dc = xp.where((c >= cell_clip) | (c <= -cell_clip), xp.zeros_like(dc), dc)
+    dcand = act_grad(na, dc * i, cand)
+    di = act_grad(ga, dc * cand, i)
+    df = act_grad(ga, dc * cp, f)
+    return xp.concatenate([dcand, di, df, do], axis=1), di * ci + df * cf + dc * f, (di * cp, df * cp, do * c)
+
+
 @register("lstm_grad", ins=("Input", Slot("H0", dispensable=True), Slot("C0", dispensable=True), "Weight", "Bias",
                             "Hidden", "Cell", "BatchGate", "BatchCellPreAct", "Hidden@GRAD"),
           outs=tuple(Slot(n + "@GRAD", dispensable=True) for n in ("Input", "H0", "C0", "Weight", "Bias")),
@@ -239,24 +258,16 @@ def lstm_grad(xp, ins, a, ctx):
             m = dh_carry.shape[0]
             dh = xp.concatenate([dh[:m] + dh_carry, dh[m:]])
             dc[:m] = dc_carry
-        g = bg[lo:hi]
-        cand, i, f, o = g[:, :d], g[:, d:2 * d], g[:, 2 * d:3 * d], g[:, 3 * d:]
-        c, ac = bc[lo:hi], ba[lo:hi]
         if t > 0:
             plo = s.bounds[t - 1]
             hp, cp = bh[plo:plo + n], bc[plo:plo + n]
         else:
             hp, cp = h0o, (c0o if c0o is not None else xp.zeros((n, d), dtype=dh.dtype))
-        do = act_grad(ga, dh * ac, o)
-        dc = dc + act_grad(ca, dh * o, ac) + do * co
-        dcand = act_grad(na, dc * i, cand)
-        di = act_grad(ga, dc * cand, i)
-        df = act_grad(ga, dc * cp, f)
-        dc_carry = di * ci + df * cf + dc * f
+        dg, dc_carry, peep_grads = cell_grad(xp, bg[lo:hi], bc[lo:hi], ba[lo:hi], cp, dh, dc, (ci, cf, co),
+                                             (ga, ca, na))
         if peep:
-            for k, v in enumerate((di * cp, df * cp, do * c)):
+            for k, v in enumerate(peep_grads):
                 dpeep[k] += v.sum(0)
-        dg = xp.concatenate([dcand, di, df, do], axis=1)
         dg_all[lo:hi] = dg
         dh_carry = dg @ w.T if hp is not None else None
         if hp is not None:
