@@ -35,12 +35,25 @@ def launch_env(monkeypatch):
 @pytest.fixture(scope="session")
 def fluid18_python() -> str:
     """The python with PaddlePaddle Fluid 1.8.5 that ``PLACEGROUP_PADDLE18_PYTHON`` names, for the
-    comparisons with Fluid itself (mark them ``paddle``); skips the test when it is unset.
+    comparisons with Fluid itself (mark them ``paddle``; tests/paddle_ref/reference.py runs it);
+    skips the test when it is unset.
     ``eval "$(python -m tests.fluid18_env)"`` makes one and sets it."""
     python = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
     if not python:
         pytest.skip("PLACEGROUP_PADDLE18_PYTHON is not set (a python with paddlepaddle==1.8.5: "
                     "eval \"$(python -m tests.fluid18_env)\" makes one)")
+    return python
+
+
+@pytest.fixture(scope="session")
+def paddle26_python() -> str:
+    """The python with PaddlePaddle 2.6.2 that ``PLACEGROUP_PADDLE_PYTHON`` names, for the
+    comparisons with Paddle 2.6 (mark them ``paddle``; tests/paddle_ref/reference.py runs it);
+    skips the test when it is unset. A local reference only: ``python3.11 -m venv pd26 &&
+    pd26/bin/pip install paddlepaddle==2.6.2 "protobuf<5"`` makes one."""
+    python = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
+    if not python:
+        pytest.skip("PLACEGROUP_PADDLE_PYTHON is not set (a python with paddlepaddle==2.6.2; a local reference only)")
     return python
 
 

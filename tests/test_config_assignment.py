@@ -6,7 +6,6 @@ ones raise saying what to do. A name that is no field is kept with one notice na
 field; a wrong type is a TypeError naming the field. No message speaks of a validation library.
 """
 import json
-import subprocess
 import textwrap
 import warnings
 import zlib
@@ -19,6 +18,7 @@ from placegroup.errors import ConfigError
 from placegroup.fields import StrategyNotice
 from placegroup.incubate.fleet.parameter_server.distribute_transpiler import distributed_strategy as ds
 from placegroup.transpiler.config import DistributeTranspilerConfig, ServerRuntimeConfig
+from tests.paddle_ref.reference import run_python
 
 PS = "127.0.0.1:1,127.0.0.1:2"
 TRAINERS = "127.0.0.1:3,127.0.0.1:4"
@@ -371,8 +371,7 @@ ASK_FLUID = textwrap.dedent("""
 
 @pytest.mark.paddle
 def test_fields_and_defaults_match_fluid_185(fluid18_python, tmp_path):
-    out = subprocess.run([fluid18_python, "-c", ASK_FLUID], cwd=tmp_path, capture_output=True, text=True,
-                         timeout=300, check=True).stdout
+    out = run_python(fluid18_python, "-c", ASK_FLUID, cwd=tmp_path, timeout=300).stdout
     theirs = json.loads(out.strip().splitlines()[-1])
     assert theirs == FLUID_185_FIELDS
     ours = DistributeTranspilerConfig()

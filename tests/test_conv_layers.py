@@ -10,9 +10,6 @@ and the two CNNs' per-step SGD losses against Paddle 2.6's.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import textwrap
 
 import numpy as np
@@ -25,7 +22,8 @@ from placegroup.ops.registry import GradOpView, KernelContext, get_op_def
 from tests.cases.conv import CASES, conv_ref, conv_t_ref, max_index_ref, pool_ref
 from tests.op_cases import sample
 from tests.test_layers import check_program_gradients, fresh, value
-from tests.test_manip_layers import PADDLE18_PYTHON, run_in_paddle
+from tests.paddle_ref.reference import run_reference
+from tests.test_manip_layers import run_in_paddle
 
 L = fluid.layers
 
@@ -210,8 +208,6 @@ def test_small_cnn_trains():
 
 # -- against Paddle ---------------------------------------------------------------------------
 
-PADDLE_PYTHON = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
-
 # Each case: its op built with Paddle 2.6's LayerHelper (the 1.x ops still exist), its float
 # outputs, and the gradient of sum(out * cot) w.r.t. each float input. The CNN: the model of
 # _cnn with paddle.static.nn.conv2d (Fluid 1.x's signature) and the functional pools.
@@ -281,8 +277,7 @@ def _tie_cases():
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
-def test_ops_and_a_cnn_match_paddle(tmp_path):
+def test_ops_and_a_cnn_match_paddle(paddle26_python, tmp_path):
     rng = np.random.default_rng(9)
     data, cases, ours = {}, [], {}
     for case, sampler, cid in [(c, None, c.id) for c in CASES] + _tie_cases():
@@ -311,12 +306,7 @@ def test_ops_and_a_cnn_match_paddle(tmp_path):
             "w3": 0.5 * rng.standard_normal((6, 2)), "b3": np.zeros(2)}
     init = {k: v.astype(np.float32) for k, v in init.items()}
     data.update({"cnn.images": images, "cnn.labels": labels, **{"cnn." + k: v for k, v in init.items()}})
-    np.savez(tmp_path / "data.npz", **data)
-    spec = {"data": str(tmp_path / "data.npz"), "out": str(tmp_path / "paddle.npz"), "cases": cases}
-    done = subprocess.run([PADDLE_PYTHON, "-c", PADDLE_SCRIPT, json.dumps(spec)], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    ref = dict(np.load(spec["out"]))
+    ref = run_reference(paddle26_python, PADDLE_SCRIPT, tmp_path, data, cases=cases)
     for key, got in ours.items():
         if key.split("/")[0] not in NEWER_IN_PADDLE_2:
             np.testing.assert_allclose(got, ref[key], rtol=1e-4, atol=1e-5, err_msg=key)
@@ -500,25 +490,20 @@ CNN3D_SCRIPT = textwrap.dedent("""
     exe.run(startup)
     losses = [float(np.asarray(exe.run(main, feed={"clip": c, "label": l}, fetch_list=[loss])[0]).reshape(()))
               for c, l in zip(d["clips"], d["labels"])]
-    np.save(spec["out"], np.array(losses))
+    np.savez(spec["out"], losses=np.array(losses))
 """)
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
-def test_a_small_3d_cnn_trains_as_in_paddle(tmp_path):
+def test_a_small_3d_cnn_trains_as_in_paddle(paddle26_python, tmp_path):
     clips, labels, init = _cnn3d_data(10)
-    np.savez(tmp_path / "data.npz", clips=clips, labels=labels, **{"param." + k: v for k, v in init.items()})
-    spec = {"data": str(tmp_path / "data.npz"), "out": str(tmp_path / "losses.npy")}
-    done = subprocess.run([PADDLE_PYTHON, "-c", CNN3D_SCRIPT, json.dumps(spec)], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    np.testing.assert_allclose(_cnn3d(clips, labels, init), np.load(spec["out"]), rtol=1e-5, atol=1e-6)
+    data = dict(clips=clips, labels=labels, **{"param." + k: v for k, v in init.items()})
+    theirs = run_reference(paddle26_python, CNN3D_SCRIPT, tmp_path, data)["losses"]
+    np.testing.assert_allclose(_cnn3d(clips, labels, init), theirs, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python with paddle 1.8.5")
-def test_ops_match_paddle_18(tmp_path):
+def test_ops_match_paddle_18(fluid18_python, tmp_path):
     """Every case of the table, 2-D and 3-D, in Fluid 1.8.5 itself (its inclusive average with
     ceil_mode included, NOTE(pool-inclusive))."""
-    run_in_paddle(CASES, tmp_path, fluid18=True)
+    run_in_paddle(fluid18_python, CASES, tmp_path, fluid18=True)

@@ -6,9 +6,6 @@ training run against Paddle 2.6 (@pytest.mark.paddle).
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import textwrap
 
 import numpy as np
@@ -18,6 +15,7 @@ import placegroup as fluid
 from placegroup.errors import ProgramError
 from placegroup.ops.ctr import xxh64_rows
 from placegroup.ops.registry import GradOpView, get_op_def
+from tests.paddle_ref.reference import run_reference
 from tests.test_ops import _run_grad_ops, run_kernel
 
 L = fluid.layers
@@ -253,7 +251,6 @@ def test_data_norm_layer_shapes_names_and_errors():
 
 # -- against Paddle 2.6 ------------------------------------------------------------------------
 
-PADDLE_PYTHON = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
 
 PADDLE_SCRIPT = textwrap.dedent("""
     import json, sys
@@ -331,8 +328,7 @@ def _paddle_cases(rng):
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
-def test_ctr_ops_and_data_norm_training_match_paddle(tmp_path):
+def test_ctr_ops_and_data_norm_training_match_paddle(paddle26_python, tmp_path):
     rng = np.random.default_rng(5)
     data, ops, ours = {}, [], {}
     for cid, op, ins, attrs, outs, grad in _paddle_cases(rng):
@@ -365,12 +361,7 @@ def test_ctr_ops_and_data_norm_training_match_paddle(tmp_path):
     ours["train//loss"] = np.array([exe.run(feed={"x": x, "y": y}, fetch_list=[cost])[0][0] for x, y in zip(xs, ys)])
     for n in ("dn.batch_size", "dn.batch_sum", "dn.batch_square_sum", "w"):
         ours[f"train//{n}"] = _param(n)
-    np.savez(tmp_path / "data.npz", **data)
-    spec = {"data": str(tmp_path / "data.npz"), "out": str(tmp_path / "paddle.npz"), "ops": ops, "train": train}
-    done = subprocess.run([PADDLE_PYTHON, "-c", PADDLE_SCRIPT, json.dumps(spec)], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    ref = dict(np.load(spec["out"]))
+    ref = run_reference(paddle26_python, PADDLE_SCRIPT, tmp_path, data, ops=ops, train=train)
     for key, got in ours.items():
         want = ref[key].reshape(got.shape)
         if got.dtype.kind in "iu":

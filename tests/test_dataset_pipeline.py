@@ -5,7 +5,6 @@ with PLACEGROUP_PADDLE18_PYTHON set, the same script under Fluid 1.8.5 itself.""
 import io
 import os
 import re
-import subprocess
 import sys
 
 import numpy as np
@@ -16,6 +15,7 @@ from placegroup.errors import ConfigError, NotImplementedInPlacegroup
 from placegroup.multislot import MultiSlotFormatError, Slot, parse_text
 from placegroup.tools.launch import launch
 from tests.conftest import TIME_FACTOR
+from tests.paddle_ref.reference import run_python
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT_DIR = os.path.join(HERE, "compat_scripts", "ctr_dataset")
@@ -185,10 +185,7 @@ def test_bad_setups_are_refused_clearly(tmp_path):
 
 
 def _run_script(tmp_path, *args, python=sys.executable, cmd=("-m", "placegroup", "run"), env=None):
-    out = subprocess.run([python, *cmd, SCRIPT, str(tmp_path), *args], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=120 * TIME_FACTOR, env=env)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out.stdout
+    return run_python(python, *cmd, SCRIPT, tmp_path, *args, cwd=tmp_path, timeout=120 * TIME_FACTOR, env=env).stdout
 
 
 def test_an_unmodified_fluid_script_runs_under_placegroup_run(tmp_path):
@@ -211,19 +208,16 @@ def test_launch_2x2_trains_each_trainer_on_its_own_file(tmp_path):
 
 
 @pytest.mark.paddle
-def test_fluid_18_gives_the_same_losses_and_parameters(tmp_path):
+def test_fluid_18_gives_the_same_losses_and_parameters(fluid18_python, tmp_path):
     """The script unchanged under PaddlePaddle Fluid 1.8.5 (PLACEGROUP_PADDLE18_PYTHON), from the
     same initial parameters, set by name."""
-    python = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
-    if not python:
-        pytest.skip("PLACEGROUP_PADDLE18_PYTHON is not set (a python with paddlepaddle==1.8.5)")
     _raw_files(tmp_path)
     rng = np.random.RandomState(1)
     init = {"emb1": rng.normal(0, .1, (50, 4)), "emb2": rng.normal(0, .1, (50, 4)),
             "fc_w": rng.normal(0, .3, (8, 2)), "fc_b": np.zeros(2)}
     np.savez(tmp_path / "init.npz", **{k: v.astype(np.float32) for k, v in init.items()})
     ours = [float(x) for x in LOSS.findall(_run_script(tmp_path, str(tmp_path / "pg.npz"), str(tmp_path / "init.npz")))]
-    text = _run_script(tmp_path, str(tmp_path / "pd.npz"), str(tmp_path / "init.npz"), python=python, cmd=())
+    text = _run_script(tmp_path, str(tmp_path / "pd.npz"), str(tmp_path / "init.npz"), python=fluid18_python, cmd=())
     theirs = [float(x) for x in re.findall(r"data: \[([-+0-9.eE]+)\]", text)]  # Fluid prints the tensor
     np.testing.assert_allclose(ours, theirs, rtol=1e-5)
     a, b = np.load(tmp_path / "pg.npz"), np.load(tmp_path / "pd.npz")

@@ -17,6 +17,7 @@ import pytest
 from placegroup import dataset
 from placegroup.dataset import (cifar, common, conll05, flowers, image, imdb, imikolov, mnist,
                                 movielens, mq2007, sentiment, voc2012, wmt14, wmt16)
+from tests.paddle_ref.reference import run_python
 
 
 @pytest.fixture
@@ -537,8 +538,6 @@ def test_default_collate_fn():
 
 
 # -- against Paddle's own readers ------------------------------------------------------------
-PADDLE_PYTHON = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
-
 # Paddle's paddle.dataset modules (2.6's, whose readers are 1.8's for these sets) with their
 # download() pointed at the synthetic files.
 PADDLE_IMPORTS = """
@@ -584,15 +583,12 @@ def samples_of(python, imports, home):
               + f"print(json.dumps({{k: canon(v) for k, v in {CALLS}.items()}}))\n")
     # One hash seed for both sides: some of Paddle's ids follow set order (NOTE(hash-order)).
     env = dict(os.environ, PYTHONHASHSEED="0", PLACEGROUP_DATA_HOME=str(home))
-    out = subprocess.run([python, "-c", script], env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_python(python, "-c", script, env=env, timeout=300)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE_PYTHON, reason="PLACEGROUP_PADDLE_PYTHON names no python with paddle")
-def test_samples_equal_paddles_readers(home, tmp_path):
+def test_samples_equal_paddles_readers(paddle26_python, home, tmp_path):
     import shutil
 
     rng = np.random.default_rng(5)  # Paddle reads idx files 100 images at a time
@@ -613,7 +609,7 @@ def test_samples_equal_paddles_readers(home, tmp_path):
         f.unlink()
     theirs_home = tmp_path / "paddle_home"  # each side builds its own wmt16 dictionaries
     shutil.copytree(home, theirs_home)
-    theirs = samples_of(PADDLE_PYTHON, PADDLE_IMPORTS, theirs_home)
+    theirs = samples_of(paddle26_python, PADDLE_IMPORTS, theirs_home)
     mine = samples_of(sys.executable, OUR_IMPORTS, home)
     assert sorted(mine) == sorted(theirs)
     for name in theirs:

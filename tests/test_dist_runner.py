@@ -23,6 +23,7 @@ import pytest
 
 from placegroup.tools.launch import free_ports
 from tests.conftest import LAUNCH_VARS, TIME_FACTOR
+from tests.paddle_ref.reference import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "compat_scripts" / "dist_runner.py"
@@ -48,9 +49,8 @@ def _losses(out: str) -> list[float]:
 
 
 def _run_local(model: str, *flags: str) -> list[float]:
-    proc = subprocess.run(_cmd(model, "--role", "trainer", "--update_method", "local", *flags), cwd=ROOT,
-                          env=_env(), capture_output=True, text=True, timeout=60 * TIME_FACTOR, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_python(*_cmd(model, "--role", "trainer", "--update_method", "local", *flags), cwd=ROOT, env=_env(),
+                      timeout=60 * TIME_FACTOR)
     return _losses(proc.stdout)
 
 
@@ -110,11 +110,8 @@ def test_local_run_equals_fluid18(model, fluid18_python, tmp_path):
     """The script run alone by Fluid 1.8.5 from placegroup's initial values: the same losses."""
     init = tmp_path / "init.npz"
     ours = _run_local(model, "--save_init", str(init))
-    cmd = [fluid18_python, str(SCRIPT), "--model", model, *COMMON, "--role", "trainer", "--update_method", "local",
-           "--init", str(init)]
-    proc = subprocess.run(cmd, cwd=tmp_path, env=_env(), capture_output=True, text=True,
-                          timeout=120 * TIME_FACTOR, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_python(fluid18_python, SCRIPT, "--model", model, *COMMON, "--role", "trainer", "--update_method",
+                      "local", "--init", init, cwd=tmp_path, env=_env(), timeout=120 * TIME_FACTOR)
     theirs = _losses(proc.stdout)
     assert len(theirs) == 5
     np.testing.assert_allclose(ours, theirs, rtol=1e-4)

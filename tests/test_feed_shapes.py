@@ -3,9 +3,7 @@ marker, ``PLACEGROUP_PADDLE18_PYTHON``) with PaddlePaddle Fluid 1.8.5 itself, wh
 be the one the table records. Both sides run the same program and feed through
 tests/paddle_ref/feed_runner.py; Fluid runs in a process of its own, reading the cases as JSON."""
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +13,7 @@ import placegroup as fluid
 from tests.cases.feed_shapes import CASES
 from tests.conftest import TIME_FACTOR
 from tests.paddle_ref import feed_runner
+from tests.paddle_ref.reference import run_python
 
 RUNNER = Path(__file__).parent / "paddle_ref" / "feed_runner.py"
 
@@ -83,15 +82,10 @@ def test_a_padded_batch_trains_as_in_fluid():
 
 
 @pytest.mark.paddle
-def test_fluid_18_takes_or_refuses_each_feed_as_the_table_says(tmp_path):
-    python = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
-    if not python:
-        pytest.skip("PLACEGROUP_PADDLE18_PYTHON is not set (a python with paddlepaddle==1.8.5)")
-    spec = tmp_path / "spec.json"
+def test_fluid_18_takes_or_refuses_each_feed_as_the_table_says(fluid18_python, tmp_path):
+    spec = tmp_path / "spec.json"  # the outcomes are JSON, not arrays: not run_reference
     spec.write_text(json.dumps({"cases": CASES, "out": str(tmp_path / "out.json")}))
-    proc = subprocess.run([python, str(RUNNER), str(spec)], check=False, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=900 * TIME_FACTOR, env=dict(os.environ))
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_python(fluid18_python, RUNNER, spec, cwd=tmp_path, timeout=900 * TIME_FACTOR)
     results = json.loads((tmp_path / "out.json").read_text())
     wrong = {c["id"]: p for c in CASES for p in _problems(c, results[c["id"]], fluid_side=True)}
     assert not wrong, "\n".join(f"{k}: {v}" for k, v in wrong.items())

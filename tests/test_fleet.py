@@ -18,7 +18,6 @@ from __future__ import annotations
 import io
 import logging
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from placegroup.incubate.fleet.parameter_server.distribute_transpiler import Dis
 from placegroup.incubate.fleet.parameter_server.distribute_transpiler import distributed_strategy as ds
 from placegroup.tools.launch import cluster_envs, launch
 from tests.conftest import TIME_FACTOR
+from tests.paddle_ref.reference import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "compat_scripts" / "ctr_fleet.py"
@@ -234,9 +234,8 @@ def _launch(data: Path, out: Path, mode: str) -> list[dict]:
 
 
 def _alone(data: Path, out: Path, python: str = sys.executable, *prefix: str) -> dict:
-    proc = subprocess.run([python, *prefix, str(SCRIPT), str(data), str(out)], capture_output=True, text=True,
-                          timeout=300 * TIME_FACTOR, cwd=SCRIPT.parent, env={k: v for k, v in os.environ.items() if k != "TRAINING_ROLE"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_python(python, *prefix, SCRIPT, data, out, timeout=300 * TIME_FACTOR, cwd=SCRIPT.parent,
+               env={k: v for k, v in os.environ.items() if k != "TRAINING_ROLE"})
     with np.load(out) as z:
         return dict(z)
 
@@ -258,18 +257,15 @@ def test_a_fleet_script_launched_async_trains(tmp_path):
 
 
 @pytest.mark.paddle
-def test_the_fleet_scripts_model_under_fluid_18_gives_the_same_losses(tmp_path):
+def test_the_fleet_scripts_model_under_fluid_18_gives_the_same_losses(fluid18_python, tmp_path):
     """The script's one-process run under PaddlePaddle Fluid 1.8.5 (``PLACEGROUP_PADDLE18_PYTHON``),
     from placegroup's initial values, gives placegroup's losses."""
-    python = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
-    if not python:
-        pytest.skip("PLACEGROUP_PADDLE18_PYTHON is not set (a python with paddlepaddle==1.8.5)")
     data = _data(tmp_path / "data.npz")
     ours = _alone(data, tmp_path / "ours.npz", sys.executable, "-m", "placegroup", "run")
     with np.load(data) as z:
         arrays = dict(z)
     np.savez(tmp_path / "with_init.npz", **arrays, **{k: v for k, v in ours.items() if k.startswith("init/")})
-    theirs = _alone(tmp_path / "with_init.npz", tmp_path / "fluid.npz", python)
+    theirs = _alone(tmp_path / "with_init.npz", tmp_path / "fluid.npz", fluid18_python)
     assert sorted(k for k in theirs if k.startswith("init/")) == sorted(k for k in ours if k.startswith("init/"))
     np.testing.assert_allclose(ours["loss"], theirs["loss"], rtol=1e-4)
     np.testing.assert_allclose(ours["predict"], theirs["predict"], rtol=1e-4, atol=1e-6)

@@ -11,8 +11,6 @@
   pservers, equals one process.
 """
 import io
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from placegroup.errors import ConfigError
 from placegroup.ir.framework import transpiled_job
 from placegroup.tools.launch import launch
 from tests.conftest import TIME_FACTOR, build_fit_a_line
+from tests.paddle_ref.reference import run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tests" / "compat_scripts" / "in_place_transpile.py"
@@ -133,9 +132,7 @@ def _data(path: Path) -> Path:
 def _one_process(data: Path, out: Path, python: str | None = None) -> dict:
     """The script in one process: under placegroup run, or under ``python`` (Fluid 1.8.5)."""
     cmd = [python, str(SCRIPT)] if python else [sys.executable, "-m", "placegroup", "run", str(SCRIPT)]
-    proc = subprocess.run(cmd + [str(data), str(out)], capture_output=True, text=True,
-                          timeout=300 * TIME_FACTOR, cwd=SCRIPT.parent if python else ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_python(*cmd, data, out, timeout=300 * TIME_FACTOR, cwd=SCRIPT.parent if python else ROOT)
     return dict(np.load(out))
 
 
@@ -167,16 +164,13 @@ def test_a_book_style_script_launched_2x2_equals_one_process(executors, tmp_path
 
 
 @pytest.mark.paddle
-def test_the_script_under_fluid_18_gives_the_same_losses(tmp_path):
+def test_the_script_under_fluid_18_gives_the_same_losses(fluid18_python, tmp_path):
     """The script unchanged under Fluid 1.8.5 (``PLACEGROUP_PADDLE18_PYTHON``), from our initial
     values: the same training and test losses."""
-    python = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
-    if not python:
-        pytest.skip("PLACEGROUP_PADDLE18_PYTHON is not set (a python with paddlepaddle==1.8.5)")
     data = _data(tmp_path / "data.npz")
     ours = _one_process(data, tmp_path / "ours.npz")
     np.savez(tmp_path / "with_init.npz", **dict(np.load(data)), **{k: v for k, v in ours.items() if k.startswith("init/")})
-    theirs = _one_process(tmp_path / "with_init.npz", tmp_path / "fluid.npz", python)
+    theirs = _one_process(tmp_path / "with_init.npz", tmp_path / "fluid.npz", fluid18_python)
     assert sorted(k for k in theirs if k.startswith("init/")) == sorted(k for k in ours if k.startswith("init/"))
     np.testing.assert_allclose(ours["loss"], theirs["loss"], rtol=1e-4)
     np.testing.assert_allclose(ours["test_loss"], theirs["test_loss"], rtol=1e-4)

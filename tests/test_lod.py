@@ -21,8 +21,6 @@ feeding and fetching, and a text classifier over the first sequence ops.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import numpy as np
 import pytest
@@ -37,9 +35,8 @@ from placegroup.lod_tensor import create_lod_tensor, create_random_int_lodtensor
 from placegroup.tools.dump import render
 from placegroup.values import LoDTensor
 from tests.cases import sequence as sequence_cases
+from tests.paddle_ref.reference import run_reference
 
-PADDLE_PYTHON = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
-PADDLE18_PYTHON = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
 V, D, C = 30, 6, 3
 
 
@@ -436,7 +433,7 @@ for s in range(spec["steps"]):
     t = paddle.base.create_lod_tensor(d[f"ids{s}"].reshape(-1), [d[f"lens{s}"].tolist()], place)
     l, = exe.run(main, feed={"words": t, "label": d[f"label{s}"]}, fetch_list=[loss])
     losses.append(float(np.array(l).reshape(-1)[0]))
-json.dump(losses, open(spec["out"], "w"))
+np.savez(spec["out"], losses=np.array(losses))
 """
 
 # The same model in Fluid 1.8.5's own API, fed by its DataFeeder from the same samples.
@@ -465,7 +462,7 @@ exe.run(startup)
 feeder = fluid.DataFeeder([words, label], fluid.CPUPlace())
 losses = [float(exe.run(main, feed=feeder.feed([tuple(x) for x in b]), fetch_list=[loss])[0][0])
           for b in spec["batches"]]
-json.dump(losses, open(spec["out"], "w"))
+np.savez(spec["out"], losses=np.array(losses))
 """
 
 FLUID18_SEQUENCE_OPS = r"""
@@ -528,42 +525,31 @@ json.dump(lods, open(spec["lods"], "w"))
 """
 
 
-def _paddle(python: str, script: str, spec: dict) -> None:
-    done = subprocess.run([python, "-c", script, json.dumps(spec)], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
-# (python, classifier script, sequence-ops script) per reference
-REFERENCES = [
-    pytest.param(PADDLE_PYTHON, PADDLE_CLASSIFIER, PADDLE_SEQUENCE_OPS, id="paddle2.6",
-                 marks=pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with "
-                                                                    "paddle 2.6")),
-    pytest.param(PADDLE18_PYTHON, FLUID18_CLASSIFIER, FLUID18_SEQUENCE_OPS, id="fluid1.8.5",
-                 marks=pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python "
-                                                                      "with paddle 1.8.5")),
-]
+# (the fixture that names its python, classifier script, sequence-ops script) per reference
+REFERENCES = [pytest.param("paddle26_python", PADDLE_CLASSIFIER, PADDLE_SEQUENCE_OPS, id="paddle2.6"),
+              pytest.param("fluid18_python", FLUID18_CLASSIFIER, FLUID18_SEQUENCE_OPS, id="fluid1.8.5")]
 
 
 @pytest.mark.paddle
-@pytest.mark.parametrize("python, classifier, _", REFERENCES)
-def test_the_classifiers_losses_equal_paddles(tmp_path, python, classifier, _):
+@pytest.mark.parametrize("reference, classifier, _", REFERENCES)
+def test_the_classifiers_losses_equal_paddles(tmp_path, request, reference, classifier, _):
+    python = request.getfixturevalue(reference)  # skips when its variable is unset
     batches = _batches(30)
     data = dict(_init())
     for s, b in enumerate(batches):
         feed = _as_lod_feed(b)
         lengths = feed["words"].recursive_sequence_lengths()[0]
         data.update({f"ids{s}": np.array(feed["words"]), f"lens{s}": np.array(lengths), f"label{s}": feed["label"]})
-    np.savez(tmp_path / "data.npz", **data)
-    _paddle(python, classifier, {"data": str(tmp_path / "data.npz"), "out": str(tmp_path / "losses.json"),
-                                 "V": V, "D": D, "C": C, "lr": 0.5, "steps": len(batches), "batches": batches})
-    theirs = json.load(open(tmp_path / "losses.json"))
+    theirs = run_reference(python, classifier, tmp_path, data, timeout=600, V=V, D=D, C=C, lr=0.5,
+                           steps=len(batches), batches=batches)["losses"]
     ours = train(batches, _by_feeder)
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.paddle
-@pytest.mark.parametrize("python, _, script", REFERENCES)
-def test_the_sequence_ops_equal_paddles(tmp_path, python, _, script):
+@pytest.mark.parametrize("reference, _, script", REFERENCES)
+def test_the_sequence_ops_equal_paddles(tmp_path, request, reference, _, script):
+    python = request.getfixturevalue(reference)  # skips when its variable is unset
     from tests.test_ops import _data, _run_grad_ops, _sample, run_kernel
     from placegroup.ops.registry import GradOpView, get_op_def
 
@@ -585,10 +571,8 @@ def test_the_sequence_ops_equal_paddles(tmp_path, python, _, script):
         data[cid + "/x"], data[cid + "/cot"] = x.data, cot
         specs.append({"id": cid, "op": case.op, "attrs": attrs, "rest": list(x.data.shape[1:]),
                       "lengths": x.recursive_sequence_lengths()})
-    np.savez(tmp_path / "data.npz", **data)
-    _paddle(python, script, {"data": str(tmp_path / "data.npz"), "out": str(tmp_path / "paddle.npz"),
-                                  "lods": str(tmp_path / "lods.json"), "cases": specs})
-    theirs, lods = np.load(tmp_path / "paddle.npz"), json.load(open(tmp_path / "lods.json"))
+    theirs = run_reference(python, script, tmp_path, data, timeout=600, lods=str(tmp_path / "lods.json"), cases=specs)
+    lods = json.loads((tmp_path / "lods.json").read_text())
     for cid, (out, lod, grad) in ours.items():
         np.testing.assert_allclose(out, theirs[cid + "/out"], rtol=1e-5, atol=1e-6, err_msg=cid)
         assert lod == lods[cid], cid

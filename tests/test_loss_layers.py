@@ -9,9 +9,6 @@ they run only when ``PLACEGROUP_PADDLE_PYTHON`` names a python that has paddle.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import textwrap
 
 import numpy as np
@@ -25,6 +22,7 @@ from placegroup.ops.registry import KernelContext, get_op_def
 from placegroup.ops.sampled_loss import draw_negatives
 from placegroup.values import SelectedRows
 from tests.inproc import run_cluster, run_local
+from tests.paddle_ref.reference import run_reference
 from tests.test_layers import fresh, value
 
 L = fluid.layers
@@ -356,7 +354,6 @@ def test_nce_and_hsigmoid_on_two_trainers_equal_one_process(is_sparse):
 
 # -- against PaddlePaddle 2.6 ---------------------------------------------------------------
 
-PADDLE_PYTHON = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
 PADDLE_FEEDS = ("x", "x2", "cls", "t", "t1", "ts", "soft", "unit", "oh", "xf", "lf")
 STEPS = 8
 
@@ -370,7 +367,7 @@ _PADDLE_RUNNER = textwrap.dedent('''
     import paddle
     from paddle.base.layer_helper import LayerHelper
     paddle.enable_static()
-    spec = json.load(open(sys.argv[1]))
+    spec = json.loads(sys.argv[1])
     d = dict(np.load(spec["data"]))
     out = {}
 
@@ -516,23 +513,11 @@ def _fluid_model(model: str, v: dict, p: dict):
 
 
 @pytest.fixture(scope="module")
-def paddle_losses(tmp_path_factory) -> dict:
-    if not PADDLE_PYTHON:
-        pytest.skip("set PLACEGROUP_PADDLE_PYTHON to a python with paddle to compare with PaddlePaddle")
-    tmp = tmp_path_factory.mktemp("paddle_loss")
-    d = _data()
-    feed = _feed(d)
-    np.savez(tmp / "data.npz", **{k: feed[k] for k in PADDLE_FEEDS}, **_paddle_params())
-    (tmp / "runner.py").write_text(_PADDLE_RUNNER)
-    spec = {"data": str(tmp / "data.npz"), "out": str(tmp / "out.npz"), "models": PADDLE_MODELS, "steps": STEPS,
-            "feeds": PADDLE_FEEDS}
-    (tmp / "spec.json").write_text(json.dumps(spec))
-    proc = subprocess.run([PADDLE_PYTHON, str(tmp / "runner.py"), str(tmp / "spec.json")], capture_output=True,
-                          text=True, timeout=600)
-    if proc.returncode != 0:
-        pytest.fail(f"the Paddle runner failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
-    with np.load(tmp / "out.npz") as z:
-        return dict(z)
+def paddle_losses(paddle26_python, tmp_path_factory) -> dict:
+    feed = _feed(_data())
+    return run_reference(paddle26_python, _PADDLE_RUNNER, tmp_path_factory.mktemp("paddle_loss"),
+                         {**{k: feed[k] for k in PADDLE_FEEDS}, **_paddle_params()}, timeout=600,
+                         models=PADDLE_MODELS, steps=STEPS, feeds=PADDLE_FEEDS)
 
 
 @pytest.mark.paddle

@@ -8,9 +8,6 @@ gradients; where PLACEGROUP_PADDLE18_PYTHON names a python with Paddle 1.8.5 (a 
 environment with the paddlepaddle 1.8.5 wheel), they run in Paddle 1.8.5 itself."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import textwrap
 
 import numpy as np
@@ -21,6 +18,7 @@ from placegroup.errors import ProgramError
 from placegroup.ops.registry import GradOpView, KernelContext, get_op_def
 from tests.cases.manip import CASES
 from tests.op_cases import sample
+from tests.paddle_ref.reference import run_reference
 from tests.test_layers import check_program_gradients, fresh
 from tests.test_ops import _run_grad_ops
 
@@ -226,9 +224,6 @@ def test_program_prints_fluid_op_types():
 
 # -- against Paddle ---------------------------------------------------------------------------
 
-PADDLE_PYTHON = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
-PADDLE18_PYTHON = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
-
 # Each case: its op appended with Paddle 2.6's LayerHelper (the 1.x ops still exist there),
 # its outputs, and the gradient of sum(out * cot) w.r.t. each input the case differentiates.
 # pad2d has no kernel left in Paddle 2.6: it runs as paddle's pad (pad3d), same numbers.
@@ -349,9 +344,11 @@ def _listed(v) -> list:
     return v if isinstance(v, list) else [v]
 
 
-def run_in_paddle(cases, tmp_path, skip=frozenset(), adapt=None, squeezed=frozenset(), fluid18=False) -> None:
+def run_in_paddle(python, cases, tmp_path, skip=frozenset(), adapt=None, squeezed=frozenset(),
+                  fluid18=False) -> None:
     """Run each OpCase with a reference (neither its op type nor its id in ``skip``) in Paddle 2.6 through
-    PADDLE_SCRIPT (in Paddle 1.8.5 through PADDLE18_SCRIPT when ``fluid18``) and assert its
+    PADDLE_SCRIPT (in Paddle 1.8.5 through PADDLE18_SCRIPT when ``fluid18``), with ``python`` (the
+    ``paddle26_python`` or ``fluid18_python`` fixture), and assert its
     outputs and its gradients (of sum(out * cot) for the slots the case differentiates) equal
     ours. ``adapt(case, attrs) -> attrs`` rewrites the attrs Paddle gets (an attr Paddle 2.6
     renamed). Ops in ``squeezed`` may give Paddle's outputs without the size-1 dims Fluid 1.8
@@ -386,12 +383,7 @@ def run_in_paddle(cases, tmp_path, skip=frozenset(), adapt=None, squeezed=frozen
         specs.append({"id": cid, "op": case.op, "attrs": adapt(case, attrs) if adapt else attrs, "grad": list(case.grad),
                       "ins": {s: len(_listed(v)) for s, v in ins.items()},
                       "outs": {s: [a.dtype.name for a in _listed(v)] for s, v in outs.items()}})
-    np.savez(tmp_path / "data.npz", **data)
-    spec = {"data": str(tmp_path / "data.npz"), "out": str(tmp_path / "paddle.npz"), "cases": specs}
-    python, script = (PADDLE18_PYTHON, PADDLE18_SCRIPT) if fluid18 else (PADDLE_PYTHON, PADDLE_SCRIPT)
-    done = subprocess.run([python, "-c", script, json.dumps(spec)], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    ref = dict(np.load(spec["out"]))
+    ref = run_reference(python, PADDLE18_SCRIPT if fluid18 else PADDLE_SCRIPT, tmp_path, data, timeout=600, cases=specs)
     ops = {c.id: c.op for c in cases}
     for key, got in ours.items():
         want = ref[key]
@@ -403,12 +395,10 @@ def run_in_paddle(cases, tmp_path, skip=frozenset(), adapt=None, squeezed=frozen
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
-def test_manip_ops_match_paddle(tmp_path):
-    run_in_paddle(CASES, tmp_path, NOT_IN_PADDLE_2)
+def test_manip_ops_match_paddle(paddle26_python, tmp_path):
+    run_in_paddle(paddle26_python, CASES, tmp_path, NOT_IN_PADDLE_2)
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python with paddle 1.8.5")
-def test_manip_ops_match_paddle_18(tmp_path):
-    run_in_paddle(CASES, tmp_path, NOT_IN_PADDLE_18, fluid18=True)
+def test_manip_ops_match_paddle_18(fluid18_python, tmp_path):
+    run_in_paddle(fluid18_python, CASES, tmp_path, NOT_IN_PADDLE_18, fluid18=True)

@@ -10,9 +10,7 @@ PLACEGROUP_PADDLE18_PYTHON names one with Paddle 1.8.5, they all run in 1.8.5 it
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import subprocess
 import textwrap
 
 import numpy as np
@@ -24,7 +22,8 @@ from placegroup.initializer import NumpyArrayInitializer
 from tests.cases.math import CASES, _interp_ref, _unique_ref
 from tests.op_case import OpCase
 from tests.test_layers import check_program_gradients, fresh, value
-from tests.test_manip_layers import PADDLE18_PYTHON, PADDLE_PYTHON, run_in_paddle
+from tests.paddle_ref.reference import run_reference
+from tests.test_manip_layers import run_in_paddle
 
 L = fluid.layers
 _erf = np.vectorize(math.erf)
@@ -388,9 +387,9 @@ DATA_DEPENDENT = [OpCase("unique", lambda r: {"X": _IDS}, _unique_ref(False), na
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
-def test_math_ops_match_paddle(tmp_path):
-    run_in_paddle(CASES + RULES + DATA_DEPENDENT, tmp_path, NOT_AS_IN_PADDLE_2, _paddle_attrs, squeezed={"dot"})
+def test_math_ops_match_paddle(paddle26_python, tmp_path):
+    run_in_paddle(paddle26_python, CASES + RULES + DATA_DEPENDENT, tmp_path, NOT_AS_IN_PADDLE_2, _paddle_attrs,
+                  squeezed={"dot"})
 
 
 # Fluid 1.8.5's strided_slice_grad fails on a decreased axis (as 2.6's does); its non-AVX CPU core
@@ -401,9 +400,8 @@ NOT_AS_IN_PADDLE_18 = {"strided_slice-decrease", "pad_constant_like"}
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python with paddle 1.8.5")
-def test_math_ops_match_paddle_18(tmp_path):
-    run_in_paddle(CASES + RULES + DATA_DEPENDENT, tmp_path, NOT_AS_IN_PADDLE_18, fluid18=True)
+def test_math_ops_match_paddle_18(fluid18_python, tmp_path):
+    run_in_paddle(fluid18_python, CASES + RULES + DATA_DEPENDENT, tmp_path, NOT_AS_IN_PADDLE_18, fluid18=True)
 
 
 # -- a small model trained here and in Paddle 2.6 --------------------------------------------
@@ -448,7 +446,7 @@ TRAIN_SCRIPT = textwrap.dedent("""
     exe.run(startup)
     losses = [float(np.asarray(exe.run(main, feed={"img": d["img"][s], "label": d["label"][s]},
                                         fetch_list=[loss])[0]).reshape(())) for s in range(len(d["img"]))]
-    np.save(spec["out"], np.array(losses))
+    np.savez(spec["out"], losses=np.array(losses))
 """)
 
 
@@ -487,12 +485,8 @@ def test_a_model_of_the_new_layers_trains():
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
-def test_a_model_of_the_new_layers_trains_as_in_paddle(tmp_path):
+def test_a_model_of_the_new_layers_trains_as_in_paddle(paddle26_python, tmp_path):
     images, labels, init = _model_data()
-    np.savez(tmp_path / "data.npz", img=images, label=labels, **{"param." + k: v for k, v in init.items()})
-    spec = {"data": str(tmp_path / "data.npz"), "out": str(tmp_path / "losses.npy")}
-    done = subprocess.run([PADDLE_PYTHON, "-c", TRAIN_SCRIPT, json.dumps(spec)], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    np.testing.assert_allclose(_model_losses(images, labels, init), np.load(spec["out"]), rtol=1e-5, atol=1e-6)
+    data = dict(img=images, label=labels, **{"param." + k: v for k, v in init.items()})
+    theirs = run_reference(paddle26_python, TRAIN_SCRIPT, tmp_path, data)["losses"]
+    np.testing.assert_allclose(_model_losses(images, labels, init), theirs, rtol=1e-5, atol=1e-6)

@@ -12,9 +12,6 @@ and edit_distance ops run in Paddle 2.6 on the same inputs and must give the sam
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import textwrap
 
 import numpy as np
@@ -24,6 +21,7 @@ import placegroup as fluid
 from placegroup.errors import NotImplementedInPlacegroup, ProgramError
 from tests.cases.metric import _levenshtein
 from tests.inproc import run_cluster
+from tests.paddle_ref.reference import run_reference
 from tests.test_layers import fresh, value
 
 L = fluid.layers
@@ -403,7 +401,6 @@ def test_edit_distance_layer_errors():
 
 # -- against PaddlePaddle 2.6 ---------------------------------------------------------------
 
-PADDLE_PYTHON = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
 
 # Paddle builds the 1.x auc layer (paddle.static.auc: the same two ops) and the edit_distance op
 # on fed inputs and runs them for the same steps. Its batch state has 2.x's layout
@@ -414,7 +411,7 @@ _PADDLE_RUNNER = textwrap.dedent('''
     import paddle
     from paddle.base.layer_helper import LayerHelper
     paddle.enable_static()
-    spec = json.load(open(sys.argv[1]))
+    spec = json.loads(sys.argv[1])
     d = dict(np.load(spec["data"]))
     out = {}
     main, startup = paddle.static.Program(), paddle.static.Program()
@@ -460,21 +457,9 @@ def _paddle_data():
 
 
 @pytest.fixture(scope="module")
-def paddle_out(tmp_path_factory) -> dict:
-    if not PADDLE_PYTHON:
-        pytest.skip("set PLACEGROUP_PADDLE_PYTHON to a python with paddle to compare with PaddlePaddle")
-    tmp = tmp_path_factory.mktemp("paddle_metrics")
-    np.savez(tmp / "data.npz", **_paddle_data())
-    (tmp / "runner.py").write_text(_PADDLE_RUNNER)
-    spec = {"data": str(tmp / "data.npz"), "out": str(tmp / "out.npz"), "steps": PADDLE_STEPS, "nt": PADDLE_NT,
-            "slides": list(PADDLE_SLIDES)}
-    (tmp / "spec.json").write_text(json.dumps(spec))
-    proc = subprocess.run([PADDLE_PYTHON, str(tmp / "runner.py"), str(tmp / "spec.json")], capture_output=True,
-                          text=True, timeout=600)
-    if proc.returncode != 0:
-        pytest.fail(f"the Paddle runner failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
-    with np.load(tmp / "out.npz") as z:
-        return dict(z)
+def paddle_out(paddle26_python, tmp_path_factory) -> dict:
+    return run_reference(paddle26_python, _PADDLE_RUNNER, tmp_path_factory.mktemp("paddle_metrics"), _paddle_data(),
+                         timeout=600, steps=PADDLE_STEPS, nt=PADDLE_NT, slides=list(PADDLE_SLIDES))
 
 
 @pytest.mark.paddle

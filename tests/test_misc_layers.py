@@ -38,7 +38,8 @@ from placegroup.param_attr import WeightNormParamAttr
 from tests.cases.misc import CASES, SPECTRAL_CASES
 from tests.op_case import OpCase
 from tests.test_layers import check_program_gradients, fresh, value
-from tests.test_manip_layers import PADDLE18_PYTHON, PADDLE_PYTHON, run_in_paddle
+from tests.paddle_ref.reference import run_python
+from tests.test_manip_layers import run_in_paddle
 
 L = fluid.layers
 
@@ -594,18 +595,16 @@ def _drop_private(case, attrs):
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python with paddle 1.8.5")
-def test_misc_ops_match_paddle_18(tmp_path):
-    run_in_paddle(CASES, tmp_path, NOT_IN_HARNESS_18, _drop_private, fluid18=True)
+def test_misc_ops_match_paddle_18(fluid18_python, tmp_path):
+    run_in_paddle(fluid18_python, CASES, tmp_path, NOT_IN_HARNESS_18, _drop_private, fluid18=True)
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
-def test_misc_ops_match_paddle_26(tmp_path):
+def test_misc_ops_match_paddle_26(paddle26_python, tmp_path):
     # spectral_norm's gradient too: Paddle 2.6 keeps 1.8's rule (NOTE(spectral-norm))
     graded = [OpCase(c.op, c.sample, c.ref, c.attrs, grad=("Weight",), name=c.name + "_grad") for c in SPECTRAL_CASES]
     keep = {"spectral_norm", "is_empty", "print"}
-    run_in_paddle([c for c in CASES + graded if c.op in keep], tmp_path, adapt=_drop_private)
+    run_in_paddle(paddle26_python, [c for c in CASES + graded if c.op in keep], tmp_path, adapt=_drop_private)
 
 
 # The model both Fluid 1.8.5 and placegroup build: names given as Fluid's API takes them.
@@ -681,15 +680,13 @@ def _model_data(steps: int):
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python with paddle 1.8.5")
-def test_a_model_of_these_layers_trains_as_in_fluid_18(tmp_path, capsys):
+def test_a_model_of_these_layers_trains_as_in_fluid_18(fluid18_python, tmp_path, capsys):
     steps = 5
     data, params = _model_data(steps)
     np.savez(tmp_path / "data.npz", **data)
     spec = {"data": str(tmp_path / "data.npz"), "model": MODEL, "params": params, "steps": steps}
-    done = subprocess.run([PADDLE18_PYTHON, "-c", PADDLE18_MODEL_SCRIPT, json.dumps(spec)], capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    # its stdout is wanted: Print's text, then the RESULT line
+    done = run_python(fluid18_python, "-c", PADDLE18_MODEL_SCRIPT, json.dumps(spec), timeout=600)
     theirs = json.loads(done.stdout.split("RESULT ", 1)[1])
     env: dict = {"np": np}
     exec(MODEL, env)

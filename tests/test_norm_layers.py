@@ -5,9 +5,6 @@ and on two trainers (= one process), and, where PLACEGROUP_PADDLE_PYTHON names a
 paddle, per-step losses against Paddle 2.6's static graph."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import textwrap
 
 import numpy as np
@@ -18,6 +15,7 @@ from placegroup.executor.plan import compile_plan
 from placegroup.initializer import NumpyArrayInitializer
 from placegroup.ops.dropout import keep_mask, step_key
 from tests.inproc import run_cluster, run_local
+from tests.paddle_ref.reference import run_reference
 from tests.test_layers import check_program_gradients, fresh, value
 
 L = fluid.layers
@@ -188,7 +186,6 @@ def test_dropout_on_two_trainers_equals_one_process():
 
 # -- against Paddle ---------------------------------------------------------------------------
 
-PADDLE_PYTHON = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
 
 # Paddle 2.6 builds the same model with its Fluid-style static layers (paddle.static.nn keeps
 # the 1.x signatures; its instance_norm needs its attrs to make parameters, NOTE(affine-defaults))
@@ -228,20 +225,14 @@ PADDLE_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
-def test_norm_layers_train_as_paddle(tmp_path):
+def test_norm_layers_train_as_paddle(paddle26_python, tmp_path):
     rng = np.random.default_rng(4)
     f32 = np.float32
     d = {"x": (rng.standard_normal((6, 10, 3, 4, 4)) * 1.5 + 0.5).astype(f32),
          "t": rng.standard_normal((6, 10, 1)).astype(f32),
          "w1": rng.uniform(-0.3, 0.3, (48, 8)).astype(f32), "b1": (0.1 * rng.standard_normal(8)).astype(f32),
          "w2": rng.uniform(-0.5, 0.5, (8, 1)).astype(f32), "b2": np.zeros(1, f32)}
-    np.savez(tmp_path / "data.npz", **d)
-    spec = {"data": str(tmp_path / "data.npz"), "out": str(tmp_path / "paddle.npz")}
-    done = subprocess.run([PADDLE_PYTHON, "-c", PADDLE_SCRIPT, json.dumps(spec)], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    ref = np.load(spec["out"])
+    ref = run_reference(paddle26_python, PADDLE_SCRIPT, tmp_path, d)
     with fresh() as (main, startup, exe):
         attr = lambda k: fluid.ParamAttr(initializer=NumpyArrayInitializer(d[k]))  # noqa: E731
         x, t = L.data("x", shape=[3, 4, 4]), L.data("t", shape=[1])

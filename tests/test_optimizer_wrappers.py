@@ -14,9 +14,6 @@
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import textwrap
 import threading
 import warnings
@@ -33,6 +30,7 @@ from placegroup.ir.framework import Program, note_transpiled_job
 from placegroup.ops.registry import KernelContext, get_op_def
 from tests.dist.train_model import data
 from tests.inproc import build_programs, run_cluster, run_local
+from tests.paddle_ref.reference import run_reference
 from tests.test_modes import check_equivalent, model_with
 
 L = fluid.layers
@@ -604,8 +602,6 @@ def test_apply_is_refused_with_pservers_and_works_without(kind):
 
 # -- against Paddle 2.6 -------------------------------------------------------------------------
 
-PADDLE_PYTHON = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
-
 # Paddle 2.6 builds x -> fc(8, relu) -> fc(1) -> mse from the same initial values and trains it
 # with each case's optimizer; "applied" holds the parameters inside apply(). Fluid 1.8's
 # Lookahead (a startup copy of the parameters, a sync every k-th step) is built from Paddle's
@@ -707,20 +703,14 @@ def _placegroup_case(case: str, d: dict) -> dict:
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
 @pytest.mark.parametrize("case", ["lars", "dpsgd", "ema", "ma", "lookahead"])
-def test_against_paddle(case, tmp_path):
+def test_against_paddle(case, paddle26_python, tmp_path):
     rng = np.random.default_rng(6)
     d = {"x": rng.normal(size=(10, 8, 4)).astype(np.float32), "w1": rng.uniform(-0.6, 0.6, (4, 8)).astype(np.float32),
          "b1": (0.1 * rng.normal(size=8)).astype(np.float32), "w2": rng.uniform(-0.6, 0.6, (8, 1)).astype(np.float32),
          "b2": np.array([0.1], np.float32)}
     d["y"] = (np.sin(d["x"].sum(-1, keepdims=True)) + 0.2).astype(np.float32)
-    np.savez(tmp_path / "data.npz", **d)
-    spec = {"data": str(tmp_path / "data.npz"), "out": str(tmp_path / "out.npz"), "case": case}
-    res = subprocess.run([PADDLE_PYTHON, "-c", PADDLE_SCRIPT, json.dumps(spec)], capture_output=True, text=True,
-                         timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    want = dict(np.load(tmp_path / "out.npz"))
+    want = run_reference(paddle26_python, PADDLE_SCRIPT, tmp_path, d, timeout=600, case=case)
     got = _placegroup_case(case, d)
     np.testing.assert_allclose(got["losses"], want["losses"], rtol=1e-5, atol=1e-6)
     assert set(got) == set(want)

@@ -33,9 +33,7 @@ initial values set by name after the startup program.
 from __future__ import annotations
 
 import io
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -44,6 +42,7 @@ import pytest
 
 from placegroup.tools.launch import launch
 from tests.conftest import TIME_FACTOR
+from tests.paddle_ref.reference import run_python, run_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "tests" / "compat_scripts"
@@ -93,33 +92,18 @@ def _data(model: str, path: Path) -> Path:
 
 
 def _run_script(model: str, data: Path, out: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "placegroup", "run", str(SCRIPTS / f"{model}.py"), str(data), str(out)],
-                          capture_output=True, text=True, timeout=120 * TIME_FACTOR, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_python(sys.executable, "-m", "placegroup", "run", SCRIPTS / f"{model}.py", data, out, timeout=120 * TIME_FACTOR,
+               cwd=ROOT)
     with np.load(out) as z:
         return dict(z)
 
 
-@pytest.fixture(scope="module")
-def paddle_python() -> str:
-    python = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
-    if not python:
-        pytest.skip("PLACEGROUP_PADDLE_PYTHON is not set (a python with paddlepaddle==2.6.2; a local reference only)")
-    return python
-
-
 @pytest.mark.paddle
 @pytest.mark.parametrize("model", ["cnn_classifier", "mlp_export", "word2vec"])
-def test_a_fluid_script_gives_paddles_losses(model, paddle_python, tmp_path):
+def test_a_fluid_script_gives_paddles_losses(model, paddle26_python, tmp_path):
     data = _data(model, tmp_path / "data.npz")
     ours = _run_script(model, data, tmp_path / "ours.npz")
-    spec = {"model": model, "data": str(data), "init": str(tmp_path / "ours.npz"), "out": str(tmp_path / "paddle.npz")}
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    proc = subprocess.run([paddle_python, str(RUNNER), str(tmp_path / "spec.json")], capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    with np.load(tmp_path / "paddle.npz") as z:
-        theirs = dict(z)
+    theirs = run_reference(paddle26_python, RUNNER, tmp_path, data, model=model, init=str(tmp_path / "ours.npz"))
     np.testing.assert_allclose(ours["loss"], theirs["loss"], rtol=1e-4)
     if "predict" in theirs:
         np.testing.assert_allclose(ours["predict"], theirs["predict"], rtol=1e-4, atol=1e-6)
@@ -133,12 +117,9 @@ REFERENCE_REWRITES = {"ssr": {"nn.dynamic_gru(": "fluid.layers.dynamic_gru(",
 
 @pytest.mark.paddle
 @pytest.mark.parametrize("model", ["cnn_classifier", "mlp_export", "word2vec"] + LOD_MODELS)
-def test_the_same_script_under_fluid_18_gives_the_same_losses(model, tmp_path):
+def test_the_same_script_under_fluid_18_gives_the_same_losses(model, fluid18_python, tmp_path):
     """The script itself, unchanged, run by PaddlePaddle Fluid 1.8.5 (``PLACEGROUP_PADDLE18_PYTHON``
     names a python with paddlepaddle==1.8.5, e.g. Python 3.8) from placegroup's initial values."""
-    python = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
-    if not python:
-        pytest.skip("PLACEGROUP_PADDLE18_PYTHON is not set (a python with paddlepaddle==1.8.5)")
     data = _data(model, tmp_path / "data.npz")
     ours = _run_script(model, data, tmp_path / "ours.npz")
     with np.load(data) as z:
@@ -150,10 +131,8 @@ def test_the_same_script_under_fluid_18_gives_the_same_losses(model, tmp_path):
         assert old in script, old
         script = script.replace(old, new)
     (tmp_path / "script.py").write_text(script)
-    proc = subprocess.run([python, str(tmp_path / "script.py"), str(tmp_path / "with_init.npz"), str(tmp_path / "fluid.npz")],
-                          capture_output=True, text=True, timeout=300, cwd=SCRIPTS,
-                          env={**os.environ, "PYTHONPATH": str(SCRIPTS)})
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_python(fluid18_python, tmp_path / "script.py", tmp_path / "with_init.npz", tmp_path / "fluid.npz", timeout=300,
+               cwd=SCRIPTS, env={**os.environ, "PYTHONPATH": str(SCRIPTS)})
     with np.load(tmp_path / "fluid.npz") as z:
         theirs = dict(z)
     assert sorted(k for k in theirs if k.startswith("init/")) == sorted(k for k in ours if k.startswith("init/"))

@@ -13,9 +13,6 @@ subprocess, so its import (global static mode, glog, thread pools) never touches
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -24,11 +21,11 @@ import pytest
 import placegroup as fluid
 from placegroup.initializer import NumpyArrayInitializer
 from placegroup.regularizer import L1Decay, L2Decay
+from tests.paddle_ref.reference import run_reference
 
 pytestmark = pytest.mark.paddle
 
 RUNNER = Path(__file__).parent / "paddle_ref" / "paddle_runner.py"
-PADDLE_PYTHON = os.environ.get("PLACEGROUP_PADDLE_PYTHON")
 STEPS = 30
 PIECEWISE = [[3, 6, 9], [0.001, 0.002, 0.003, 0.004]]
 
@@ -84,21 +81,10 @@ def data() -> dict:
 
 
 @pytest.fixture(scope="module")
-def paddle_results(data, tmp_path_factory) -> dict:
+def paddle_results(paddle26_python, data, tmp_path_factory) -> dict:
     """Every case run once by Paddle, in one subprocess (~4 s, mostly importing paddle)."""
-    if not PADDLE_PYTHON:
-        pytest.skip("PLACEGROUP_PADDLE_PYTHON is not set (a python with paddlepaddle; a local reference only)")
-    tmp = tmp_path_factory.mktemp("paddle_ref")
-    np.savez(tmp / "data.npz", **data)
-    cases = CASES + CLASSIFIER_CASES
-    spec = {"data": str(tmp / "data.npz"), "out": str(tmp / "out.npz"), "cases": cases}
-    (tmp / "spec.json").write_text(json.dumps(spec))
-    proc = subprocess.run([PADDLE_PYTHON, str(RUNNER), str(tmp / "spec.json")],
-                          capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        pytest.fail(f"the Paddle runner failed (rc {proc.returncode}):\n{proc.stderr[-4000:]}")
-    with np.load(tmp / "out.npz", allow_pickle=False) as z:
-        return dict(z)
+    return run_reference(paddle26_python, RUNNER, tmp_path_factory.mktemp("paddle_ref"), data,
+                         cases=CASES + CLASSIFIER_CASES)
 
 
 def _fluid_model(case, d):

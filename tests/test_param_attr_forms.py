@@ -12,16 +12,14 @@ every form) is built there too and must give the same parameters, and fail where
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import textwrap
 
 import pytest
 
 import placegroup as fluid
+from tests.paddle_ref.reference import run_python
 
-PADDLE18_PYTHON = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
 
 FORMS = {
     "none": "None", "true": "True", "false": "False", "str": "'nm'",
@@ -275,12 +273,9 @@ def test_fc_list_of_wrong_length_is_refused():
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python with paddle 1.8.5")
-def test_whole_table_as_in_fluid_18(ours, tmp_path):
+def test_whole_table_as_in_fluid_18(fluid18_python, ours, tmp_path):
     spec = {"build": BUILD, "calls": CALLS, "forms": FORMS}
-    done = subprocess.run([PADDLE18_PYTHON, "-c", FLUID18_SCRIPT, json.dumps(spec)], capture_output=True, text=True,
-                          timeout=600, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_python(fluid18_python, "-c", FLUID18_SCRIPT, json.dumps(spec), timeout=600, cwd=tmp_path)
     theirs = json.loads(done.stdout.split("RESULT ", 1)[1])
 
     def outcome(r):

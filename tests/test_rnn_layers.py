@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import numpy as np
 import pytest
 
 import placegroup as fluid
+from tests.paddle_ref.reference import run_python
 
 V, E, H, C = 30, 8, 6, 3
 
@@ -176,23 +176,18 @@ def test_dynamic_lstm_builds_fluids_parameters_and_checks_its_arguments():
 
 # -- against Fluid 1.8.5 ----------------------------------------------------------------------
 
-PADDLE18 = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
-
-
-def _fluid18(cell: str, init: dict, lr: float, opts: dict, batches: list) -> dict:
-    if not PADDLE18:
-        pytest.skip("PLACEGROUP_PADDLE18_PYTHON does not name a python with paddlepaddle 1.8")
+def _fluid18(python: str, cell: str, init: dict, lr: float, opts: dict, batches: list) -> dict:
     args = json.dumps({"cell": cell, "init": init, "lr": lr, "opts": opts, "batches": batches})
-    done = subprocess.run([PADDLE18, "-c", RUNNER], input=args, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "GLOG_minloglevel": "3", "CUDA_VISIBLE_DEVICES": ""})
+    done = run_python(python, "-c", RUNNER, input=args, timeout=300,
+                      env={**os.environ, "GLOG_minloglevel": "3", "CUDA_VISIBLE_DEVICES": ""})
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, done.stderr[-3000:]
+    assert lines, done.stderr[-3000:]
     return json.loads(lines[-1][len("RESULT "):])
 
 
-def _compare(cell: str, opts: dict) -> None:
+def _compare(python: str, cell: str, opts: dict) -> None:
     init, batches = _as_lists(_init(cell, opts)), _batches(20)
-    want = _fluid18(cell, init, 0.5, opts, batches)
+    want = _fluid18(python, cell, init, 0.5, opts, batches)
     got = _model()["train"](fluid, cell, init, 0.5, opts, batches)
     names = ["hidden", "rnn.w@GRAD", "rnn.b@GRAD", "proj.w@GRAD"]
     for name, g, w in zip(names, got["first"], want["first"], strict=True):
@@ -202,8 +197,8 @@ def _compare(cell: str, opts: dict) -> None:
 
 @pytest.mark.paddle
 @pytest.mark.parametrize("opts", LSTM_OPTS, ids=["peephole", "plain", "reverse_relu"])
-def test_lstm_classifier_equals_fluid18(opts):
-    _compare("lstm", opts)
+def test_lstm_classifier_equals_fluid18(opts, fluid18_python):
+    _compare(fluid18_python, "lstm", opts)
 
 
 GRU_OPTS = [{}, {"origin_mode": True}, {"is_reverse": True, "candidate_activation": "relu"}]
@@ -232,8 +227,8 @@ def test_dynamic_gru_builds_fluids_parameters_and_checks_its_arguments():
 
 @pytest.mark.paddle
 @pytest.mark.parametrize("opts", GRU_OPTS, ids=GRU_IDS)
-def test_gru_classifier_equals_fluid18(opts):
-    _compare("gru", opts)
+def test_gru_classifier_equals_fluid18(opts, fluid18_python):
+    _compare(fluid18_python, "gru", opts)
 
 
 def _unit_init(seed: int = 0) -> dict:
@@ -281,9 +276,9 @@ def test_units_build_fluids_parameters_and_check_their_arguments():
 
 
 @pytest.mark.paddle
-def test_unit_model_equals_fluid18():
+def test_unit_model_equals_fluid18(fluid18_python):
     init, batches = _as_lists(_unit_init()), _unit_batches(15)
-    want = _fluid18("units", init, 0.5, {}, batches)
+    want = _fluid18(fluid18_python, "units", init, 0.5, {}, batches)
     got = _model()["train_units"](fluid, init, 0.5, batches)
     for name, g, w in zip(["h2", "lu.w@GRAD", "gu.w@GRAD", "gu.b@GRAD"], got["first"], want["first"], strict=True):
         np.testing.assert_allclose(np.array(g), np.array(w), rtol=1e-4, atol=1e-6, err_msg=name)

@@ -6,18 +6,14 @@ Fluid 1.8.5's (PLACEGROUP_PADDLE18_PYTHON).
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-
 import numpy as np
 import pytest
 
 import placegroup as fluid
 from placegroup.values import LoDTensor
 from tests.cases import sequence as cases
+from tests.paddle_ref.reference import run_reference
 
-PADDLE18_PYTHON = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
 V, D, F, C = 30, 6, 5, 3
 
 
@@ -141,19 +137,13 @@ exe.run(startup)
 feeder = fluid.DataFeeder([words, label], fluid.CPUPlace())
 losses = [float(exe.run(main, feed=feeder.feed([tuple(x) for x in b]), fetch_list=[loss])[0][0])
           for b in spec["batches"]]
-json.dump(losses, open(spec["out"], "w"))
+np.savez(spec["out"], losses=np.array(losses))
 """
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python with paddle 1.8.5")
-def test_text_cnn_losses_equal_fluid_1_8(tmp_path):
+def test_text_cnn_losses_equal_fluid_1_8(fluid18_python, tmp_path):
     batches = _batches(15)
-    np.savez(tmp_path / "data.npz", **_init())
-    spec = {"data": str(tmp_path / "data.npz"), "out": str(tmp_path / "losses.json"), "V": V, "D": D, "F": F,
-            "C": C, "lr": 0.5, "batches": batches}
-    done = subprocess.run([PADDLE18_PYTHON, "-c", FLUID18_TEXT_CNN, json.dumps(spec)], capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    np.testing.assert_allclose(_train_ours(batches), json.load(open(tmp_path / "losses.json")), rtol=1e-5,
-                               atol=1e-6)
+    theirs = run_reference(fluid18_python, FLUID18_TEXT_CNN, tmp_path, _init(), timeout=600, V=V, D=D, F=F, C=C,
+                           lr=0.5, batches=batches)["losses"]
+    np.testing.assert_allclose(_train_ours(batches), theirs, rtol=1e-5, atol=1e-6)

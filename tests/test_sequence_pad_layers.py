@@ -11,15 +11,13 @@ Build-time shapes and lod_levels, and the layers' argument errors, are checked t
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import numpy as np
 import pytest
 
 import placegroup as fluid
+from tests.paddle_ref.reference import run_reference
 
-PADDLE18_PYTHON = os.environ.get("PLACEGROUP_PADDLE18_PYTHON")
 LENS = [2, 0, 3, 1, 3]  # 9 rows, an empty sequence
 
 SCRIPT = r"""
@@ -170,16 +168,11 @@ def test_the_layers_refuse_bad_arguments():
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python with paddle 1.8.5")
-def test_the_layers_equal_fluid_1_8_5(tmp_path):
+def test_the_layers_equal_fluid_1_8_5(fluid18_python, tmp_path):
     d = _data()
-    np.savez(tmp_path / "data.npz", **d)
-    spec = {"data": str(tmp_path / "data.npz"), "out": str(tmp_path / "out.npz"), "lods": str(tmp_path / "lods.json"),
-            "lens": LENS}
-    done = subprocess.run([PADDLE18_PYTHON, "-c", FLUID18, json.dumps(spec)], capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    theirs, their_lods = np.load(tmp_path / "out.npz"), json.load(open(tmp_path / "lods.json"))
+    theirs = run_reference(fluid18_python, FLUID18, tmp_path, d, timeout=600, lods=str(tmp_path / "lods.json"),
+                           lens=LENS)
+    their_lods = json.loads((tmp_path / "lods.json").read_text())
     vals, lods = _ours(d)
     for name in vals:
         np.testing.assert_allclose(vals[name], theirs[name], rtol=1e-6, atol=1e-6, err_msg=name)

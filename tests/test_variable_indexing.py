@@ -5,8 +5,6 @@ Each indexing form is checked against numpy (values, and the gradient of sum(out
 and, marked ``paddle``, against Fluid 1.8.5 itself (``PLACEGROUP_PADDLE18_PYTHON``)."""
 from __future__ import annotations
 
-import json
-import subprocess
 import textwrap
 
 import numpy as np
@@ -14,6 +12,7 @@ import pytest
 
 import placegroup as fluid
 from placegroup.errors import ProgramError
+from tests.paddle_ref.reference import run_reference
 
 L = fluid.layers
 X = np.arange(24, dtype="float32").reshape(4, 6) / 7.0
@@ -216,14 +215,9 @@ def test_index_and_run_time_shapes_match_fluid18(fluid18_python, tmp_path):
     # var_int64: Fluid 1.8.5 adds an int32 1 to the int64 index and fails; we take it
     forms = [(f, s) for f, s, _ in FORMS if f != "var_int64"]
     shapes = [(f, s) for f, s, _, _ in RUN_TIME_SHAPES if f not in ("uniform", "gaussian")]  # draws differ
-    np.savez(tmp_path / "data.npz", x=X)
     for group, grads in ((forms, True), (shapes, False)):
-        out = tmp_path / f"fluid_{grads}.npz"
-        spec = {"data": str(tmp_path / "data.npz"), "out": str(out), "forms": group, "grads": grads}
-        done = subprocess.run([fluid18_python, "-c", FLUID18_SCRIPT, json.dumps(spec)], capture_output=True,
-                              text=True, timeout=600, cwd=str(tmp_path))
-        assert done.returncode == 0, done.stderr[-3000:]
-        ref = dict(np.load(out))
+        ref = run_reference(fluid18_python, FLUID18_SCRIPT, tmp_path, {"x": X}, timeout=600, cwd=tmp_path,
+                            forms=group, grads=grads)
         for fid, form in group:
             for k, got in enumerate(_ours(form, grads)):
                 want = ref[f"{fid}/{k}"]

@@ -15,7 +15,6 @@ placegroup, gives the same parameter names and per-step losses.
 from __future__ import annotations
 
 import json
-import subprocess
 import textwrap
 
 import numpy as np
@@ -27,7 +26,8 @@ from placegroup.initializer import NumpyArrayInitializer
 from tests.cases.grid import (CASES, _distinct, _grid_points, affine_ref, crop_ref, encoding_ref, focus_ref, fsp_ref,
                               sampler_ref, shift_ref, unfold_ref)
 from tests.test_layers import check_program_gradients, fresh
-from tests.test_manip_layers import PADDLE18_PYTHON, PADDLE_PYTHON, run_in_paddle
+from tests.paddle_ref.reference import run_python, run_reference
+from tests.test_manip_layers import run_in_paddle
 
 L = fluid.layers
 
@@ -232,9 +232,8 @@ def test_a_spatial_transformer_trains():
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
-def test_ops_match_paddle(tmp_path):
-    run_in_paddle(CASES, tmp_path)
+def test_ops_match_paddle(paddle26_python, tmp_path):
+    run_in_paddle(paddle26_python, CASES, tmp_path)
 
 
 STN_SCRIPT = textwrap.dedent("""
@@ -281,26 +280,21 @@ STN_SCRIPT = textwrap.dedent("""
     exe.run(startup)
     losses = [float(np.asarray(exe.run(main, feed={"img": d["img"][s], "label": d["label"][s]},
                                         fetch_list=[loss])[0]).reshape(())) for s in range(len(d["img"]))]
-    np.save(spec["out"], np.array(losses))
+    np.savez(spec["out"], losses=np.array(losses))
 """)
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE_PYTHON, reason="set PLACEGROUP_PADDLE_PYTHON to a python with paddle")
-def test_a_spatial_transformer_trains_as_in_paddle(tmp_path):
+def test_a_spatial_transformer_trains_as_in_paddle(paddle26_python, tmp_path):
     images, labels, init = _stn_data(10)
-    np.savez(tmp_path / "data.npz", img=images, label=labels, **{"param." + k: v for k, v in init.items()})
-    spec = {"data": str(tmp_path / "data.npz"), "out": str(tmp_path / "losses.npy")}
-    done = subprocess.run([PADDLE_PYTHON, "-c", STN_SCRIPT, json.dumps(spec)], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    np.testing.assert_allclose(_stn_losses(images, labels, init, 10), np.load(spec["out"]), rtol=1e-5, atol=1e-6)
+    data = dict(img=images, label=labels, **{"param." + k: v for k, v in init.items()})
+    theirs = run_reference(paddle26_python, STN_SCRIPT, tmp_path, data)["losses"]
+    np.testing.assert_allclose(_stn_losses(images, labels, init, 10), theirs, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python with paddle 1.8.5")
-def test_ops_match_paddle_18(tmp_path):
-    run_in_paddle(CASES, tmp_path, fluid18=True)
+def test_ops_match_paddle_18(fluid18_python, tmp_path):
+    run_in_paddle(fluid18_python, CASES, tmp_path, fluid18=True)
 
 
 # -- one Fluid 1.8 script, run unchanged by Fluid 1.8.5 and by placegroup ----------------------
@@ -391,15 +385,12 @@ def test_the_fluid_script_builds_and_trains():
 
 
 @pytest.mark.paddle
-@pytest.mark.skipif(not PADDLE18_PYTHON, reason="set PLACEGROUP_PADDLE18_PYTHON to a python with paddle 1.8.5")
-def test_the_fluid_script_trains_as_in_fluid_18(tmp_path):
+def test_the_fluid_script_trains_as_in_fluid_18(fluid18_python, tmp_path):
     steps = 6
     data, params = _fluid_model_data(steps)
     np.savez(tmp_path / "data.npz", **data, **{"param." + k: v for k, v in params.items()})
     spec = {"data": str(tmp_path / "data.npz"), "model": MODEL}
-    done = subprocess.run([PADDLE18_PYTHON, "-c", PADDLE18_MODEL_SCRIPT, json.dumps(spec)], capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_python(fluid18_python, "-c", PADDLE18_MODEL_SCRIPT, json.dumps(spec), timeout=600)
     theirs = json.loads(done.stdout.split("RESULT ", 1)[1])
     names, losses = _fluid_model_losses(data, params, steps)
     assert names == theirs["names"]
