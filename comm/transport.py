@@ -194,6 +194,11 @@ class ZmqTransport:
         s.setsockopt(zmq.HEARTBEAT_IVL, max(ivl, 10))
         s.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(self.peer_timeout * 1000))
         s.setsockopt(zmq.HEARTBEAT_TTL, int(self.peer_timeout * 1000))
+        if not server:  # NOTE(reconnect): libzmq retries a refused dial after 100 ms + up to 100 ms of jitter,
+            # so a trainer that dialled just before its pserver bound (all processes started at once) began
+            # 100-200 ms late; retry after 10 ms, doubling to 100 ms (then about as often as libzmq's default)
+            s.setsockopt(zmq.RECONNECT_IVL, 10)
+            s.setsockopt(zmq.RECONNECT_IVL_MAX, 100)
         if self.security is not None:
             self.security.apply(s, server)
         return s
