@@ -29,7 +29,7 @@ BatchCellPreAct (act_cell(c)) and BatchHidden (h) in batch order.
 from __future__ import annotations
 
 from placegroup.ops.registry import Meta, Slot, check, grad_of, register
-from placegroup.ops.rnn import ACTS, act, act_grad, _init, _scatter_init, _schedule, _to_rows, cell_grad
+from placegroup.ops.rnn import ACTS, _init, _schedule, _to_rows, act, act_grad, cell_grad, lstm_grad_outputs
 
 _ATTRS = {"use_peepholes": True, "is_reverse": False, "cell_clip": 0.0, "proj_clip": 0.0,
           "gate_activation": "sigmoid", "cell_activation": "tanh", "candidate_activation": "tanh",
@@ -175,18 +175,7 @@ def lstmp_grad(xp, ins, a, ctx):
             dw += rp.T @ dg
         if t == 0:
             dh0, dc0 = dr_carry, dc_carry
-    out = {}
-    if "Input@GRAD" in ctx.outputs:
-        out["Input@GRAD"] = _to_rows(xp, dg_all, s)
-    if "Weight@GRAD" in ctx.outputs:
-        out["Weight@GRAD"] = dw
+    out = lstm_grad_outputs(xp, ctx.outputs, s, dg_all, dw, dpeep if peep else [], b, (h0, dh0), (c0, dc0))
     if "ProjWeight@GRAD" in ctx.outputs:
         out["ProjWeight@GRAD"] = dpw
-    if "Bias@GRAD" in ctx.outputs:
-        parts = [dg_all.sum(0)] + (dpeep if peep else [])
-        out["Bias@GRAD"] = xp.concatenate(parts)[None, :].astype(b.dtype)
-    if "H0@GRAD" in ctx.outputs and h0 is not None:
-        out["H0@GRAD"] = _scatter_init(xp, h0, dh0, s)
-    if "C0@GRAD" in ctx.outputs and c0 is not None:
-        out["C0@GRAD"] = _scatter_init(xp, c0, dc0, s)
     return out

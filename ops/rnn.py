@@ -274,18 +274,23 @@ def lstm_grad(xp, ins, a, ctx):
             dw += hp.T @ dg
         if t == 0:
             dh0, dc0 = dh_carry, dc_carry
+    return lstm_grad_outputs(xp, ctx.outputs, s, dg_all, dw, dpeep if peep else [], b, (h0, dh0), (c0, dc0))
+
+
+def lstm_grad_outputs(xp, wanted, s, dg_all, dw, dpeep, b, h0_grad, c0_grad) -> dict:
+    """The gradients an LSTM's backward returns, of those ``wanted``: the input's (the gates',
+    back in row order), the weight's, the bias's (the gates' then the peepholes'), and the
+    initial hidden and cell states' where they were given (``(value or None, its gradient)``)."""
     out = {}
-    if "Input@GRAD" in ctx.outputs:
+    if "Input@GRAD" in wanted:
         out["Input@GRAD"] = _to_rows(xp, dg_all, s)
-    if "Weight@GRAD" in ctx.outputs:
+    if "Weight@GRAD" in wanted:
         out["Weight@GRAD"] = dw
-    if "Bias@GRAD" in ctx.outputs:
-        parts = [dg_all.sum(0)] + (dpeep if peep else [])
-        out["Bias@GRAD"] = xp.concatenate(parts)[None, :].astype(b.dtype)
-    if "H0@GRAD" in ctx.outputs and h0 is not None:
-        out["H0@GRAD"] = _scatter_init(xp, h0, dh0, s)
-    if "C0@GRAD" in ctx.outputs and c0 is not None:
-        out["C0@GRAD"] = _scatter_init(xp, c0, dc0, s)
+    if "Bias@GRAD" in wanted:
+        out["Bias@GRAD"] = xp.concatenate([dg_all.sum(0)] + list(dpeep))[None, :].astype(b.dtype)
+    for slot, (init, grad) in (("H0@GRAD", h0_grad), ("C0@GRAD", c0_grad)):
+        if slot in wanted and init is not None:
+            out[slot] = _scatter_init(xp, init, grad, s)
     return out
 
 
