@@ -51,6 +51,21 @@ from placegroup.reader_registry import reader_feed
 from placegroup.values import LoDTensor, check_lod, is_selected_rows
 
 
+# NOTE(step-hooks): persistence lies above the executor (placegroup.io reads and writes its
+# Scope), so the executor never imports it. When imported, placegroup.io.checkpoint registers
+# here the factory of an executor's step hook: ``factory(checkpoint) -> hook or None``, called at
+# an executor's first run with the ``checkpoint=`` it was made with (the environment may add to
+# it). A hook has ``resumed_step``, ``after_startup(exe, program, scope)``, ``due(steps_done)``
+# and ``after_step(exe, program, scope, steps_done)``.
+_STEP_HOOKS: list = []
+
+
+def register_step_hooks(factory) -> None:
+    """Make ``factory`` the maker of every executor's step hook (NOTE(step-hooks)); the last
+    registered wins."""
+    _STEP_HOOKS[:] = [factory]
+
+
 def _fetch_name(f: Any) -> str:
     return f if isinstance(f, str) else f.name
 
@@ -173,13 +188,7 @@ class Executor:
 
     def _checkpointer(self):
         if self._ckpt is False:  # the environment is read at the first run, not at construction
-            # NOTE(import-order): persistence (placegroup.io) reads and writes this package's
-            # Scope, so placegroup.io is imported after placegroup.executor; it is imported
-            # here, at the first run, when both are loaded. No module imports the other back.
-            from placegroup.io.checkpoint import CheckpointConfig, Checkpointer
-
-            config = CheckpointConfig.from_env(self._checkpoint)
-            self._ckpt = Checkpointer(config) if config is not None else None
+            self._ckpt = _STEP_HOOKS[0](self._checkpoint) if _STEP_HOOKS else None
         return self._ckpt
 
     @property

@@ -40,6 +40,7 @@ from placegroup.io.checkpoint_store import (FORMAT, STEP, VERSION, Entry, Manife
                                          in_background, latest_checkpoint, prune, wait_sealed, write_part)
 from placegroup import config
 from placegroup.errors import ProgramError, SerializationError
+from placegroup.executor.executor import register_step_hooks
 from placegroup.executor.scope import to_numpy
 from placegroup.ir.cluster import Cluster, ClusterSchema
 
@@ -367,3 +368,12 @@ class Checkpointer:
     def wait() -> None:
         """Wait until the saves are complete on disk (``Executor.close`` does)."""
         wait_sealed()
+
+
+def _step_hook(checkpoint: "CheckpointConfig | None") -> "Checkpointer | None":
+    """An executor's checkpoint schedule: ``checkpoint`` with the environment over it, or None."""
+    config = CheckpointConfig.from_env(checkpoint)
+    return Checkpointer(config) if config is not None else None
+
+
+register_step_hooks(_step_hook)  # NOTE(step-hooks) in executor/executor.py
