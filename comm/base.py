@@ -6,7 +6,7 @@ The layers of comm, each wrapping the one below (docs/protocol.md):
                 (comm/transport.py: ZeroMQ over TCP; comm/loopback.py: in one process)
     session     the peer lifecycle: hello and its digest check, done, the status of each
                 peer, strangers and spoofed or malformed messages (comm/session.py)
-    mailbox     values, fetches and errors; tickets and waits (comm/mailbox.py)
+    mailbox     values, fetches and errors, and the waits for them (comm/mailbox.py)
     collectives allreduce, allgather, reducescatter over a mailbox (comm/collectives.py)
 
 A transport knows nothing of vars, versions or message kinds: it takes and gives frame lists.

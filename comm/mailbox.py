@@ -1,8 +1,8 @@
 """The mailbox: values that arrived, by ``(var, version, source)``, and the ops that wait.
 
-It sits on a ``Session`` (comm/session.py), which sits on a transport (comm/base.py): ``send``
-queues outgoing values per peer until ``flush`` (a step's messages to one peer travel together)
-and returns a ticket; ``wait`` drains the transport until the values an op needs are there.
+It sits on a ``Session`` (comm/session.py), which sits on a transport (comm/base.py): ``post``
+queues outgoing values per peer until ``flush`` (a step's messages to one peer travel together);
+``wait`` drains the transport until the values an op needs are there.
 The session below says ``hello``, records ``done``, tells whether a peer is alive and drops
 strangers' and malformed messages; the mailbox takes ``values`` (checked against the plans'
 expectations, comm/expect.py), ``fetch`` and ``error``. Nothing it drops stops the executor.
@@ -10,8 +10,7 @@ expectations, comm/expect.py), ``fetch`` and ``error``. Nothing it drops stops t
 Example::
 
     mb = Mailbox(open_transport("trainer:0", None, pservers, digest=d), step_of=lambda: step)
-    t = mb.send(ps0, "w@GRAD", 3, grad)   # a Ticket; it leaves at the next flush or wait
-    mb.wait(t)                            # it has left (flushed to the transport)
+    mb.post(ps0, "w@GRAD", 3, grad)      # it leaves at the next flush or wait
     w, = mb.wait([("w", 3, ps0)], 60, describe)
 
 Thread-safety: one mailbox per executor thread.
@@ -36,20 +35,6 @@ REPLY_BATCH = 16          # NOTE(reply-batching)
 
 class PeersDone(Exception):
     """Every source a wait depends on has said ``done``: a pserver stops serving."""
-
-
-class Ticket:
-    """What ``Mailbox.send`` returns: ``mailbox.wait(ticket)`` returns once the value has left
-    this mailbox for the transport (the ZeroMQ transport may still hold it in libzmq's queue;
-    a value for a peer that said ``done`` counts as left: nobody will read it)."""
-
-    __slots__ = ("peer", "seq")
-
-    def __init__(self, peer: str, seq: int) -> None:
-        self.peer, self.seq = peer, seq
-
-    def __repr__(self) -> str:
-        return f"Ticket({self.peer!r}, {self.seq})"
 
 
 def _keys(missing) -> str:
@@ -93,8 +78,6 @@ class Mailbox:
         self.expected = None            # comm.expect.Expectations once a plan is known; None: take all
         self.held: dict[tuple, Any] = {}  # values no plan expects yet (NOTE(expect-early))
         self.held_bytes = 0
-        self._seq = 0                   # tickets issued
-        self._left: dict[str, int] = {}  # peer -> the last ticket whose value has left
         # what the messages cost, counted once ``timed`` (PLACEGROUP_PROFILE sets it): values
         # messages sent, this thread's CPU seconds to pack and send them; messages received,
         # its CPU seconds to receive, check and file them
@@ -107,9 +90,9 @@ class Mailbox:
                              lambda self, f: setattr(self.session, "describe_peer", f))
 
     # -- sending -------------------------------------------------------------------------------
-    def send(self, peer: str, var, version: int, value: Any) -> Ticket:
+    def post(self, peer: str, var, version: int, value: Any) -> None:
         """Queue one value for ``peer``; it leaves at the next flush (or at once, past
-        EAGER_BYTES). ``post`` is the same method.
+        EAGER_BYTES).
 
         Args:
             peer: the receiver's wire name.
@@ -117,8 +100,6 @@ class Mailbox:
             version: the version the receiver files it under (the producing step; -1: startup).
             value: a host numpy array or SelectedRows. Until the receiver has it, the caller
                 must not change it (large arrays leave without a copy).
-        Returns:
-            A ``Ticket``: ``wait(ticket)`` returns once the value has left.
         """
         box = self.outbox.setdefault(peer, [])
         if var in self.newest_only:  # NOTE(reply-batching): an older one still here is superseded
@@ -127,17 +108,12 @@ class Mailbox:
                     del box[i]
                     break
         box.append((var, version, value))
-        self._seq += 1
-        ticket = Ticket(peer, self._seq)
         # NOTE(eager-flush): small values wait for the next flush so that a step's messages
         # to one peer travel together; a big one leaves now, so that libzmq's IO thread
         # sends it while this thread computes the next op (a gradient while backward goes on).
         self.pending_bytes += getattr(value, "nbytes", 0)
         if self.pending_bytes >= EAGER_BYTES:
             self.flush()
-        return ticket
-
-    post = send
 
     def flush(self) -> None:
         """Send what waits in the outbox, one ``values`` message per peer."""
@@ -181,7 +157,6 @@ class Mailbox:
             self.sent_msgs += 1
         else:
             self.session.send(peer, pack("values", self.me, step, vals))
-        self._left[peer] = self._seq  # every ticket of peer so far was in what just left
 
     def request(self, peer: str, wanted: Sequence[tuple]) -> None:
         """Ask ``peer`` for ``[(var, version)]`` (a ``fetch``); the answer comes as values."""
@@ -320,10 +295,9 @@ class Mailbox:
                 return True
         return len(self.values) + len(self.done) > before
 
-    def wait(self, keys, timeout: float | None = None, describe: Callable = _keys) -> list | None:
+    def wait(self, keys, timeout: float | None = None, describe: Callable = _keys) -> list:
         """The values for ``keys`` (``(var, version, source)``), draining the transport until
-        all are there; or, given a ``Ticket`` (or a list of them), return once its value has
-        left (it is sent now if it still waits in the outbox; returns None).
+        all are there.
 
         A source that said ``done`` before that version is skipped (its slot is None); if
         every key's source is done, ``PeersDone``. The wait lasts while the sources are alive
@@ -333,11 +307,6 @@ class Mailbox:
         Example:
             >>> w, b = mb.wait([("w", 3, ps0), ("b", 3, ps1)], 60, lambda missing: f"op #4 {missing}")
         """
-        if isinstance(keys, Ticket) or (keys and isinstance(keys[0], Ticket)):
-            for t in [keys] if isinstance(keys, Ticket) else keys:
-                if self._left.get(t.peer, 0) < t.seq:
-                    self.flush_peer(t.peer)
-            return None
         self.flush()
         values = self.values
         deadline = None

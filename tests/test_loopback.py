@@ -1,6 +1,6 @@
 """The loopback transport (comm/loopback.py): executors on threads of one process exchange real
 framed messages, and the session and mailbox above it behave as over ZeroMQ: hello and its
-digest check, done, lost and never-came peers, hostile input, tickets, and the ring
+digest check, done, lost and never-came peers, hostile input, and the ring
 collectives, equal to numpy bit for bit. No sockets, no processes."""
 import queue
 import random
@@ -15,7 +15,7 @@ from placegroup.comm.collectives import DIRECT_BYTES, RingCommunicator
 from placegroup.comm.expect import Expectations
 from placegroup.comm.framing import pack, unpack
 from placegroup.comm.loopback import LoopbackNetwork
-from placegroup.comm.mailbox import Mailbox, PeersDone, Ticket
+from placegroup.comm.mailbox import Mailbox, PeersDone
 from placegroup.comm.transport import Transport, ZmqTransport, open_transport
 from placegroup.errors import PeerLost, RemoteError
 from tests.conftest import TIME_FACTOR
@@ -117,16 +117,15 @@ def test_poll_sleeps_until_a_message_comes():
 
 
 # -- the session and the mailbox over it -------------------------------------------------------
-def test_values_between_executors_on_threads_with_tickets_and_done():
+def test_values_between_executors_on_threads_and_done():
     net = LoopbackNetwork()
     trainers = ["trainer:0", "trainer:1"]
 
     def trainer(i):
         mb = _mailbox(net, trainers[i])
         g = np.full(3, i + 1.0, F4)
-        ticket = mb.send(PS, "g", 0, g)
-        assert isinstance(ticket, Ticket) and mb.post is not None
-        mb.wait(ticket, T)  # it has left: the pserver may not have it yet, but it is on its way
+        mb.post(PS, "g", 0, g)
+        mb.flush()  # it has left: the pserver may not have it yet, but it is on its way
         w, = mb.wait([("w", 0, PS)], T, _describe)
         mb.broadcast([PS], "done")  # step_of() is 0: its last step
         mb.close()
@@ -252,7 +251,8 @@ def test_hostile_input_is_dropped_as_on_zeromq():
         raw.send(PS, frames)
     raw.send(PS, [b"\xc1 not msgpack"])
     raw.send(PS, pack("done", "trainer:1", 0))  # spoofed
-    tr.wait(tr.send(PS, "fc_0.w_0@GRAD", 0, np.ones((13, 1), F4)))  # the ticket: it has left
+    tr.post(PS, "fc_0.w_0@GRAD", 0, np.ones((13, 1), F4))
+    tr.flush()
     got, = ps.wait([("fc_0.w_0@GRAD", 0, "trainer:0")], T, _describe)
     np.testing.assert_array_equal(got, np.ones((13, 1), F4))
     assert ps.dropped == {"stranger": len(strangers), "malformed": 2, "shape": 1, "dtype": 1, "spoofed": 1}
