@@ -12,7 +12,7 @@ Three kinds of file, none of them pickled, all written atomically:
 * a program's state as Fluid 1.8's ``model.pdparams`` / ``.pdopt`` / ``.pdmodel`` (``save``,
   ``load``, ``load_program_state``, ``set_program_state``): program_state.py;
 * the reader decorators of ``paddle.reader`` and ``paddle.batch``, re-exported as Fluid 1.8's
-  ``fluid.io`` does, and its ``default_collate_fn``: placegroup/reader.py;
+  ``fluid.io`` does (placegroup/reader_decorators.py), and ``default_collate_fn`` (placegroup/dataloader/);
 * checkpoints: every N steps, each process its own part, resumed onto any number of pservers
   (``CheckpointConfig``, ``save_checkpoint``, ``load_checkpoint``, ``latest_checkpoint``):
   checkpoint.py, with its on-disk layout in checkpoint_store.py and the re-slicing of saved
@@ -37,9 +37,9 @@ __all__ += ["DataLoader", "PyReader"]
 from placegroup.io.program_state import (ProgramStateError, get_program_parameter,  # noqa: E402
                                          get_program_persistable_vars, load, load_program_state, save,
                                          set_program_state)
-from placegroup.reader import (ComposeNotAligned, batch, buffered, cache, chain, compose,  # noqa: E402
-                               default_collate_fn, firstn, map_readers, multiprocess_reader, shuffle,
-                               xmap_readers)
+from placegroup.dataloader.dataloader_iter import default_collate_fn  # noqa: E402
+from placegroup.reader_decorators import (ComposeNotAligned, batch, buffered, cache, chain, compose,  # noqa: E402
+                                          firstn, map_readers, multiprocess_reader, shuffle, xmap_readers)
 
 __all__ += ["ProgramStateError", "get_program_parameter", "get_program_persistable_vars", "load",
             "load_program_state", "save", "set_program_state"]

@@ -72,6 +72,7 @@ from placegroup.errors import PlacegroupError, ProgramError
 from placegroup.ir.framework import Program, Variable
 from placegroup.io.loader_base import DataLoaderBase, DatasetLoader
 from placegroup.ir.unique_name import UniqueNameGenerator
+from placegroup.reader_decorators import batch as batch_samples
 from placegroup.reader_registry import EOFException, ReaderSpec, add_reader, register
 from placegroup.values import LoDTensor
 
@@ -408,21 +409,6 @@ def _places(places: Any) -> list:
     return list(places) if isinstance(places, (list, tuple)) else [places]
 
 
-def _sample_lists(reader, batch_size: int, drop_last: bool):
-    """``reader``'s samples in lists of ``batch_size`` (``paddle.batch``'s grouping; this module
-    does not import placegroup/reader.py, which imports it: NOTE(fluid-reader-home) there)."""
-    def lists():
-        group = []
-        for sample in reader():
-            group.append(sample)
-            if len(group) == batch_size:
-                yield group
-                group = []
-        if group and not drop_last:
-            yield group
-    return lists
-
-
 class GeneratorLoader(DataLoaderBase):
     """What ``DataLoader.from_generator`` returns (see there)."""
 
@@ -458,7 +444,7 @@ class GeneratorLoader(DataLoaderBase):
         group dropped unless ``drop_last=False``). Returns self."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"set_sample_generator: batch_size must be a positive int, got {batch_size!r}")
-        return self.set_sample_list_generator(_sample_lists(reader, batch_size, drop_last), places)
+        return self.set_sample_list_generator(batch_samples(reader, batch_size, drop_last), places)
 
     def set_sample_list_generator(self, reader, places=None):
         """``reader()`` yields lists of samples (``fluid.batch``'s output). Returns self."""
