@@ -1,15 +1,28 @@
 """The mailbox: values that arrived, by ``(var, version, source)``, and the ops that wait.
 
-It sits on a ``Session`` (comm/session.py), which sits on a transport (comm/base.py): ``post``
-queues outgoing values per peer until ``flush`` (a step's messages to one peer travel together);
-``wait`` drains the transport until the values an op needs are there.
-The session below says ``hello``, records ``done``, tells whether a peer is alive and drops
-strangers' and malformed messages; the mailbox takes ``values`` (checked against the plans'
-expectations, comm/expect.py), ``fetch`` and ``error``. Nothing it drops stops the executor.
+It sits on a ``Session`` (comm/session.py), which sits on a transport (comm/base.py). Its
+whole surface is the data path, in the manner of ps-lite's ``Van``: a few calls, and no mode
+(which version to wait for, when to answer, is the executor's version policy's):
+
+==============  ==================================================================================
+``post``        queue one value for a peer; it leaves at the next ``flush`` or wait
+``flush``       send what waits, one ``values`` message per peer (all, some, or all but some)
+``wait``        the values for ``(var, version, source)`` keys, draining the transport
+``newest``      the newest value of a var from a source (waiting for one if asked)
+``take_any``    the first of several keys to arrive (of any version, if asked)
+``await_any``   wait until some source has any value of some var, or every source is done
+``pending``     a source's oldest waiting value of a var; ``waiting_from``: who has one
+``expect``      what may arrive (comm/expect.py); ``stats``: what the messages cost; ``close``
+==============  ==================================================================================
+
+The session below says ``hello``, records ``done``, tells whether a peer is alive, drops
+strangers' and malformed messages, and sends the control messages (``ask``, ``say_done``,
+``say_error``); the mailbox takes ``values`` (checked against the plans' expectations),
+``fetch`` (to its ``on_fetch`` handler) and ``error``. Nothing it drops stops the executor.
 
 Example::
 
-    mb = Mailbox(open_transport("trainer:0", None, pservers, digest=d), step_of=lambda: step)
+    mb = Mailbox(open_transport("trainer:0", None, pservers, digest=d), lambda: step)
     mb.post(ps0, "w@GRAD", 3, grad)      # it leaves at the next flush or wait
     w, = mb.wait([("w", 3, ps0)], 60, describe)
 
@@ -24,13 +37,12 @@ import time
 from typing import Any, Callable, Sequence
 
 from placegroup import config
-from placegroup.comm.framing import pack, pack_fetch
+from placegroup.comm.framing import pack
 from placegroup.comm.session import Session
 from placegroup.errors import CommTimeout, RemoteError
 
 DEBUG = config.DEBUG  # >= 2: log every message
 EAGER_BYTES = 256 * 1024  # NOTE(eager-flush)
-REPLY_BATCH = 16          # NOTE(reply-batching)
 
 
 class PeersDone(Exception):
@@ -47,21 +59,24 @@ class Mailbox:
     Args:
         transport: a ``comm.base.FrameTransport`` (``comm.transport.open_transport``); the
             mailbox makes its ``Session``, which says ``hello`` at once.
-        step_of: the executor's current step, for message headers (``done`` says it too).
+        step_of: the executor's current step, for message headers.
+        on_fetch: ``on_fetch(peer, [(var, version)])`` when a peer asks for values (None: a
+            fetch is dropped).
+        describe_peer, start_timeout: the session's (``Session.check``).
+        supersede: vars of which a value posted for a peer replaces an older one still
+            waiting to leave for it (receivers that read only the newest version,
+            NOTE(reply-batching) in executor/policy.py).
 
     Attributes:
-        values: ``(var, version, source) -> value`` arrived and not taken yet.
+        session: the ``Session``: control messages and peer checks.
         done: the session's ``peer -> last step`` of the peers that said ``done``.
         dropped: reason -> how many messages or values were dropped (docs/protocol.md).
-        on_fetch: ``on_fetch(peer, [(var, version)])`` when a peer asks for values, or None.
-        newest_only: vars whose receivers read only the newest version that has arrived
-            (trainers in async mode with staleness): a value posted for a peer replaces an
-            older one of the same var still waiting in the outbox (NOTE(reply-batching)).
-        start_timeout, describe_peer: the session's (``Session.check``).
     """
 
-    def __init__(self, transport, step_of: Callable[[], int] = lambda: 0) -> None:
-        self.session = Session(transport)
+    def __init__(self, transport, step_of: Callable[[], int] = lambda: 0, on_fetch: Callable | None = None,
+                 describe_peer: Callable[[str], str] | None = None, start_timeout: float | None = None,
+                 supersede: frozenset | set = frozenset()) -> None:
+        self.session = Session(transport, describe_peer, start_timeout)
         self.me = transport.me
         self.values: dict[tuple, Any] = {}
         self._versions: dict[tuple, list] = {}  # (var, source) -> the versions in values, ascending
@@ -70,24 +85,14 @@ class Mailbox:
         self.dropped = self.drops.counts
         self.outbox: dict[str, list] = {}
         self.pending_bytes = 0
-        self.newest_only: set = set()   # vars whose receivers take only the newest version
-        self.instance_vars: set = set()  # the vars of a serving pserver's each edges
+        self.supersede = frozenset(supersede)
         self.step_of = step_of
-        self.on_fetch = None
+        self.on_fetch = on_fetch
         # NOTE(hostile-input): what arrives is checked against the plans' expectations
         self.expected = None            # comm.expect.Expectations once a plan is known; None: take all
         self.held: dict[tuple, Any] = {}  # values no plan expects yet (NOTE(expect-early))
         self.held_bytes = 0
-        # what the messages cost, counted once ``timed`` (PLACEGROUP_PROFILE sets it): values
-        # messages sent, this thread's CPU seconds to pack and send them; messages received,
-        # its CPU seconds to receive, check and file them
-        self.timed = False
-        self.sent_msgs, self.send_s, self.received_msgs, self.receive_s = 0, 0.0, 0, 0.0
-
-    start_timeout = property(lambda self: self.session.start_timeout,
-                             lambda self, v: setattr(self.session, "start_timeout", v))
-    describe_peer = property(lambda self: self.session.describe_peer,
-                             lambda self, f: setattr(self.session, "describe_peer", f))
+        self._stats = MessageStats(transport)
 
     # -- sending -------------------------------------------------------------------------------
     def post(self, peer: str, var, version: int, value: Any) -> None:
@@ -102,7 +107,7 @@ class Mailbox:
                 must not change it (large arrays leave without a copy).
         """
         box = self.outbox.setdefault(peer, [])
-        if var in self.newest_only:  # NOTE(reply-batching): an older one still here is superseded
+        if var in self.supersede:  # NOTE(reply-batching): an older one still here is superseded
             for i, (v, ver, _) in enumerate(box):
                 if v == var and ver < version:
                     del box[i]
@@ -115,70 +120,43 @@ class Mailbox:
         if self.pending_bytes >= EAGER_BYTES:
             self.flush()
 
-    def flush(self) -> None:
-        """Send what waits in the outbox, one ``values`` message per peer."""
+    def flush(self, peers=None, but=(), limit: int | None = None) -> None:
+        """Send what waits in the outbox, one ``values`` message per peer: for every peer, or
+        for ``peers``, or for every peer but those in ``but``; everything when at least
+        ``limit`` values wait."""
         if not self.outbox:
             return
         step = self.step_of()
-        for peer, vals in self.outbox.items():
-            self._out(peer, vals, step)
-        self.outbox.clear()
-        self.pending_bytes = 0
-
-    def _flush_answered(self) -> None:
-        """Send what waits for the peers none of whose instances (values of
-        ``instance_vars``) wait here any more (the one about to be taken counts: its answer
-        goes with the others); everything past REPLY_BATCH values."""
-        if self.outbox_count() >= REPLY_BATCH:
-            self.flush()
+        if peers is None and (not but or (limit is not None and sum(map(len, self.outbox.values())) >= limit)):
+            for peer, vals in self.outbox.items():
+                self._out(peer, vals, step)
+            self.outbox.clear()
+            self.pending_bytes = 0
             return
-        busy = {src for var, src in self._versions if var in self.instance_vars}
-        for peer in [p for p in self.outbox if p not in busy]:
-            self.flush_peer(peer)
-
-    def outbox_count(self) -> int:
-        """How many values wait in the outbox."""
-        return sum(map(len, self.outbox.values()))
-
-    def flush_peer(self, peer: str) -> None:
-        """Send what waits for ``peer`` only."""
-        vals = self.outbox.pop(peer, None)
-        if vals:
-            self._out(peer, vals, self.step_of())
-            self.pending_bytes = sum(getattr(v[2], "nbytes", 0) for vs in self.outbox.values() for v in vs)
+        for peer in [p for p in self.outbox if p not in but] if peers is None else peers:
+            vals = self.outbox.pop(peer, None)
+            if vals:
+                self._out(peer, vals, step)
+        self.pending_bytes = sum(getattr(v[2], "nbytes", 0) for vs in self.outbox.values() for v in vs)
 
     def _out(self, peer: str, vals: list, step: int) -> None:
         if DEBUG >= 2:
             print(f"[{self.me}] -> {peer}: {[(v[0], v[1]) for v in vals]}", file=sys.stderr)
-        if self.timed:
+        st = self._stats
+        if st.timed:
             t0 = time.thread_time()
             self.session.send(peer, pack("values", self.me, step, vals))
-            self.send_s += time.thread_time() - t0
-            self.sent_msgs += 1
+            st.send_s += time.thread_time() - t0
+            st.sent_msgs += 1
         else:
             self.session.send(peer, pack("values", self.me, step, vals))
 
-    def request(self, peer: str, wanted: Sequence[tuple]) -> None:
-        """Ask ``peer`` for ``[(var, version)]`` (a ``fetch``); the answer comes as values."""
-        self.session.send(peer, pack_fetch(self.me, self.step_of(), wanted))
-
-    def broadcast(self, peers: Sequence[str], kind: str, msg: str = "") -> None:
-        """After what waits in the outbox, a control message to each of ``peers``: ``error``
-        (with ``msg``: this executor failed), or ``done`` (it ran its last step,
-        ``step_of()``; the session's ``say_done``).
-
-        Raises:
-            ValueError: ``kind`` is neither.
-        """
-        if kind not in ("done", "error"):
-            raise ValueError(f"broadcast: kind {kind!r} is not 'done' or 'error'")
-        self.flush()
-        if kind == "done":
-            self.session.say_done(peers, self.step_of())
-            return
-        frames = pack("error", self.me, self.step_of(), msg=msg)
-        for peer in peers:
-            self.session.send(peer, frames)
+    def stats(self, timed: bool | None = None) -> "MessageStats":
+        """What the messages cost (``MessageStats``); ``timed`` turns counting on or off
+        (PLACEGROUP_PROFILE and ``fluid.profiler`` turn it on)."""
+        if timed is not None:
+            self._stats.timed = timed
+        return self._stats
 
     # -- receiving -----------------------------------------------------------------------------
     def _file(self, peer: str, frames) -> None:
@@ -273,27 +251,17 @@ class Mailbox:
             del self._versions[(key[0], key[2])]
         return self.values.pop(key)
 
-    def pump(self, timeout_ms: int) -> int:
+    def _pump(self, timeout_ms: int) -> int:
         """Take what arrives within ``timeout_ms``; returns how many messages came."""
-        t0 = time.thread_time() if self.timed else 0.0  # CPU time: blocking in poll costs none
+        st = self._stats
+        t0 = time.thread_time() if st.timed else 0.0  # CPU time: blocking in poll costs none
         got = self.session.poll(timeout_ms)
         for peer, m in got:
             self._take(peer, m)
-        if got and self.timed:
-            self.received_msgs += len(got)
-            self.receive_s += time.thread_time() - t0
+        if got and st.timed:
+            st.received_msgs += len(got)
+            st.receive_s += time.thread_time() - t0
         return len(got)
-
-    def pump_once(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for any message; True if a value, fetch, error or
-        ``done`` came."""
-        before = len(self.values) + len(self.done)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            n = self.pump(int(min(deadline - time.monotonic(), 1.0) * 1000) + 1)
-            if n or len(self.values) + len(self.done) > before:
-                return True
-        return len(self.values) + len(self.done) > before
 
     def wait(self, keys, timeout: float | None = None, describe: Callable = _keys) -> list:
         """The values for ``keys`` (``(var, version, source)``), draining the transport until
@@ -319,11 +287,21 @@ class Mailbox:
                 return out
             deadline = self._wait_more(missing, deadline, timeout, describe)
 
-    def newest(self, var: str, src: str, min_version: int, _pump: bool = True):
+    def newest(self, var: str, src: str, min_version: int, wait: bool = False, timeout: float | None = None,
+               describe: Callable = _keys):
         """``(version, value)`` of the newest value of ``var`` from ``src`` of at least
-        ``min_version`` that has arrived (older ones dropped: superseded), or None; never waits."""
-        if _pump:
-            self.pump(0)
+        ``min_version`` that has arrived (older ones are dropped: superseded), or None. With
+        ``wait``, waits for one if none has come (``CommTimeout`` and ``PeerLost`` as ``wait``)."""
+        if not wait:
+            self._pump(0)
+            return self._newest(var, src, min_version)
+        self.flush()
+        deadline = None
+        while (hit := self._newest(var, src, min_version)) is None:
+            deadline = self._wait_more([(var, min_version, src)], deadline, timeout, describe)
+        return hit
+
+    def _newest(self, var: str, src: str, min_version: int):
         versions = self._versions.get((var, src))
         if not versions or versions[-1] < min_version:
             return None
@@ -332,21 +310,16 @@ class Mailbox:
             self._pop((var, v, src))
         return best, self._pop((var, best, src))
 
-    def wait_newest(self, var: str, src: str, min_version: int, timeout: float | None, describe) -> tuple:
-        """``(version, value)``: the newest value of ``var`` from ``src`` of at least
-        ``min_version`` (waiting for one if none has come); older ones are dropped."""
-        self.flush()
-        deadline = None
-        while (hit := self.newest(var, src, min_version, _pump=False)) is None:
-            deadline = self._wait_more([(var, min_version, src)], deadline, timeout, describe)
-        return hit
-
-    def oldest(self, var: str, src: str):
-        """The key of ``src``'s oldest pending value of ``var``, any version (async mode)."""
+    def pending(self, var: str, src: str):
+        """The key of ``src``'s oldest waiting value of ``var``, any version, or None."""
         versions = self._versions.get((var, src))
         return (var, versions[0], src) if versions else None
 
-    def wait_any(self, keys: Sequence[tuple], timeout: float | None, describe, any_version: bool = False,
+    def waiting_from(self, vars_: set) -> set:
+        """The sources with a value of one of ``vars_`` waiting here."""
+        return {src for var, src in self._versions if var in vars_}
+
+    def take_any(self, keys: Sequence[tuple], timeout: float | None, describe, any_version: bool = False,
                  hold: float = 0.0) -> tuple:
         """``(key, value)`` of the first of ``keys`` to arrive (value None: its source is done,
         ``PeersDone`` when every one is). With ``any_version`` a key's version is ignored and
@@ -357,15 +330,8 @@ class Mailbox:
         deadline = None
         while True:
             for k in keys:
-                hit = self.oldest(k[0], k[2]) if any_version else (k if k in self.values else None)
+                hit = self.pending(k[0], k[2]) if any_version else (k if k in self.values else None)
                 if hit is not None:
-                    # NOTE(reply-batching): an async pserver answers the instances that came
-                    # together in one message per trainer: what waits in the outbox for a peer
-                    # leaves once nothing more of that peer waits here to be handled (or when
-                    # this executor would wait, or past REPLY_BATCH values); of a var in
-                    # newest_only, only the newest answer waits there
-                    if held_until is None and self.outbox:
-                        self._flush_answered()
                     return hit, self._pop(hit)
             if held_until is None:
                 self.flush()
@@ -379,11 +345,25 @@ class Mailbox:
                 return next(k for k in keys if k not in live), None
             if held_until is not None:
                 if time.monotonic() < held_until:
-                    self.pump(1)
+                    self._pump(1)
                     continue
                 held_until = None
                 self.flush()
             deadline = self._wait_more(live, deadline, timeout, describe)
+
+    def await_any(self, pairs: Sequence[tuple], what: str) -> bool:
+        """Wait, with no time limit but while the sources are alive (NOTE(peer-lost)), until a
+        value of any version of one of ``pairs`` (``(var, source)``) is here: True; False once
+        every source has said done instead. ``what``: what is waited for, for ``PeerLost``."""
+        sources = sorted({src for _, src in pairs})
+        deadline = None
+        while not any(self._versions.get(p) for p in pairs):
+            if all(src in self.done for src in sources):
+                return False
+            self.flush()
+            deadline = self._wait_more([("", 0, src) for src in sources if src not in self.done],
+                                       deadline, None, lambda missing: what)
+        return True
 
     def _wait_more(self, missing, deadline: float | None, timeout: float | None, describe) -> float:
         """One more round of a wait for ``missing`` (keys): the wait fails as every wait does
@@ -395,13 +375,8 @@ class Mailbox:
         if left <= 0:
             raise CommTimeout(_timed_out(describe(missing), timeout))
         self.session.check(missing, describe)
-        self.pump(int(min(left, 1.0) * 1000) + 1)
+        self._pump(int(min(left, 1.0) * 1000) + 1)
         return deadline
-
-    def check_peers(self, peers: Sequence[str], what: str) -> None:
-        """``PeerLost`` if one of ``peers`` (not done) is gone or never came (NOTE(peer-lost));
-        ``what``: what this executor was waiting for, for the message."""
-        self.session.check([("", 0, p) for p in peers], lambda missing: what)
 
     def _gone_before(self, key: tuple) -> bool:
         last = self.done.get(key[2])
@@ -418,3 +393,18 @@ def _deadline(timeout: float | None) -> float:
 
 def _timed_out(what: str, timeout: float | None) -> str:
     return f"{what}: nothing came in {timeout:g}s although the peer is connected (PLACEGROUP_WAIT_TIMEOUT)"
+
+
+class MessageStats:
+    """What one mailbox's messages cost, counted while ``timed``: values messages sent and this
+    thread's CPU seconds to pack and send them, messages received and its CPU seconds to
+    receive, check and file them; and the transport's bytes and idle time."""
+
+    def __init__(self, transport) -> None:
+        self.timed = False
+        self.sent_msgs, self.send_s, self.received_msgs, self.receive_s = 0, 0.0, 0, 0.0
+        self._t = transport
+
+    bytes_sent = property(lambda self: self._t.bytes_sent)
+    bytes_received = property(lambda self: self._t.bytes_received)
+    idle_s = property(lambda self: self._t.idle_s)

@@ -34,7 +34,7 @@ from typing import Callable, Sequence
 from placegroup import config
 from placegroup.comm.base import CONNECTED, LOST, REFUSED
 from placegroup.comm.drops import DropLog, who
-from placegroup.comm.framing import FrameError, Message, pack, unpack
+from placegroup.comm.framing import FrameError, Message, pack, pack_fetch, unpack
 from placegroup.errors import PeerLost
 
 DEBUG = config.DEBUG  # >= 2: log every message
@@ -48,26 +48,28 @@ class Session:
     Args:
         transport: a ``comm.base.FrameTransport``; the session takes its ``on_event`` and
             says ``hello`` at once to every peer it dials.
+        describe_peer: ``describe_peer(name) -> str`` for error messages (role, endpoint).
+        start_timeout: seconds a peer may take to connect before it ``never`` came (default
+            PLACEGROUP_START_TIMEOUT).
 
     Attributes:
         done: peer -> the last step it ran, for each peer that said ``done``.
         senders: the names that may send anything (None: every name; ``admit`` sets it).
-        start_timeout: seconds a peer may take to connect before it ``never`` came.
         notice_every: seconds between two log lines while a wait is for a peer that has not
             connected yet (0: none): a newcomer sees who is missing instead of silence.
-        describe_peer: ``describe_peer(name) -> str`` for error messages (role, endpoint).
         drops: the ``DropLog`` shared with the mailbox.
     """
 
-    def __init__(self, transport) -> None:
+    def __init__(self, transport, describe_peer: Callable[[str], str] | None = None,
+                 start_timeout: float | None = None) -> None:
         self.t = transport
         self.me = transport.me
         self.done: dict[str, int] = {}
         self.senders: set[str] | None = None
-        self.start_timeout = config.get("PLACEGROUP_START_TIMEOUT")
+        self.start_timeout = start_timeout if start_timeout is not None else config.get("PLACEGROUP_START_TIMEOUT")
         self.notice_every = config.get("PLACEGROUP_WAIT_NOTICE_EVERY")
         self._notice_at = self.notice_every or float("inf")  # seconds since start of the next one
-        self.describe_peer: Callable[[str], str] = lambda peer: peer
+        self.describe_peer: Callable[[str], str] = describe_peer or (lambda peer: peer)
         self.drops = DropLog(self.me)
         self.came: set[str] = set()        # peers we have had a connection with
         self.lost: dict[str, float] = {}   # peer -> when its connection dropped (NOTE(peer-lost))
@@ -89,6 +91,16 @@ class Session:
         frames = pack("done", self.me, step)
         for peer in peers:
             self.send(peer, frames)
+
+    def say_error(self, peers: Sequence[str], step: int, msg: str) -> None:
+        """Tell each of ``peers`` that this executor failed at ``step``, and why."""
+        frames = pack("error", self.me, step, msg=msg)
+        for peer in peers:
+            self.send(peer, frames)
+
+    def ask(self, peer: str, step: int, wanted: Sequence[tuple]) -> None:
+        """Ask ``peer`` for ``[(var, version)]`` (a ``fetch``); the answer comes as values."""
+        self.send(peer, pack_fetch(self.me, step, wanted))
 
     def close(self, linger_ms: int | None = None) -> None:
         """Close the transport; queued messages get ``linger_ms`` to leave."""

@@ -3,15 +3,16 @@
 ``Executor(place).run(program, feed=..., fetch_list=...)`` feeds the named vars, runs one step
 of the program and returns the fetched values as numpy arrays (Fluid's contract), or as
 ``LoDTensor``s with ``return_numpy=False``. Whether the
-program runs alone or as one executor of a cluster, the step is the same interpreter over a
-plan compiled once per program (executor/plan.py, executor/interpreter.py); a distributed
-program (one ``t.get_program(endpoint, role)`` returned) only adds a link to the peers
-(executor/link.py) and the version policy of its mode (executor/policy.py).
+program runs alone or as one executor of a cluster, ``run`` is one path: the same interpreter
+over a plan compiled once per program (executor/plan.py, executor/interpreter.py), through a
+link that counts the steps. A distributed program (one ``t.get_program(endpoint, role)``
+returned) has a link to the peers (executor/link.py) and the version policy of its mode
+(executor/policy.py); one process has the null link (``LocalLink``) and ``Sync``.
 
-NOTE(pserver-run): a pserver's first ``run`` of the main program serves the whole job: it
-runs its ops step after step until every trainer has said done. As Fluid's classic training
-scripts run the trainers' loop on pservers too, later calls return at once, and each fetch is the value
-this pserver holds, or None for a var held elsewhere.
+NOTE(pserver-run): a plan that *serves* (a pserver's main program) serves the whole job at
+its first ``run``: it runs its ops step after step until every trainer has said done. As
+Fluid's classic training scripts run the trainers' loop on pservers too, later calls return at
+once, and each fetch is the value this pserver holds, or None for a var held elsewhere.
 
 NOTE(lod-feed): a var declared with ``lod_level >= 1`` holds a batch of sequences. It is fed a
 ``LoDTensor`` (``fluid.create_lod_tensor``, ``DataFeeder``) whose LoD has exactly that many
@@ -39,11 +40,12 @@ from placegroup.executor.dataset_loop import run_from_dataset
 from placegroup.executor.feed import fed_array
 from placegroup.executor.fetched import FetchedArray
 from placegroup.executor.interpreter import Interpreter
-from placegroup.executor.link import Link
+from placegroup.executor.link import Link, LocalLink
 from placegroup.executor.plan import Plan, compile_plan, fetch_edge
 from placegroup.executor.policy import policy_for
 from placegroup.executor.scope import Scope, global_scope, to_numpy
 from placegroup.ir.cluster import Cluster
+from placegroup.ir.evaluate import register_runner
 from placegroup.ir.framework import default_main_program, transpiled_job
 from placegroup.ir.place_group import ExecutorRole
 from placegroup.ir.places import CPUPlace
@@ -64,6 +66,17 @@ def register_step_hooks(factory) -> None:
     """Make ``factory`` the maker of every executor's step hook (NOTE(step-hooks)); the last
     registered wins."""
     _STEP_HOOKS[:] = [factory]
+
+
+def _evaluate(program, name: str):
+    """Run ``program`` once as a startup program (step -1) on the host and return ``name``'s
+    value: how the model-building API computes a value now (placegroup/ir/evaluate.py)."""
+    vals: dict = {}
+    Interpreter(xp=np).run_step(compile_plan(program, None, None, np), vals, -1)
+    return vals[name]
+
+
+register_runner(_evaluate)
 
 
 def _fetch_name(f: Any) -> str:
@@ -99,32 +112,19 @@ def _refuse_training_alone(program) -> None:
                     f"program, or pass it as transpile(program=...)")
 
 
-class _Distributed:
-    """What a distributed executor holds beside its plans: the link, the interpreter and
-    whether a pserver has served.
+class _Member:
+    """What an executor runs programs as: a link (which counts the steps), an interpreter over
+    it with the version policy of its mode, and whether it has served. One process is the
+    member with the null link (``alone``)."""
 
-    NOTE(one-link-per-process): this process is one member of the job (``trainer:0``, say), and
-    its peers know it by that name: Fluid's communicator is process-wide, and Fluid scripts run
-    the startup program with one Executor and train with another (a second ``fluid.Executor``,
-    a ``ParallelExecutor``). So every Executor that runs a program of the same job as the same
-    member shares one ``_Distributed`` (``shared``): one link, one step count, one interpreter.
-    A second link under the same name would never be answered. Executors of other members
-    (the loopback tests run a whole job in one process) each have their own.
-    """
-
-    def __init__(self, program, xp, peer_timeout, network) -> None:
-        self.key = _Distributed.key_of(program, network)
-        self.cluster = Cluster.from_program(program)
-        self.me = self.cluster.find(program.executor)
-        policy = policy_for(program.cluster, self.me.role)
-        self.link = Link(program, self.me, self.cluster, peer_timeout, network, round=policy.round)
-        schema = program.cluster
-        if not schema.sync_mode and schema.staleness and self.me.role == ExecutorRole.PSERVER:
-            # the trainers read the newest parameters that have come (NOTE(async-staleness))
-            self.link.mailbox.newest_only = {v.name for v in program.list_vars() if v.persistable}
-        self.interp = Interpreter(self.me, policy, self.link, xp)
+    def __init__(self, link, interp, me=None, cluster=None) -> None:
+        self.link, self.interp, self.me, self.cluster = link, interp, me, cluster
         self.served = False
-        _Distributed.opened = True  # this process ran a distributed program (NOTE(exit-record))
+        self.key = None
+
+    @classmethod
+    def alone(cls, xp) -> "_Member":
+        return cls(LocalLink(), Interpreter(xp=xp))
 
     @staticmethod
     def key_of(program, network) -> tuple:
@@ -132,21 +132,35 @@ class _Distributed:
         return program.cluster.digest, str(program.executor), id(network)
 
     @classmethod
-    def shared(cls, program, xp, peer_timeout, network) -> "_Distributed":
-        """The open ``_Distributed`` of this member of the job, made at its first run
-        (NOTE(one-link-per-process)); the first Executor's place and peer timeout hold."""
-        dist = _open.get(cls.key_of(program, network))
-        if dist is None:
-            dist = cls(program, xp, peer_timeout, network)
-            _open[dist.key] = dist
-        return dist
+    def shared(cls, program, xp, peer_timeout, network) -> "_Member":
+        """The open member of the job that ``program`` is run as, made at its first run.
+
+        NOTE(one-link-per-process): this process is one member of the job (``trainer:0``,
+        say), and its peers know it by that name: Fluid's communicator is process-wide, and
+        Fluid scripts run the startup program with one Executor and train with another (a
+        second ``fluid.Executor``, a ``ParallelExecutor``). So every Executor that runs a
+        program of the same job as the same member shares one member: one link, one step
+        count, one interpreter; the first Executor's place and peer timeout hold. A second
+        link under the same name would never be answered. Executors of other members (the
+        loopback tests run a whole job in one process) each have their own."""
+        key = cls.key_of(program, network)
+        member = _open.get(key)
+        if member is None:
+            cluster = Cluster.from_program(program)
+            me = cluster.find(program.executor)
+            policy = policy_for(program.cluster, me.role)
+            link = Link(program, me, cluster, peer_timeout, network, policy=policy)
+            member = _open[key] = cls(link, Interpreter(me, policy, link, xp), me, cluster)
+            member.key = key
+            _Member.opened = True  # this process ran a distributed program (NOTE(exit-record))
+        return member
 
     @property
     def closed(self) -> bool:
-        return _open.get(self.key) is not self
+        return self.key is not None and _open.get(self.key) is not self
 
     def close(self) -> None:
-        if _open.get(self.key) is self:
+        if self.key is not None and _open.get(self.key) is self:
             del _open[self.key]
         self.link.close(self.interp.settle)
 
@@ -179,12 +193,10 @@ class Executor:
         self.peer_timeout = peer_timeout
         self.network = network
         self._plans: dict[int, tuple[Any, int, Plan]] = {}
-        self._local = Interpreter(xp=self.xp)
-        self._dist: _Distributed | None = None  # made at the first distributed run
+        self._alone = _Member.alone(self.xp)      # what unplaced programs run as
+        self._dist: _Member | None = None         # a distributed program's, made at its first run
         self._checkpoint = checkpoint
         self._ckpt: Any = False  # the Checkpointer (None: no schedule), made at the first run
-        self._steps_done = 0     # training steps this executor ran (one process)
-        self._runs: dict = {}    # id(plan) -> how often it ran (one process)
 
     def _checkpointer(self):
         if self._ckpt is False:  # the environment is read at the first run, not at construction
@@ -194,7 +206,7 @@ class Executor:
     @property
     def profile(self):
         """The PLACEGROUP_PROFILE timings of this executor's interpreter (None: not profiling)."""
-        return (self._dist.interp if self._dist is not None else self._local).profile
+        return (self._dist or self._alone).interp.profile
 
     @property
     def resumed_step(self) -> int:
@@ -203,19 +215,19 @@ class Executor:
         ck = self._checkpointer()
         return ck.resumed_step if ck is not None else 0
 
-    def _plan(self, program, dist: _Distributed | None, fed_lod: dict | None = None) -> Plan:
-        """The plan of ``program`` (compiled once per version); ``fed_lod``: data vars fed a
-        deeper LoD than declared get a plan of their own (NOTE(lod-feed))."""
+    def _plan(self, program, member: _Member | None = None, fed_lod: dict | None = None) -> Plan:
+        """The plan of ``program`` (compiled once per version) for ``member`` (None: this
+        process alone); ``fed_lod``: data vars fed a deeper LoD than declared get a plan of
+        their own (NOTE(lod-feed))."""
+        member = member if member is not None else self._alone
         key = id(program) if not fed_lod else (id(program), tuple(sorted(fed_lod.items())))
         hit = self._plans.get(key)
         if hit is not None and hit[0]() is program and hit[1] == program._version:
             return hit[2]
-        if dist is None:
+        if member.me is None:
             _refuse_training_alone(program)
-            plan = compile_plan(program, None, None, self.xp, fed_lod)
-        else:
-            plan = compile_plan(program, dist.me, dist.cluster, self.xp, fed_lod)
-            dist.link.expect(plan)
+        plan = compile_plan(program, member.me, member.cluster, self.xp, fed_lod)
+        member.link.expect(plan)
         self._plans[key] = (weakref.ref(program), program._version, plan)
         return plan
 
@@ -279,45 +291,17 @@ class Executor:
         """
         program, feed, scope, batches = prepare_run(program if program is not None else default_main_program(),
                                                     feed, scope if scope is not None else global_scope(), self.place)
-        if program.executor is not None and program.cluster is not None:
-            return self._run_distributed(program, feed, fetch_list, scope, return_numpy, batches)
-        if scope.settle is not None:  # parameters still on their way from the pservers
-            scope.settle()
-        plan = self._plan(program, None)
+        member = self._member(program)
+        plan = self._plan(program, member)
+        link, interp = member.link, member.interp
         vals = scope.vars
-        feed = reader_feed(program, feed, batches=batches)
-        if feed:
-            fed_lod = self._feed(plan, vals, feed)
-            if fed_lod:
-                plan = self._plan(program, None, fed_lod)
-        # the step a kernel sees (dropout's masks, a sampler's draws): this program's runs so far,
-        # so a forward-only program that samples draws anew each run; for the training program
-        # it is the training step, as a trainer's is
-        runs = self._runs.get(id(plan), 0)
-        self._runs[id(plan)] = runs + 1
-        self._local.run_step(plan, vals, runs)
-        ck = self._checkpointer()
-        if plan.trains:
-            self._steps_done += 1
-        if ck is not None and plan.initializes:
-            ck.after_startup(self, program, scope)
-        elif ck is not None and plan.trains:
-            ck.after_step(self, program, scope, self._steps_done)
-        return [self._fetch(vals, f, return_numpy, plan) for f in fetch_list or ()]
-
-    def _run_distributed(self, program, feed, fetch_list, scope: Scope, return_numpy: bool, batches: int) -> list:
-        dist = self._dist
-        if dist is None or dist.closed:
-            dist = self._dist = _Distributed.shared(program, self.xp, self.peer_timeout, self.network)
-        elif dist.cluster.find(program.executor) != dist.me:
-            raise ProgramError(f"this executor is {dist.me}; the program was made for {program.executor}: "
-                               f"use one Executor per role")
-        plan = self._plan(program, dist)
-        link, interp = dist.link, dist.interp
-        vals = scope.vars
-        scope.set_guard = _set_guard(plan, dist.me)
-        scope.get_hook = interp.settle_one
-        scope.settle = interp.settle
+        if member.me is None:
+            if scope.settle is not None:  # parameters still on their way from the pservers
+                scope.settle()
+        else:
+            scope.set_guard = _set_guard(plan, member.me)
+            scope.get_hook = interp.settle_one
+            scope.settle = interp.settle
         ck = self._checkpointer()
         # before the step, outside the try: the end of a trainer's data is no failure to tell its peers
         feed = reader_feed(program, feed, plan.remote_of, batches)
@@ -325,33 +309,43 @@ class Executor:
             if feed:
                 fed_lod = self._feed(plan, vals, feed)
                 if fed_lod:
-                    plan = self._plan(program, dist, fed_lod)
-            if plan.startup:
-                interp.run_step(plan, vals, -1)
-                if ck is not None:
-                    ck.after_startup(self, program, scope)
-            elif dist.me.role == ExecutorRole.PSERVER:  # NOTE(pserver-run)
-                if not dist.served:
+                    plan = self._plan(program, member, fed_lod)
+            if plan.serves:  # NOTE(pserver-run)
+                if not member.served:
                     interp.serve(plan, vals, None if ck is None else _saver(self, ck, link, program, scope))
-                    dist.served = True
+                    member.served = True
                 return [self._fetch(vals, f, return_numpy, plan) if _fetch_name(f) in vals else None
                         for f in fetch_list or ()]
-            else:
-                interp.run_step(plan, vals, link.step)
-                link.step += 1
-                if ck is not None and ck.due(link.step):  # after the pservers' update (it settles)
-                    ck.after_step(self, program, scope, link.step)
+            step = link.begin_step(program, plan)
+            interp.run_step(plan, vals, step)
+            link.end_step(step)
+            if ck is not None and plan.startup:
+                ck.after_startup(self, program, scope)
+            elif ck is not None and plan.counted and ck.due(step + 1):  # after the update (it settles)
+                ck.after_step(self, program, scope, step + 1)
             names = [_fetch_name(f) for f in fetch_list or ()]
             interp.settle([n for n in names if n in interp.pending])
             remote = [fetch_edge(plan, n) for n in names if n not in vals and plan.remote_of(n)]
             if remote:  # a var held elsewhere: its holder's value of this step (the fetch rule)
-                got = link.fetch(remote, link.step - 1, self.xp, interp.describe(None, link.step - 1))
+                got = link.fetch(remote, step, self.xp, interp.describe(None, step))
                 return [_fetched(n, got[n], return_numpy, False) if n in got
                         else self._fetch(vals, n, return_numpy, plan) for n in names]
         except BaseException as e:
             link.fail(e)
             raise
         return [self._fetch(vals, n, return_numpy, plan) for n in names]
+
+    def _member(self, program) -> _Member:
+        """What ``program`` runs as: this process alone, or its member of a distributed job."""
+        if program.executor is None or program.cluster is None:
+            return self._alone
+        dist = self._dist
+        if dist is None or dist.closed:
+            dist = self._dist = _Member.shared(program, self.xp, self.peer_timeout, self.network)
+        elif dist.cluster.find(program.executor) != dist.me:
+            raise ProgramError(f"this executor is {dist.me}; the program was made for {program.executor}: "
+                               f"use one Executor per role")
+        return dist
 
     def train_from_dataset(self, program=None, dataset=None, scope=None, thread=0, debug=False,
                            fetch_list=None, fetch_info=None, print_period=100, fetch_handler=None):
@@ -388,13 +382,13 @@ class Executor:
     def staleness(self) -> int:
         """How many versions behind the newest the parameters this trainer's last step read
         were (0 in sync mode; at most k with ``staleness=k``)."""
-        return self._dist.interp.current_staleness if self._dist is not None else 0
+        return self._dist.interp.policy.current_staleness if self._dist is not None else 0
 
     @property
     def staleness_seen(self) -> dict:
         """lag -> how many loop-carried reads of this executor had it (bounded staleness), or,
         on an async pserver, how many updates had it."""
-        return dict(self._dist.interp.staleness_seen) if self._dist is not None else {}
+        return dict(self._dist.interp.policy.staleness_seen) if self._dist is not None else {}
 
     @property
     def link(self) -> Link | None:
@@ -408,8 +402,8 @@ class Executor:
         self._plans.clear()
         if self._ckpt:  # its saves sealing in the background are complete when it returns
             self._ckpt.wait()
-        if self._local.profile is not None:  # PLACEGROUP_PROFILE
-            self._local.profile.report()
+        if self._alone.interp.profile is not None:  # PLACEGROUP_PROFILE
+            self._alone.interp.profile.report()
         if self._dist is not None:
             if not self._dist.closed:  # another Executor of this member may have closed it
                 self._dist.close()
@@ -485,14 +479,14 @@ def _set_guard(plan: Plan, me):
 # NOTE(exit-done): the distributed executors not closed yet, held strongly: a trainer that
 # exits without ``exe.close()`` (its Executor long collected) must still take its last
 # parameters, send what it posted and say done, or its pservers would wait for it.
-# the open distributed members of this process, by _Distributed.key_of (NOTE(one-link-per-process))
-_open: "dict[tuple, _Distributed]" = {}
+# the open distributed members of this process, by _Member.key_of (NOTE(one-link-per-process))
+_open: "dict[tuple, _Member]" = {}
 
 
 def ran_distributed() -> bool:
     """Whether this process ever opened a link to its peers (NOTE(exit-record) in
     placegroup/tools/progress.py, which asks at exit)."""
-    return getattr(_Distributed, "opened", False)
+    return getattr(_Member, "opened", False)
 
 
 @atexit.register

@@ -1,9 +1,11 @@
 """The interpreter: one loop over a plan, for one process and for one executor of many.
 
 ``Interpreter.run_step(plan, vals, step)`` runs the plan's ops in program order. Before an op
-runs, its remote inputs are taken by their edge rules (executor/edges.py) at the versions the
-policy picks (executor/policy.py); after it runs, what it is the last to write goes to the
-executors that read it. A one-process plan has no remote edges, so the same loop is a plain
+runs, its remote inputs are taken by their edge rules (placegroup/ir/edges.py) at the versions
+the policy picks (executor/policy.py); after it runs, what it is the last to write goes to the
+executors that read it. The mode is the policy's alone: the loop calls its hooks (``take``,
+``instances``, ``next_instance``, ``answered``, ``begin_step``, ``end_step``, ``pass_ready``)
+unconditionally and never asks which mode it runs. A one-process plan has no remote edges, so the same loop is a plain
 run of kernels. Every failure comes out as one ``OpError`` that names the executor, the step
 and the op ("While executing op #12 `mul` ..."), with the original chained; ``hook``, when
 set, is called before each op (``PLACEGROUP_DEBUG=1`` logs the ops through it).
@@ -19,8 +21,8 @@ round trip serves both. Whoever looks earlier gets the value after update s all 
 ``find_var(...).get_tensor()``, a fetch and ``exe.close()`` ``settle`` the pending values first.
 
 NOTE(each-batching): in sync mode, an each-edge op (a prefetch) answers each trainer as its
-instance arrives, but what it sends a trainer not yet answered waits briefly (EACH_HOLD_S) to
-leave in one message with that trainer's answer.
+instance arrives, but what it sends a trainer not yet answered waits briefly (EACH_HOLD_S in
+executor/policy.py) to leave in one message with that trainer's answer.
 
 Thread-safety: an interpreter belongs to the executor thread that runs it.
 """
@@ -34,15 +36,14 @@ from typing import Callable
 from placegroup import config
 from placegroup.comm.mailbox import PeersDone
 from placegroup.errors import MissingInput, OpError
-from placegroup.executor.edges import RULES, InEdge
 from placegroup.executor.plan import Plan, PlannedOp
-from placegroup.executor.profile import END, SWITCH, Profile
 from placegroup.executor.policy import CARRIED, CONSTANT, Sync
+from placegroup.executor.profile import END, SWITCH, Profile
+from placegroup.ir.edges import RULES, InEdge
 from placegroup.ir.printer import format_op
 from placegroup.values import as_host, to_device
 
 log = logging.getLogger("placegroup.executor")
-EACH_HOLD_S = 0.002  # NOTE(each-batching)
 
 
 def debug_hook(who: str) -> Callable:
@@ -66,9 +67,12 @@ class Interpreter:
 
     Args:
         me: the ``ExecutorId`` it runs as, or None for one process.
-        policy: the version policy (``Sync()`` for one process).
+        policy: the version policy (``Sync()`` for one process); it holds the mode's state.
         link: the executor's ``Link`` to its peers (executor/link.py), or None.
         xp: numpy or cupy.
+
+    What a policy's hooks may use of it: ``me``, ``mailbox``, ``xp``, ``timeout`` (a wait's
+    safety net) and ``describe(op, step)``.
     """
 
     def __init__(self, me=None, policy=None, link=None, xp=None) -> None:
@@ -76,6 +80,7 @@ class Interpreter:
         self.policy = policy if policy is not None else Sync()
         self.link = link
         self.mailbox = link.mailbox if link is not None else None
+        self.timeout = link.wait_timeout if link is not None else None
         self.xp = xp
         self.who = str(me) if me is not None else "local"
         self.hook: Callable | None = debug_hook(self.who) if config.DEBUG else None
@@ -86,20 +91,14 @@ class Interpreter:
         self.profile_gen = -1  # fluid.profiler's switch as last followed (_follow_switch)
         self.unprofiled_hook = self.hook
         self.pending: dict = {}          # var -> (InEdge, step): carried values not taken yet
-        self.have_version: dict = {}     # loop-carried var -> the version in the scope
-        self.staleness_seen: dict = {}   # lag -> how many loop-carried reads (or updates) had it
-        self.current_staleness = 0
-        self.each_updates: dict = {}     # async: updates applied per each-op
-        self.each_seen: dict = {}        # async: (each-op, trainer) -> updates when it last got one
         self.vals: dict | None = None
         self.initial_sent: set = set()
-        self.each_vars: set = set()      # the vars of a serving pserver's each edges
 
     # -- one step ------------------------------------------------------------------------------
     def run_step(self, plan: Plan, vals: dict, step: int) -> None:
         """Run every op of ``plan`` once, as step ``step`` (-1: the job's startup program)."""
         self.vals = vals
-        self.current_staleness = 0
+        self.policy.begin_step()
         if self.profile_gen != SWITCH.generation:
             self._follow_switch()
         link = self.link
@@ -147,15 +146,13 @@ class Interpreter:
             self.profile.mark(None)
             self.profile, self.hook = None, self.unprofiled_hook
             if self.mailbox is not None:
-                self.mailbox.timed = False
+                self.mailbox.stats(timed=False)
 
     def _end_step(self, plan: Plan, step: int) -> None:
         # NOTE(deferred-flush) in executor/link.py: what this step posted leaves at the next wait
         # (the parameter pull that ends a dense step, the next step's prefetch, a fetch) or at
-        # close, in one message per peer. A trainer that may not wait at all for a while
-        # (bounded staleness) sends now.
-        if self.policy.staleness and self.policy.send_now(step):
-            self.mailbox.flush()
+        # close, in one message per peer, unless the policy sends it now
+        self.policy.end_step(self, step)
         self.link.step_done(self.policy.wire(step) if step >= 0 else step, self.vals)
         if plan.carried and not plan.startup and self.policy.round_end(step):
             self.settle()  # values the step did not read (none, normally): no mixing versions
@@ -212,10 +209,7 @@ class Interpreter:
         policy = self.policy
         for e in edges:
             version = self._version(e, op, step, vals)
-            if version is None:
-                continue
-            if policy.staleness and e.when == CARRIED and e.kind == "broadcast" and version > -1:
-                self._take_stale(vals, op, e, version)
+            if version is None or policy.take(self, vals, e, version, op):
                 continue
             rule = RULES[e.kind]
             ks = rule.keys(e, version)
@@ -230,28 +224,6 @@ class Interpreter:
         xp = self.xp
         for e, rule, at, n in spans:
             rule.put(e, [to_device(xp, v) for v in got[at:at + n]], vals, gathered)
-            if e.when == CARRIED:
-                self.have_version[e.var] = keys[at][1]
-
-    def _take_stale(self, vals: dict, op: PlannedOp | None, e: InEdge, version: int) -> None:
-        """Bounded staleness: a loop-carried value of ``version`` may be any newer than the
-        policy's oldest allowed that has arrived; the newest is taken, older ones dropped, and
-        how far behind it was is recorded (``staleness_seen``)."""
-        mb = self.mailbox
-        have = self.have_version.get(e.var, -2)
-        newer = mb.newest(e.var, e.sources[0], have + 1)  # never waits
-        if newer is not None:
-            have, value = newer
-            vals[e.var] = to_device(self.xp, value)
-        oldest = self.policy.oldest_allowed(version)
-        if have < oldest:  # too stale: wait for one recent enough
-            have, value = mb.wait_newest(e.var, e.sources[0], oldest, self.link.wait_timeout,
-                                         self.describe(op, version))
-            vals[e.var] = to_device(self.xp, value)
-        self.have_version[e.var] = have
-        lag = max(0, version - have)
-        self.staleness_seen[lag] = self.staleness_seen.get(lag, 0) + 1
-        self.current_staleness = max(self.current_staleness, lag) if op is not None else lag
 
     def settle(self, names=None) -> None:
         """Take the pending loop-carried values (all, or those of ``names``) into the scope
@@ -273,25 +245,19 @@ class Interpreter:
 
     # -- each edges ------------------------------------------------------------------------------
     def _run_each(self, op: PlannedOp, vals: dict, step: int, gathered: dict) -> None:
-        """The op runs once per arriving instance of its each edge, in arrival order, and what
-        it makes goes back to the instance that triggered it. Which instances, and the version
-        of the answer, are the policy's: every source's instance of this step (sync), or
-        whichever comes first, of any version, one per pass (async)."""
+        """The op runs once per arriving instance of its each edge, and what it makes goes where
+        the edge's rule routes it (back to the instance that triggered it). Which instances, in
+        what order, and the version and timing of the answers are the policy's."""
         e = op.each
+        rule = RULES[e.kind]
         policy, mb = self.policy, self.mailbox
-        version = policy.wanted(e.when, step) if step >= 0 else step
-        keys = RULES[e.kind].keys(e, version)
-        one = policy.any_version
-        if one:  # a trainer's instances are answered in its own order (its step)
-            keys = [k for k in keys if self._in_order(k[0], k[2])]
+        keys = policy.instances(self, rule.keys(e, policy.wanted(e.when, step) if step >= 0 else step))
+        describe = self.describe(op, step)
         ran = 0
         while keys:
-            if one and (ran or not any(mb.oldest(k[0], k[2]) for k in keys)):
-                return
             t0 = time.perf_counter() if self.profile is not None else 0.0
             try:
-                key, value = mb.wait_any(keys, self.link.wait_timeout, self.describe(op, step),
-                                         any_version=one, hold=0.0 if one else EACH_HOLD_S)
+                got = policy.next_instance(self, keys, ran, describe)
             except PeersDone:
                 if ran:
                     return
@@ -299,39 +265,21 @@ class Interpreter:
             finally:
                 if self.profile is not None:
                     self.profile.wait(time.perf_counter() - t0)
+            if got is None:
+                return
+            key, value = got
             src = key[2]
             keys = [k for k in keys if k[2] != src]
             if value is None:  # that instance is done
                 continue
-            RULES[e.kind].put(e, [to_device(self.xp, value)], vals, gathered)
+            rule.put(e, [to_device(self.xp, value)], vals, gathered)
             self._call(op, vals, step, gathered)
             ran += 1
-            if one:
-                self._count_update(op.index, src)
             reply = policy.reply_version(step, key[1])
-            for out in op.pushes:  # to the instance that triggered it (the each rule)
-                if src in out.peers:
-                    mb.post(src, out.var, reply, as_host(vals[out.var]))
-            if not one:
-                mb.flush_peer(src)
-
-    def _count_update(self, index: int, src: str) -> None:
-        """Async: how many others' updates came in since ``src`` last got this op's value."""
-        done = self.each_updates.get(index, 0)
-        lag = done - self.each_seen.get((index, src), done)
-        self.each_updates[index] = done + 1
-        self.each_seen[(index, src)] = done + 1
-        self.staleness_seen[lag] = self.staleness_seen.get(lag, 0) + 1
-
-    def _in_order(self, var: str, src: str) -> bool:
-        """Async: ``src``'s oldest ``var`` is not newer than anything else it has pending for
-        this executor's each-ops, so one trainer's gradient of step s is applied before its
-        prefetch of step s+1 is answered (it reads its own update, as in one process)."""
-        mb = self.mailbox
-        mine = mb.oldest(var, src)
-        if mine is None:
-            return True
-        return all((other := mb.oldest(v, src)) is None or other[1] >= mine[1] for v in self.each_vars)
+            for out in op.pushes:
+                for peer in rule.route(out.peers, src):
+                    mb.post(peer, out.var, reply, as_host(vals[out.var]))
+            policy.answered(self, op, src)
 
     # -- serving (a pserver's exe.run) -------------------------------------------------------------
     def serve(self, plan: Plan, vals: dict, after_step: Callable | None = None) -> None:
@@ -342,16 +290,16 @@ class Interpreter:
         if id(plan) not in self.initial_sent:
             self.initial_sent.add(id(plan))
             self._deliver_all(plan.initial, vals, -1)
-        each = [(p.each.var, src) for p in plan.ops if p.each is not None for src in p.each.sources]
-        self.each_vars = {v for v, _ in each}
-        self.mailbox.instance_vars = self.each_vars  # NOTE(reply-batching)
+        policy = self.policy
+        policy.serving(plan)
         if not plan.ops:  # nothing is placed here (more pservers than blocks): nothing ends a step
-            self.link.await_instance([], 0)  # but every trainer's done
+            self.mailbox.await_any([("", t) for t in self.link.trainers],  # but every trainer's done
+                                   f"executor {self.me} (which runs no op) was waiting for the trainers to finish")
             return
         step = 0
         try:
             while True:
-                if self.policy.waits_for_instance() and not self.link.await_instance(each, step):
+                if not policy.pass_ready(self, step):
                     return
                 self.link.step = step  # what its messages' headers say
                 try:
@@ -362,9 +310,9 @@ class Interpreter:
                 if after_step is not None:
                     after_step(step)
         finally:
-            if self.staleness_seen:
+            if policy.staleness_seen:
                 log.info("%s: staleness of the updates it applied (lag: count): %s", self.me,
-                         dict(sorted(self.staleness_seen.items())))
+                         dict(sorted(policy.staleness_seen.items())))
 
 
-__all__ = ["Interpreter", "EACH_HOLD_S"]
+__all__ = ["Interpreter"]

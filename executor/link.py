@@ -4,7 +4,8 @@ talks to, what it accepts, the fetches it answers, and how it says done or faile
 ``Link(program, me, cluster, transport=...)`` opens the sockets (or, with a
 ``LoopbackNetwork``, an in-process transport: several executors in one process) the first
 time a distributed program runs; the interpreter (executor/interpreter.py) sends and waits
-through ``link.mailbox``. A pserver binds its endpoint and each trainer connects to every
+through ``link.mailbox`` (the data path), and the link sends the control messages through
+its session (``fetch``, ``done``, ``error``). A pserver binds its endpoint and each trainer connects to every
 pserver; trainers listed with endpoints (for collectives) bind theirs too, and of two such
 trainers the one with the smaller name connects to the other, so each pair shares exactly
 one connection. Pservers pair up the same way when an op on one reads a value another holds
@@ -29,8 +30,11 @@ from placegroup.comm.expect import Expectations, message_limit
 from placegroup.comm.mailbox import Mailbox
 from placegroup.comm.security import Security
 from placegroup.comm.transport import open_transport
-from placegroup.errors import PlacegroupError
+from placegroup.executor.plan import fetch_edge
+from placegroup.executor.policy import Sync
+from placegroup.errors import PlacegroupError, PlacementError
 from placegroup.ir.cluster import Cluster
+from placegroup.ir.edges import RULES
 from placegroup.ir.framework import SELECTED_ROWS
 from placegroup.ir.place_group import ExecutorRole
 from placegroup.values import as_host, to_device
@@ -52,6 +56,12 @@ def peer_links(cluster: Cluster, me, pserver_mesh: bool = False) -> tuple[dict, 
     return connect, me.endpoint
 
 
+def linked_peers(cluster: Cluster, me, pserver_mesh: bool = False) -> set:
+    """The executors linked to ``me``: those it connects to, and those that connect to it."""
+    return set(peer_links(cluster, me, pserver_mesh)[0]) | {
+        e.name for e in cluster.executors if me.name in peer_links(cluster, e, pserver_mesh)[0]}
+
+
 class Link:
     """The peers of executor ``me`` in ``cluster``, and the sockets to reach them.
 
@@ -61,18 +71,19 @@ class Link:
         cluster: the job's executors.
         peer_timeout: seconds a silent peer counts as alive (default PLACEGROUP_PEER_TIMEOUT).
         network: a ``LoopbackNetwork`` to run over in one process; None: ZeroMQ over TCP.
-        round: the trainer steps of one round (its version policy's): fetches and ``done``
-            name rounds, which the pservers count.
+        policy: the executor's version policy (executor/policy.py): the versions its fetches
+            and ``done`` name (a trainer that merges steps names rounds, which the pservers
+            count) and the vars of which only the newest answer leaves.
     """
 
     def __init__(self, program, me, cluster: Cluster, peer_timeout: float | None = None,
-                 network=None, round: int = 1) -> None:
+                 network=None, policy=None) -> None:
         self.me = me
         self.cluster = cluster
         self.peer_timeout = peer_timeout or config.get("PLACEGROUP_PEER_TIMEOUT")
         self.wait_timeout = config.get("PLACEGROUP_WAIT_TIMEOUT") or None
-        self.step = 0            # the trainer steps this executor ran (message headers carry it)
-        self.round = round       # trainer steps per round (merge_steps): what pservers count
+        self.step = 0            # the steps this executor ran (message headers carry it)
+        self.policy = policy if policy is not None else Sync()
         mesh = program.cluster.pserver_mesh
         connect, bind = peer_links(cluster, me, mesh)
         digest = program.cluster.digest
@@ -81,13 +92,13 @@ class Link:
                                         peer_timeout=self.peer_timeout,
                                         security=Security.from_env() if network is None else None)
         # the executors linked to this one: those it connects to, and those that connect to it
-        self.linked = set(connect) | {e.name for e in cluster.executors if me.name in peer_links(cluster, e, mesh)[0]}
+        self.linked = linked_peers(cluster, me, mesh)
         self.transport.members = self.linked
-        self.mailbox = Mailbox(self.transport, lambda: self.step)
-        self.mailbox.start_timeout = config.get("PLACEGROUP_START_TIMEOUT")
-        self.mailbox.describe_peer = self.describe_peer
-        self.mailbox.on_fetch = self._on_fetch
-        self.peers = [e.name for e in cluster.executors if e != me]
+        self.mailbox = Mailbox(self.transport, lambda: self.step, on_fetch=self._on_fetch,
+                               describe_peer=self.describe_peer,
+                               start_timeout=config.get("PLACEGROUP_START_TIMEOUT"),
+                               supersede=self.policy.superseded(program))
+        self.session = self.mailbox.session
         self.trainers = [e.name for e in cluster.executors if e.role == ExecutorRole.TRAINER]
         self.fetches: list = []  # (peer, var, version) asked for before that version was done
         self.completed = -2      # the last version this executor finished (-1: startup)
@@ -103,6 +114,16 @@ class Link:
         where = e.endpoint or getattr(self.transport, "address", {}).get(name)
         role = "pserver" if e.role == ExecutorRole.PSERVER else f"trainer {e.rank}"
         return f"{name} ({role}{f', at {where}' if where else ''})"
+
+    # -- steps ---------------------------------------------------------------------------------
+    def begin_step(self, program, plan) -> int:
+        """The step a run of ``plan`` is: -1 for the job's startup program, else the next of
+        this member's steps (its messages' headers say it)."""
+        return -1 if plan.startup else self.step
+
+    def end_step(self, step: int) -> None:
+        if step >= 0:
+            self.step = step + 1
 
     def expect(self, plan) -> None:
         """NOTE(hostile-input): from now on the mailbox takes only what a plan waits for, and
@@ -126,7 +147,7 @@ class Link:
             self._answer_fetches()
 
     def _answer_fetches(self) -> None:
-        """Answer the fetches whose version is done (the fetch rule, executor/edges.py). In sync
+        """Answer the fetches whose version is done (the fetch rule, placegroup/ir/edges.py). In sync
         mode the asker cannot let this executor finish a later step before the answer, so the
         value is that step's."""
         later = []
@@ -136,43 +157,32 @@ class Link:
             elif var in self.vals:
                 self.mailbox.post(peer, var, version, as_host(self.vals[var]))
             else:
-                self.mailbox.broadcast([peer], "error", f"{self.me} holds no value of {var!r}")
+                self.session.say_error([peer], self.step, f"{self.me} holds no value of {var!r}")
         self.fetches = later
         self.mailbox.flush()
 
     def fetch(self, edges: list, step: int, xp, describe) -> dict:
         """The values of fetch ``edges`` (vars held elsewhere) at trainer ``step``, asked of one
-        holder each; the holder counts rounds."""
-        version = step // self.round
+        holder each, by the fetch rule (placegroup/ir/edges.py) at the version the policy sends
+        that step's values as (the holder counts rounds)."""
+        rule = RULES["fetch"]
+        version = self.policy.wire(step)
         keys = []
         for e in edges:
-            holder = e.sources[0]
-            self.mailbox.request(holder, [(e.var, version)])
-            keys.append((e.var, version, holder))
+            ks = rule.keys(e, version)
+            for var, v, holder in ks:
+                self.session.ask(holder, self.step, [(var, v)])
+            keys += ks
         got = self.mailbox.wait(keys, self.wait_timeout, describe)
         return {e.var: to_device(xp, v) for e, v in zip(edges, got)}
-
-    # -- async serving ---------------------------------------------------------------------------
-    def await_instance(self, each: list, step: int) -> bool:
-        """Wait until some trainer's instance of an each edge (``[(var, source)]``) is there;
-        False when every trainer is done instead."""
-        mb = self.mailbox
-        trainers = set(self.trainers)
-        while not any(mb.oldest(v, src) for v, src in each):
-            if trainers <= set(mb.done):
-                return False
-            mb.flush()
-            if not mb.pump_once(1.0):
-                mb.check_peers(sorted(trainers), f"executor {self.me} was waiting for any trainer's update "
-                                                 f"(async mode) at pass {step}")
-        return True
 
     # -- shutting down -------------------------------------------------------------------------
     def fail(self, err: BaseException) -> None:
         """Tell every peer this executor failed, so nobody waits for it until a timeout."""
         self.failed = True
         try:
-            self.mailbox.broadcast(self.peers, "error", f"{type(err).__name__}: {err}")
+            self.mailbox.flush()
+            self.session.say_error(sorted(self.linked), self.step, f"{type(err).__name__}: {err}")
         except Exception:  # noqa: BLE001 - already failing; the original error is what matters
             pass
 
@@ -187,14 +197,44 @@ class Link:
             except PlacegroupError as e:  # a pserver already gone: closing must not hang on it
                 log.warning("%s: closing without the last parameters: %s", self.me, e)
         self.closed = True
-        if self.me.role == ExecutorRole.TRAINER:
-            # the last round whose values this trainer sent
-            self.mailbox.step_of = lambda: self.step // self.round - 1
-            self.mailbox.broadcast([e.name for e in self.cluster.executors
-                                    if e.role == ExecutorRole.PSERVER], "done")
+        self.mailbox.flush()
+        if self.me.role == ExecutorRole.TRAINER:  # with the last version whose values it sent
+            self.session.say_done([e.name for e in self.cluster.executors if e.role == ExecutorRole.PSERVER],
+                                  self.policy.wire(self.step) - 1)
         # a failed executor's `error` messages leave at once to live peers; a dead peer's
         # queue must not hold the exit up for the whole linger (NOTE(peer-lost))
         self.mailbox.close(FAILED_LINGER_MS if self.failed else None)
+
+
+class LocalLink:
+    """The null link of one process: no peers, nothing to expect, send or fetch. Each program
+    counts its own runs, which are the step its kernels see (dropout's masks, a sampler's
+    draws), so a forward-only program that samples draws anew on each run."""
+
+    step = 0
+
+    def __init__(self) -> None:
+        self.runs: dict[int, int] = {}  # id(program) -> its runs so far
+
+    def begin_step(self, program, plan) -> int:
+        n = self.runs.get(id(program), 0)
+        self.runs[id(program)] = n + 1
+        return n
+
+    def end_step(self, step: int) -> None:
+        pass
+
+    def expect(self, plan) -> None:
+        pass
+
+    def fetch(self, edges: list, step: int, xp, describe) -> dict:
+        raise PlacementError(f"one process holds every var; nothing to fetch ({[e.var for e in edges]})")
+
+    def fail(self, err: BaseException) -> None:
+        pass
+
+    def close(self, settle=None) -> None:
+        pass
 
 
 def expectations(plan, senders) -> Expectations:
@@ -215,15 +255,16 @@ def expectations(plan, senders) -> Expectations:
 
     for p in plan.ops:
         for e in p.remote + ((p.each,) if p.each is not None else ()):
-            for src in e.sources:
+            for src in RULES[e.kind].senders(e):
                 allow(e.var, src)
         for src in p.group or ():
             if src != plan.me.name:
                 for call in p.op.opdef.collective_calls:
                     exp.allow_collective(p.ctx.tag + call, src)
-    if plan.me.role != ExecutorRole.PSERVER:
+    if plan.me.role != ExecutorRole.PSERVER:  # what it may fetch, by the fetch rule
         for n, holders in plan.holders.items():
             if holders and plan.me not in holders:
-                allow(n, holders[0].name)
+                for src in RULES["fetch"].senders(fetch_edge(plan, n)):
+                    allow(n, src)
     return exp
 

@@ -8,7 +8,7 @@ executor/interpreter.py):
 * the ops ``me`` runs, in program order, each a ``PlannedOp`` with its kernel, its slot ->
   name lists, its attrs and its ``KernelContext``;
 * for each input held elsewhere, an ``InEdge``: its rule (broadcast, gather, each, fetch;
-  executor/edges.py), its sources and whether it reads this step's value, the last step's
+  placegroup/ir/edges.py), its sources and whether it reads this step's value, the last step's
   (loop-carried) or a constant's;
 * after each op, the ``OutEdge``s of the values it is the last to write that other executors
   read, and the values others read before this program writes them (sent once, at version -1);
@@ -35,7 +35,7 @@ from typing import Callable
 import numpy as np
 
 from placegroup.errors import PlacementError
-from placegroup.executor.edges import RULES, InEdge, OutEdge
+from placegroup.ir.edges import RULES, InEdge, OutEdge
 from placegroup.executor.policy import CARRIED, CONSTANT, SAME
 from placegroup.ir.cluster import Cluster, classify
 from placegroup.ir.framework import infer_lod
@@ -218,10 +218,13 @@ class Plan:
     holders: dict                   # var -> executors holding it
     feed_meta: dict                 # var -> (Variable, numpy dtype, declared shape)
     persistable: set
-    startup: bool                   # the job's startup program (its values are version -1)
-    initializes: bool               # only init ops (what the checkpoint schedule asks)
+    startup: bool                   # a startup program: the job's (its values are version -1), or
+                                    # in one process one of init ops only (checkpoints resume after it)
+    initializes: bool               # only init ops
     trains: bool                    # has optimize ops
     answers: frozenset = frozenset()  # vars others may fetch from here
+    serves: bool = False            # a pserver's main program: its first run serves the whole job
+    counted: bool = False           # its runs are the training steps checkpoints count
 
     def remote_of(self, name: str) -> bool:
         """Whether ``name`` is held elsewhere, not here."""
@@ -288,7 +291,7 @@ def compile_plan(program, me, cluster: Cluster | None, xp, fed_lod: dict | None 
             if p.group is not None:  # a group of one
                 p.group, p.ctx.comm = None, LOCAL_COMM
             p.settle_edges()
-        return Plan(None, planned, [], [], {}, startup=False, **facts)
+        return Plan(None, planned, [], [], {}, startup=facts["initializes"], counted=facts["trains"], **facts)
     return _distributed(program, block, me, cluster, xp, facts, lod)
 
 
@@ -313,15 +316,16 @@ def _distributed(program, block, me, cluster: Cluster, xp, facts: dict, lod) -> 
         for slot, names in op.inputs.items():
             for n in names:
                 edge = classify(cluster, op, slot, block.var(n), me, i)
-                if not RULES[edge.kind].remote:
+                rule = RULES[edge.kind]
+                if not rule.remote:
                     continue
                 when = SAME if last.get(n, i) < i else (CARRIED if n in last else CONSTANT)
-                if edge.kind == "broadcast":
+                if rule.once_per_step:
                     if n in taken:
                         continue
                     taken.add(n)
                 e = InEdge(slot, n, edge.kind, tuple(s.name for s in edge.sources), when)
-                (each if RULES[edge.kind].per_instance else remote).append(e)
+                (each if rule.per_instance else remote).append(e)
         if len(each) > 1:
             raise PlacementError(f"op #{i} `{op.type}` has {len(each)} each-edges; an op runs once per "
                                  f"arriving instance of one input")
@@ -345,8 +349,10 @@ def _distributed(program, block, me, cluster: Cluster, xp, facts: dict, lod) -> 
         p.grant_inplace(sent)
     holders = {n: cluster.matching(v.place) for n, v in block.vars.items()}
     answers = frozenset(n for n in held if me.role == ExecutorRole.PSERVER)
+    startup = program.cluster.startup
+    serves = me.role == ExecutorRole.PSERVER and not startup
     return Plan(me, planned, initial, [e for p in planned for e in p.remote if e.when == CARRIED], holders,
-                startup=program.cluster.startup, answers=answers, **facts)
+                startup=startup, answers=answers, serves=serves, counted=not startup and not serves, **facts)
 
 
 def _kind(readers: dict) -> str:
@@ -356,5 +362,5 @@ def _kind(readers: dict) -> str:
 
 
 def fetch_edge(plan: Plan, name: str) -> InEdge:
-    """The fetch of ``name`` (held elsewhere) from its first holder (executor/edges.py)."""
+    """The fetch of ``name`` (held elsewhere) from its first holder (placegroup/ir/edges.py)."""
     return InEdge("Out", name, "fetch", (plan.holders[name][0].name,), SAME)

@@ -43,7 +43,7 @@ class Profile:
         self.who = who
         self.mailbox = mailbox          # a comm.mailbox.Mailbox, or None (one process)
         if mailbox is not None:
-            mailbox.timed = True
+            mailbox.stats(timed=True)
         self.seconds: dict = defaultdict(float)
         self.cpu: dict = defaultdict(float)
         self.waited: dict = defaultdict(float)
@@ -118,13 +118,13 @@ class Profile:
 
 def messages_line(mb) -> str:
     """The message counters of mailbox ``mb`` in one line."""
-    t = mb.session.t
-    sent = max(mb.sent_msgs, 1)
-    got = max(mb.received_msgs, 1)
-    return (f"messages: {mb.sent_msgs:,} sent ({t.bytes_sent / sent / 1e3:.1f} kB, {mb.send_s / sent * 1e6:.1f} us "
-            f"of CPU each to pack and send); {mb.received_msgs:,} received ({t.bytes_received / got / 1e3:.1f} kB, "
-            f"{mb.receive_s / got * 1e6:.1f} us of CPU each to receive, check and file); blocked "
-            f"{t.idle_s:.3f} s with nothing to read")
+    st = mb.stats()
+    sent = max(st.sent_msgs, 1)
+    got = max(st.received_msgs, 1)
+    return (f"messages: {st.sent_msgs:,} sent ({st.bytes_sent / sent / 1e3:.1f} kB, {st.send_s / sent * 1e6:.1f} us "
+            f"of CPU each to pack and send); {st.received_msgs:,} received ({st.bytes_received / got / 1e3:.1f} kB, "
+            f"{st.receive_s / got * 1e6:.1f} us of CPU each to receive, check and file); blocked "
+            f"{st.idle_s:.3f} s with nothing to read")
 
 
 _profiles: list[Profile] = []

@@ -1,17 +1,20 @@
-"""Every message a step sends, read off the program: what ``placegroup dump`` lists under
+"""Every message a job sends, read off the program: what ``placegroup dump`` lists under
 "transfers".
 
 Nothing crosses the wire that the program does not say: each executor's plan
-(executor/plan.py) holds its pushes (after the op that last writes a value others read),
-its each-edge answers, its collectives and the values it sends once at the start; its
-version policy (executor/policy.py) says which version each carries. ``transfers(program)``
-compiles every executor's plan and lists them; a fetch of a var held elsewhere is the one
-message a step sends only when asked (``fetch_list``), and is listed as such.
+(executor/plan.py) holds its pushes (after the op that last writes a value others read), its
+each-edge answers, its collectives and the values it sends once at the start; the edge table
+(placegroup/ir/edges.py) names each kind; its version policy (executor/policy.py) says which
+version each carries and when it leaves (a bounded-async trainer's cadence, an async
+pserver's batched and newest-only answers). Beside the values, the control messages: the
+``hello`` on every connection, a trainer's ``done``, a fetch's request and answer by var, and
+the ``error`` a failing executor sends. ``transfers(program)`` compiles every executor's plan
+and lists them all.
 
 Example::
 
     for t in transfers(program):
-        print(t.src, "->", ", ".join(t.dst), t.var, t.kind, t.version)
+        print(t.src, "->", ", ".join(t.dst), t.var, t.kind, t.version, t.when)
 """
 from __future__ import annotations
 
@@ -19,15 +22,24 @@ import dataclasses
 
 import numpy as np
 
+from placegroup.executor.link import linked_peers, peer_links
 from placegroup.executor.plan import compile_plan
 from placegroup.executor.policy import policy_for
 from placegroup.ir.cluster import Cluster
+from placegroup.ir.edges import RULES, label
+from placegroup.ir.place_group import ExecutorRole
+
+# a collective call's phases (comm/collectives.py, NOTE(ring)): to every peer, or round the ring
+RING_PHASES = (("h", "every peer", "its dtype and shape, first"), ("x", "every peer", "a small part, direct"),
+               ("rs", "the next rank", "a ring reduce-scatter segment"),
+               ("ag", "the next rank", "a ring allgather segment"))
 
 
 @dataclasses.dataclass(frozen=True)
 class Transfer:
-    """One message kind: ``var`` from ``src`` to ``dst`` by edge rule ``kind``, sent after op
-    ``op`` (its index and type; None: at the start) and tagged ``version``."""
+    """One message kind: ``var`` from ``src`` to ``dst`` by ``kind`` (an edge rule's label, or
+    a control message: hello, done, error, fetch request), sent after op ``op`` (its index and
+    type; None: ``where`` says when instead) and tagged ``version``, ``when`` it is sent."""
 
     src: str
     dst: tuple
@@ -36,6 +48,7 @@ class Transfer:
     op: tuple | None
     version: str
     when: str = "every step"
+    where: str = ""
 
 
 def transfers(program) -> list[Transfer]:
@@ -44,33 +57,67 @@ def transfers(program) -> list[Transfer]:
     if program.cluster is None:
         return []
     cluster = Cluster.from_program(program)
-    rounds = program.cluster.merge_steps > 1  # a pserver's step is then a round of the trainers'
     out: list[Transfer] = []
     for me in cluster.executors:
         plan = compile_plan(program, me, cluster, np)
         policy = policy_for(program.cluster, me.role)
-        label = "step (a round)" if rounds and policy.round == 1 else policy.label()
+        out += _control(program, cluster, me)
         for e in plan.initial:
-            out.append(Transfer(me.name, e.peers, e.var, e.kind, None, "-1 (the startup program's)", "once"))
+            out.append(Transfer(me.name, e.peers, e.var, label(e.kind), None, "-1 (the startup program's)", "once",
+                                "at the start"))
         for p in plan.ops:
             where = (p.index, p.op.type)
-            when = "once per round" if p.round_end and policy.round > 1 else "every step"
             if p.each is not None:
-                reply = policy.reply_label()
                 for e in p.pushes:
-                    out.append(Transfer(me.name, e.peers, e.var, "each (to the instance that triggered it)",
-                                        where, reply, "per arriving instance"))
+                    out.append(Transfer(me.name, e.peers, e.var, RULES[p.each.kind].answer_label, where,
+                                        policy.reply_label(), policy.reply_cadence()))
                 continue
             for e in p.pushes:
-                out.append(Transfer(me.name, e.peers, e.var, e.kind, where, label, when))
+                out.append(Transfer(me.name, e.peers, e.var, label(e.kind), where, policy.label(),
+                                    policy.cadence(p.round_end)))
             if p.group is not None:
-                out.append(Transfer(me.name, tuple(n for n in p.group if n != me.name), p.op.input_arg_names[0]
-                                    if p.op.input_arg_names else "-", "collective", where, "step", when))
-        if plan.answers:
-            askers = tuple(e.name for e in cluster.executors if e.role != me.role)
-            out.append(Transfer(me.name, askers, f"any of its {len(plan.answers)} vars", "fetch", None,
-                                f"the asker's {'round' if rounds else 'step'}, once this executor has "
-                                f"finished it", "when asked"))
+                out += _ring(me.name, p, policy.cadence(p.round_end))
+        askers = tuple(e.name for e in cluster.executors if e.role != me.role)
+        for var in sorted(plan.answers):
+            out.append(Transfer(me.name, askers, var, RULES["fetch"].label, None,
+                                f"the asker's {policy.asker_unit()}, once this executor has finished it",
+                                "when asked", "on request"))
+    return out
+
+
+def _control(program, cluster: Cluster, me) -> list[Transfer]:
+    """The control messages of executor ``me`` (docs/protocol.md, "Message kinds")."""
+    connect, _ = peer_links(cluster, me, program.cluster.pserver_mesh)
+    others = tuple(sorted(linked_peers(cluster, me, program.cluster.pserver_mesh)))
+    pservers = tuple(e.name for e in cluster.executors if e.role == ExecutorRole.PSERVER)
+    out = []
+    if connect:
+        out.append(Transfer(me.name, tuple(sorted(connect)), "-", "hello", None, "-1",
+                            "once, first on each connection it dials (with the program's digest)", "on connecting"))
+    if me.role == ExecutorRole.TRAINER:
+        if pservers:
+            out.append(Transfer(me.name, pservers, "-", "done", None, "the last version it sent",
+                                "once (its pservers stop serving when every trainer has)", "at close"))
+            out.append(Transfer(me.name, pservers, "any var a pserver holds", "fetch request", None,
+                                "this step's", "when fetch_list names a var held there", "on request"))
+    if others:
+        out.append(Transfer(me.name, others, "-", "error", None, "-", "once (to every executor linked to it)",
+                            "when this executor fails"))
+    return out
+
+
+def _ring(src: str, p, when: str) -> list[Transfer]:
+    """The messages of collective op ``p``, by phase (NOTE(ring) in comm/collectives.py)."""
+    peers = tuple(n for n in p.group if n != src)
+    if not peers:
+        return []
+    rank = p.group.index(src)
+    after = p.group[(rank + 1) % len(p.group)]
+    out = []
+    for call in p.op.opdef.collective_calls:
+        for phase, to, what in RING_PHASES:
+            out.append(Transfer(src, peers if to == "every peer" else (after,), f"{p.ctx.tag}{call}:{phase}",
+                                "collective", (p.index, p.op.type), "step", f"{when}: {what}"))
     return out
 
 
@@ -78,10 +125,9 @@ def render(items: list[Transfer]) -> list[str]:
     """Text lines for ``placegroup dump``."""
     if not items:
         return []
-    lines = ["// transfers: every message a step sends (after op #i; tagged with the version shown)"]
+    lines = ["// transfers: every message the job sends (after op #i; tagged with the version shown)"]
     for t in items:
-        after = (f"after #{t.op[0]} {t.op[1]}" if t.op is not None else
-                 "on request" if t.kind == "fetch" else "at the start")
-        lines.append(f"//   {t.src} -> {', '.join(t.dst)}: {t.var} [{t.kind}] {after}, {t.when}, "
-                     f"version {t.version}")
+        after = f"after #{t.op[0]} {t.op[1]}" if t.op is not None else t.where
+        var = "" if t.var == "-" else f"{t.var} "
+        lines.append(f"//   {t.src} -> {', '.join(t.dst)}: {var}[{t.kind}] {after}, {t.when}, version {t.version}")
     return lines

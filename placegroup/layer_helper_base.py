@@ -17,8 +17,8 @@ import numpy as np
 
 from placegroup.initializer import ConstantInitializer, NumpyArrayInitializer, XavierInitializer
 from placegroup.ir import unique_name
+from placegroup.ir.evaluate import evaluate
 from placegroup.ir.framework import LOD_TENSOR, Variable, default_main_program, default_startup_program
-from placegroup.ops.registry import KernelContext
 from placegroup.param_attr import ParamAttr, WeightNormParamAttr
 
 __all__ = ["LayerHelperBase"]
@@ -157,7 +157,7 @@ class LayerHelperBase:
         if not sblock.has_var(v_name):
             first = len(sblock.ops)
             init(sblock.create_var(v_name, shape=shape, dtype=dtype, persistable=True), sblock)
-            v0 = _run_init_ops(sblock.ops[first:], v_name).astype(dtype, copy=False)
+            v0 = _run_init_ops(sblock.ops[first:], sblock, v_name).astype(dtype, copy=False)
             axes = None if dim is None else tuple(d for d in range(len(shape)) if d != dim)
             g0 = (np.abs(v0) ** 2).sum(axis=axes).astype(dtype) ** np.asarray(0.5, dtype)
             NumpyArrayInitializer(np.asarray(g0, dtype).reshape(g_shape))(
@@ -259,20 +259,14 @@ class LayerHelperBase:
             initializer(svar, sblock)
 
 
-def _run_init_ops(ops, name: str):
-    """The value the startup ops ``ops`` (an initializer's) give var ``name``, computed now on
-    the host (NOTE(weight-norm))."""
-    vals: dict = {}
+def _run_init_ops(ops, block, name: str):
+    """The value the startup ops ``ops`` (an initializer's, in ``block``) give var ``name``,
+    computed now on the host by the executor's loop (NOTE(weight-norm))."""
+    made: set = set()
     for op in ops:
-        ins = {}
-        for slot in op.opdef.inputs:
-            names = op.input(slot.name)
-            if any(n not in vals for n in names):
-                raise ValueError(f"WeightNormParamAttr: the initializer of {name!r} reads {names}, which it does not "
-                                 f"make; use an initializer that depends on nothing else")
-            if names:
-                ins[slot.name] = [vals[n] for n in names] if slot.duplicable else vals[names[0]]
-        outs = op.opdef.kernels["cpu"](np, ins, op.attrs, KernelContext(outputs=op.outputs, step=-1))
-        for slot, names in op.outputs.items():
-            vals.update(zip(names, outs[slot] if isinstance(outs[slot], list) else [outs[slot]]))
-    return np.asarray(vals[name])
+        needs = [n for n in op.input_arg_names if n not in made]
+        if needs:
+            raise ValueError(f"WeightNormParamAttr: the initializer of {name!r} reads {needs}, which it does not "
+                             f"make; use an initializer that depends on nothing else")
+        made.update(op.output_arg_names)
+    return np.asarray(evaluate(ops, block, name))

@@ -27,7 +27,7 @@ import pytest
 
 import placegroup as fluid
 from placegroup.errors import OpError, ProgramError
-from placegroup.executor.edges import OutEdge
+from placegroup.ir.edges import OutEdge
 from placegroup.executor.interpreter import Interpreter
 from placegroup.executor.plan import LoDOp, PlannedOp, compile_plan
 from placegroup.layers import sequence as seq
@@ -388,6 +388,8 @@ class _Mailbox:
 
 
 class _Link:
+    wait_timeout = None
+
     def __init__(self):
         self.mailbox = _Mailbox()
 

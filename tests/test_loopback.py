@@ -27,11 +27,18 @@ PS = f"pserver@{EP}"
 T = 10 * TIME_FACTOR
 
 
-def _mailbox(net, name, digest="d", peer_timeout=5.0) -> Mailbox:
-    """A pserver (binds EP) or a trainer (connects to it), as the executor links them."""
+def _mailbox(net, name, digest="d", peer_timeout=5.0, **handlers) -> Mailbox:
+    """A pserver (binds EP) or a trainer (connects to it), as the executor links them;
+    ``handlers``: the mailbox's (``describe_peer``, ``start_timeout``, ``supersede``)."""
     bind, connect = (EP, {}) if name == PS else (None, {PS: EP})
     return Mailbox(open_transport(name, bind, connect, digest=digest, peer_timeout=peer_timeout,
-                                  network=net))
+                                  network=net), **handlers)
+
+
+def _say_done(mb, peers) -> None:
+    """What a trainer's link does at close: what it posted leaves, then ``done``."""
+    mb.flush()
+    mb.session.say_done(peers, mb.step_of())
 
 
 def _describe(missing) -> str:
@@ -127,7 +134,7 @@ def test_values_between_executors_on_threads_and_done():
         mb.post(PS, "g", 0, g)
         mb.flush()  # it has left: the pserver may not have it yet, but it is on its way
         w, = mb.wait([("w", 0, PS)], T, _describe)
-        mb.broadcast([PS], "done")  # step_of() is 0: its last step
+        _say_done(mb, [PS])  # step_of() is 0: its last step
         mb.close()
         return w
 
@@ -148,37 +155,45 @@ def test_values_between_executors_on_threads_and_done():
 
 
 def test_answers_to_instances_that_came_together_leave_together_newest_only():
-    """NOTE(reply-batching): an async pserver that finds several instances waiting answers
-    them in one message; of a var in ``newest_only`` only the newest answer goes."""
+    """NOTE(reply-batching): an async pserver (the Async policy over a real mailbox) that finds
+    several instances waiting answers them in one message; of a var its mailbox supersedes
+    only the newest answer goes."""
+    from placegroup.executor.policy import Async
+    from placegroup.ir.edges import InEdge
+
     net = LoopbackNetwork()
     got = {}
 
     def trainer():
         mb = _mailbox(net, "trainer:0")
-        mb.timed = True  # count messages (as PLACEGROUP_PROFILE does)
+        mb.stats(timed=True)  # count messages (as PLACEGROUP_PROFILE does)
         for step in range(3):
             mb.post(PS, "g", step, np.full(2, step, F4))
         mb.flush()  # three gradients in one message
-        got["w"] = mb.wait_newest("w", PS, 2, T, _describe)
+        got["w"] = mb.newest("w", PS, 2, wait=True, timeout=T, describe=_describe)
         got["b"] = [mb.wait([("b", v, PS)], T, _describe)[0] for v in range(3)]
-        got["received"] = mb.received_msgs
-        mb.broadcast([PS], "done")
+        got["received"] = mb.stats().received_msgs
+        _say_done(mb, [PS])
         mb.close()
 
     def pserver():
-        mb = _mailbox(net, PS)
-        mb.newest_only, mb.instance_vars, mb.timed = {"w"}, {"g"}, True
-        mb.wait_any([("g", 0, "trainer:0")], T, _describe, any_version=True)  # all three are here now
+        policy = Async(newest_replies=True)
+        mb = _mailbox(net, PS, supersede={"w"})
+        mb.stats(timed=True)
+        io = type("IO", (), {"mailbox": mb, "timeout": T, "me": PS})()
+        policy.serving(type("Plan", (), {"ops": [type("Op", (), {"each": InEdge("G", "g", "each", ("trainer:0",),
+                                                                              "same")})()]})())
+        keys = [("g", 0, "trainer:0")]
+        assert policy.pass_ready(io, 0)  # all three are here now: one message
         for step in range(3):
-            if step:
-                key, _ = mb.wait_any([("g", 0, "trainer:0")], T, _describe, any_version=True)
-                assert key[1] == step and mb.outbox_count() > 0  # not sent: another instance was there
+            key, _ = policy.next_instance(io, keys, 0, _describe)
+            # not sent while another instance of the trainer waits: its answer goes with them
+            assert key[1] == step and (step == 0 or sum(map(len, mb.outbox.values())) > 0)
             mb.post("trainer:0", "w", step, np.full(2, 10 + step, F4))
             mb.post("trainer:0", "b", step, np.full(1, step, F4))
-        assert mb.outbox_count() == 4  # w of step 2 only, b of every step
-        with pytest.raises(PeersDone):
-            mb.wait_any([("g", 0, "trainer:0")], T, _describe, any_version=True)
-        assert mb.sent_msgs == 1
+        assert sum(map(len, mb.outbox.values())) == 4  # w of step 2 only, b of every step
+        assert not policy.pass_ready(io, 3)  # it leaves; the trainer says done
+        assert mb.stats().sent_msgs == 1
         mb.close()
 
     _threads(trainer, pserver)
@@ -190,7 +205,7 @@ def test_another_program_is_answered_with_an_error():
     net = LoopbackNetwork()
     ps = _mailbox(net, PS, digest="ours")
     tr = _mailbox(net, "trainer:0", digest="theirs")
-    ps.pump(0)  # the hello: answered
+    ps.newest("w", "trainer:0", 0)  # the hello comes, and is answered
     with pytest.raises(RemoteError, match=f"{PS} failed: {PS} runs another program than trainer:0: "
                                           f"transpile the same model"):
         tr.wait([("w", 0, PS)], T, _describe)
@@ -198,8 +213,7 @@ def test_another_program_is_answered_with_an_error():
 
 def test_a_peer_that_closes_without_done_is_lost_after_the_grace():
     net = LoopbackNetwork()
-    ps = _mailbox(net, PS, peer_timeout=0.3)
-    ps.describe_peer = lambda name: f"{name} (trainer 0)"
+    ps = _mailbox(net, PS, peer_timeout=0.3, describe_peer=lambda name: f"{name} (trainer 0)")
     tr = _mailbox(net, "trainer:0")
     tr.close()  # as a process that dies
     t0 = time.monotonic()
@@ -213,18 +227,17 @@ def test_a_peer_that_said_done_and_closed_is_no_failure():
     net = LoopbackNetwork()
     ps = _mailbox(net, PS, peer_timeout=0.1)
     tr = _mailbox(net, "trainer:0")
-    tr.broadcast([PS], "done")
+    _say_done(tr, [PS])
     tr.close()
     time.sleep(0.2)
     with pytest.raises(PeersDone):
         ps.wait([("g", 1, "trainer:0")], T, _describe)
-    ps.check_peers(["trainer:0"], "nothing")
+    ps.session.check([("g", 1, "trainer:0")], lambda missing: "nothing")
 
 
 def test_a_peer_that_never_comes_is_named_after_the_start_timeout():
     net = LoopbackNetwork()
-    ps = _mailbox(net, PS)
-    ps.start_timeout = 0.3
+    ps = _mailbox(net, PS, start_timeout=0.3)
     _mailbox(net, "trainer:0")
     with pytest.raises(PeerLost, match=r"peer trainer:1 never came: no connection in \d+s "
                                        r"\(PLACEGROUP_START_TIMEOUT=0.3s; is it running\?\); waiting for"):

@@ -212,37 +212,72 @@ def test_a_sparse_table_sliced_into_blocks_when_not_distributed():
                      run_local(sparse("momentum", 3000, distributed=False), batches))
 
 
-@pytest.mark.parametrize("kw", [{}, {"sync_mode": False}, {"merge_steps": 2}, {"staleness": 1}],
-                         ids=["sync", "async", "merge_steps", "bounded"])
-def test_every_value_sent_is_a_transfer_dump_lists(monkeypatch, kw):
-    """Nothing crosses the wire that the program does not say: each (sender, receiver, var) a
-    run sends is one of the transfers ``placegroup dump`` shows (and every one listed is sent)."""
+_MODES = [({}, 2), ({"sync_mode": False}, 2), ({"merge_steps": 2}, 2), ({"staleness": 1}, 2),
+          ({"sync_mode": False, "staleness": 4}, 2), ({}, 0)]
+
+
+@pytest.mark.parametrize("kw, pservers", _MODES,
+                         ids=["sync", "async", "merge_steps", "bounded", "async-bounded", "allreduce"])
+def test_every_message_on_the_wire_is_one_dump_lists(monkeypatch, kw, pservers):
+    """A recording of the wire: every message any executor of a run hands its transport (values
+    by var, collective parts by phase, hello, done, fetch requests and answers) is one of the
+    transfers ``placegroup dump`` lists, with its kind; and every value, hello and done listed
+    is sent. Where a policy batches (an async pserver's answers, a bounded-async trainer's
+    gradients), dump says so, and the recording shows it."""
     import threading
 
     import placegroup as fluid
-    from placegroup.comm.mailbox import Mailbox
+    from placegroup.comm.framing import unpack
+    from placegroup.comm.loopback import LoopbackTransport
     from placegroup.executor.transfers import transfers
 
     sent, lock = set(), threading.Lock()
-    real = Mailbox.post
+    real = LoopbackTransport.send
+    kinds = {"values": None, "hello": "hello", "done": "done", "fetch": "fetch request", "error": "error"}
 
-    def spy(self, peer, var, version, value):
-        if isinstance(var, str):  # a collective's parts are keyed by (tag, part)
-            with lock:
-                sent.add((self.session.me, peer, var))
-        return real(self, peer, var, version, value)
+    def spy(self, peer, frames):
+        m = unpack(frames)
+        with lock:
+            if m.kind != "values":
+                sent.add((m.src, peer, "-" if m.kind != "fetch" else "any var a pserver holds", kinds[m.kind]))
+            for var, _, _ in m.vals:
+                if isinstance(var, tuple):  # a collective's part: (op tag + call, phase + ring step)
+                    var = f"{var[0]}:{var[1].rstrip('0123456789.')}"
+                sent.add((m.src, peer, var, None))
+        return real(self, peer, frames)
 
-    monkeypatch.setattr(Mailbox, "post", spy)
-    run_cluster(model("wide", "sgd"), 2, 3, data("wide", 4, 20), **kw)
+    monkeypatch.setattr(LoopbackTransport, "send", spy)
+    build = model("linear", "sgd")
+    fetch = ("fc_0.w_0",) if pservers else ()   # held on a pserver: fetched from it
+    run_cluster(build, 2, pservers, data("linear", 6, 20), fetch=fetch, endpoints=not pservers, **kw)
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        build("wide", "sgd")
+        startup.random_seed = 7
+        build()
     t = fluid.DistributeTranspiler()
-    t.transpile(0, program=main, startup_program=startup, pservers="127.0.0.1:7100,127.0.0.1:7101,127.0.0.1:7102",
-                trainers=2, **kw)
-    listed = {(x.src, d, x.var) for x in transfers(t.get_program(None, "trainer")) if x.kind != "fetch"
-              for d in x.dst}
-    assert len(sent) >= 10 and sent == listed
+    ps = ",".join(f"127.0.0.1:{7100 + i}" for i in range(pservers))
+    t.transpile(0, program=main, startup_program=startup, pservers=ps,
+                trainers=2 if pservers else "127.0.0.1:7200,127.0.0.1:7201", **kw)
+    listed = transfers(t.get_program("127.0.0.1:7200" if not pservers else None, "trainer"))
+    control = {"hello", "done", "error", "fetch request"}
+    by_key = {(x.src, d, x.var, x.kind if x.kind in control else None) for x in listed for d in x.dst}
+    for key in sorted(sent, key=str):
+        assert key in by_key, f"{key[0]} -> {key[1]} sent {key[2]} ({key[3] or 'values'}), which dump does not list"
+    values = {(x.src, d, x.var) for x in listed for d in x.dst
+              if x.kind in ("hello", "done") or (x.when != "when asked" and x.kind not in ("error", "fetch request",
+                                                                                           "collective"))}
+    assert values <= {(s, d, v) for s, d, v, _ in sent}, values - {(s, d, v) for s, d, v, _ in sent}
+    assert {"hello", "done" if pservers else "hello"} <= {c for *_, c in sent}
+    if pservers:
+        assert any(x.kind == "fetch" and x.var == "fc_0.w_0" for x in listed)
+    else:
+        assert any(x.kind == "collective" for x in listed)
+    by_policy = " ".join(x.when for x in listed)
+    if kw.get("staleness") and kw.get("sync_mode") is False:
+        assert "leaving every 2 steps in one message per peer" in by_policy
+        assert "only the newest is sent" in by_policy
+    if kw.get("sync_mode") is False:
+        assert "one per pass" in by_policy
 
 
 def test_a_regularized_sparse_embedding_on_pservers_equals_one_process():

@@ -34,8 +34,67 @@ def test_bounded_staleness_allows_k_versions_behind_and_zero_is_sync():
 
 def test_async_answers_with_the_instance_version_and_waits_for_one():
     assert Async().reply_version(step=9, instance_version=4) == 4 and Sync().reply_version(9, 4) == 9
-    assert Async().waits_for_instance() and Async().any_version
-    assert not Sync().waits_for_instance() and not Sync().any_version
+
+
+class _FakeMailbox:
+    """What a policy's each-edge hooks read of a mailbox: the instances waiting, by source."""
+
+    def __init__(self, waiting: dict) -> None:
+        self.waiting = waiting   # (var, source) -> versions waiting, ascending
+        self.flushed: list = []
+
+    def pending(self, var, src):
+        vs = self.waiting.get((var, src))
+        return (var, vs[0], src) if vs else None
+
+    def waiting_from(self, vars_):
+        return {src for (var, src), vs in self.waiting.items() if vs and var in vars_}
+
+    def take_any(self, keys, timeout, describe, any_version=False, hold=0.0):
+        for k in keys:
+            hit = self.pending(k[0], k[2])
+            if hit is not None:
+                self.waiting[(k[0], k[2])].pop(0)
+                return hit, f"value of {hit}"
+        raise AssertionError("the fake has nothing waiting")
+
+    def flush(self, peers=None, but=(), limit=None):
+        self.flushed.append((peers, set(but), limit))
+
+
+class _FakeIO:
+    me, xp, timeout = "pserver@a:1", None, None
+
+    def __init__(self, mailbox) -> None:
+        self.mailbox = mailbox
+
+
+class _Plan:
+    def __init__(self, *each) -> None:
+        self.ops = [type("P", (), {"each": e, "index": i})() for i, e in enumerate(each)]
+
+
+def test_async_takes_one_instance_per_pass_in_each_trainers_own_order():
+    from placegroup.ir.edges import InEdge
+
+    grad = InEdge("Grad", "w@GRAD", "each", ("trainer:0", "trainer:1"), SAME)
+    ids = InEdge("Ids", "ids", "each", ("trainer:0", "trainer:1"), SAME)
+    policy = Async()
+    policy.serving(_Plan(grad, ids))
+    # trainer 0 sent its gradient of step 3 and its ids of step 4; trainer 1 only ids of step 2
+    mb = _FakeMailbox({("w@GRAD", "trainer:0"): [3], ("ids", "trainer:0"): [4], ("ids", "trainer:1"): [2]})
+    io = _FakeIO(mb)
+    keys = [("ids", 0, "trainer:0"), ("ids", 0, "trainer:1")]
+    # trainer 0's ids wait until its older gradient is applied: it reads its own update
+    assert policy.instances(io, keys) == [("ids", 0, "trainer:1")]
+    key, _ = policy.next_instance(io, policy.instances(io, keys), 0, None)
+    assert key == ("ids", 2, "trainer:1")
+    # the answers leave for every trainer but those with instances still waiting here
+    assert mb.flushed == [(None, {"trainer:0", "trainer:1"}, 16)]
+    assert policy.next_instance(io, keys, 1, None) is None  # one per pass
+    policy.answered(io, type("Op", (), {"index": 1})(), "trainer:1")
+    assert policy.staleness_seen == {0: 1}
+    assert Sync().pass_ready(io, 0) and Sync().instances(io, keys) == keys
 
 
 @pytest.mark.parametrize("cluster, role, name", [
@@ -59,4 +118,8 @@ def test_an_async_trainer_with_staleness_sends_every_half_bound():
     p = policy_for(ClusterSchema(trainers=2, pservers=["a:1"], sync_mode=False, staleness=8), "trainer")
     assert [s for s in range(12) if p.send_now(s)] == [3, 7, 11]
     assert p.oldest_allowed(20) == 12
-    assert all(Sync().send_now(s) for s in range(3))
+    mb = _FakeMailbox({})
+    for s in range(4):
+        p.end_step(_FakeIO(mb), s)
+        Sync().end_step(_FakeIO(mb), s)   # sync leaves it to the next wait
+    assert mb.flushed == [(None, set(), None)]  # after step 3 only

@@ -51,7 +51,7 @@ def test_the_profiler_times_the_steps_inside_it_only(fresh_programs, tmp_path, c
     calls = [n for n in rows.values()]
     assert calls == sorted(calls, reverse=True)  # ordered by calls
     assert path.read_text() == printed
-    assert exe._local.profile is None  # detached: no marking after stop
+    assert exe.profile is None  # detached: no marking after stop
 
 
 def test_start_and_stop_by_hand_and_the_keys_sort_the_table(fresh_programs, tmp_path, capsys):

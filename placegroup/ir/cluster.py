@@ -4,7 +4,7 @@
 ``trainer:0..N-1`` (with their endpoints when trainers were given as a list) and one pserver
 per endpoint. A var with no PlaceGroup, or an op with none, belongs to everyone (a
 single-process program). These answers are what the placement check and the executor's
-edges (``classify``: local, broadcast, gather or each) are computed from.
+edges (``classify``, by the edge table of placegroup/ir/edges.py) are computed from.
 ``ClusterSchema`` is the typed record of the job (trainers, pservers, mode, merge_steps, digest)
 that a transpiled program carries as ``program.cluster``.
 """
@@ -15,6 +15,7 @@ import dataclasses
 import pydantic
 
 from placegroup.errors import PlacementError
+from placegroup.ir.edges import recognise
 from placegroup.ir.place_group import ExecutorId, ExecutorRole, PlaceGroup
 
 
@@ -93,19 +94,17 @@ class Edge:
 
 
 def classify(cluster: Cluster, op, slot: str, var, reader: ExecutorId, op_index: int) -> Edge:
-    """The edge of ``op``'s input ``var`` for ``reader``, or PlacementError naming both places."""
+    """The edge of ``op``'s input ``var`` for ``reader``, by the first rule of the edge table
+    that recognises it (placegroup/ir/edges.py), or PlacementError naming both places."""
     holders = cluster.matching(var.place)
-    if reader in holders:
-        return Edge("local", var.name, slot, ())
-    mode = op.edges.get(slot)
-    if mode in ("gather", "each"):
-        return Edge(mode, var.name, slot, tuple(holders))
-    if len(holders) == 1:
-        return Edge("broadcast", var.name, slot, tuple(holders))
-    raise PlacementError(
-        f"op #{op_index} `{op.type}` @{op.place} reads {var.name!r} @{var.place}, which "
-        f"{len(holders)} executors hold ({', '.join(map(str, holders)) or 'none'}); executor "
-        f"{reader} holds none of them, and the op declares no gather/each edge for {slot!r}")
+
+    def invalid() -> str:
+        return (f"op #{op_index} `{op.type}` @{op.place} reads {var.name!r} @{var.place}, which "
+                f"{len(holders)} executors hold ({', '.join(map(str, holders)) or 'none'}); executor "
+                f"{reader} holds none of them, and the op declares no gather/each edge for {slot!r}")
+
+    kind = recognise(op, slot, holders, reader, invalid)
+    return Edge(kind, var.name, slot, () if kind == "local" else tuple(holders))
 
 
 def reads_across_pservers(program) -> bool:

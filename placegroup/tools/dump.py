@@ -225,7 +225,7 @@ def program_document(program, executor: ExecutorId | None = None) -> dict:
         cluster=None if program.cluster is None else _jsonable(program.cluster.model_dump()),
         provenance=list(program.provenance), view=_executor_doc(executor),
         transfers=[dict(src=t.src, dst=list(t.dst), var=t.var, rule=t.kind,
-                        after_op=None if t.op is None else t.op[0], version=t.version, when=t.when)
+                        after_op=None if t.op is None else t.op[0], where=t.where, version=t.version, when=t.when)
                    for t in _seen_transfers(program, executor)],
         placements=[dict(place=None if p == NO_PLACE else p, ops=o, vars=n)
                     for p, o, n in view.summary()],
