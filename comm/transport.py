@@ -26,7 +26,7 @@ import zmq
 
 from placegroup.comm.base import CONNECTED, LOST, REFUSED
 from placegroup.comm.loopback import LoopbackNetwork
-from placegroup.ports import cannot_bind
+from placegroup.util.ports import cannot_bind
 
 log = logging.getLogger("placegroup.comm")
 

@@ -1,5 +1,5 @@
 """``Executor.train_from_dataset`` / ``infer_from_dataset``: run a program once per batch of a
-Dataset (placegroup/dataset_factory.py), as Fluid 1.8 does.
+Dataset (placegroup/datafeed/dataset_factory.py), as Fluid 1.8 does.
 
 Each batch is one ``exe.run(program, feed=batch)``: in one process and on a trainer of a
 distributed job alike (a trainer's program then talks to its pservers as with ``exe.run``;

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from placegroup.compiler import prepare_run
+from placegroup.model.compiler import prepare_run
 from placegroup.errors import ConfigError, PlacementError, ProgramError
 from placegroup.executor.dataset_loop import run_from_dataset
 from placegroup.executor.feed import fed_array
@@ -49,7 +49,7 @@ from placegroup.ir.evaluate import register_runner
 from placegroup.ir.framework import default_main_program, transpiled_job
 from placegroup.ir.place_group import ExecutorRole
 from placegroup.ir.places import CPUPlace
-from placegroup.reader_registry import reader_feed
+from placegroup.datafeed.reader_registry import reader_feed
 from placegroup.values import LoDTensor, check_lod, is_selected_rows
 
 

@@ -48,7 +48,7 @@ never the declared one; the only check is ``check_feed_shape_type``, for ``fluid
   array (NOTE(feed-dtype)) and follows the rule of its shape.
 * Readers: a loader started with ``start()`` checks a ``fluid.data`` var as Fluid's read op does
   (same rank, each dim equal unless -1); an iterable loader's batches meet this check in
-  ``exe.run``; ``py_reader`` checks nothing (placegroup/io/data_loader.py, NOTE(reader-shape)).
+  ``exe.run``; ``py_reader`` checks nothing (placegroup/datafeed/data_loader.py, NOTE(reader-shape)).
   ``DataFeeder`` and the sample readers reshape a stack of another rank to the declared shape
   (NOTE(feeder-shape) in placegroup/data_feeder.py).
 """

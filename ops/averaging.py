@@ -9,7 +9,7 @@ the same float32 expressions in the same order. ``average_accumulates`` is Fluid
 The ops that run every step carry NOTE(opt-roles) slot roles (``Param``, ``Moment`` for state
 shaped like the parameter, ``ScalarState`` for one-element counters); the wrappers give each
 op ``op.param``, so the transpiler runs it beside its parameter's update, and the slice pass
-gives each row block its own state (placegroup/averaging.py, NOTE(averages-placement)).
+gives each row block its own state (placegroup/runtime/averaging.py, NOTE(averages-placement)).
 """
 from __future__ import annotations
 

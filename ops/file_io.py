@@ -18,8 +18,8 @@ import os
 
 import numpy as np
 
-from placegroup.atomic_files import atomic_write
-from placegroup.var_format import parse, records
+from placegroup.util.atomic_files import atomic_write
+from placegroup.util.var_format import parse, records
 from placegroup.ops.registry import Meta, Slot, register
 from placegroup.values import as_host, to_device
 

@@ -20,8 +20,8 @@ import os
 
 import numpy as np
 
-from placegroup.atomic_files import atomic_write
-from placegroup.var_format import read, records
+from placegroup.util.atomic_files import atomic_write
+from placegroup.util.var_format import read, records
 from placegroup.ops.file_io import _need_path
 from placegroup.ops.registry import Slot, register
 from placegroup.values import as_host, to_device

@@ -14,15 +14,23 @@ if not _os.path.isdir(_os.path.join(_here, "ops")):
     if _os.path.isfile(_os.path.join(_root, "ops", "registry.py")):
         __path__.append(_root)
 
+# NOTE(facade): this module and every other module at placegroup/'s top level but values.py,
+# errors.py and config.py is the façade: Fluid's module names (fluid.optimizer, fluid.clip, ...),
+# each re-exporting the layer that has the code (README, "Where things are"). Nothing inside
+# the package imports the façade.
+
 # first: user errors from here on end the process with one line, no traceback (an invalid
 # PLACEGROUP_DEBUG among them)
-__import__("placegroup.failures").failures.install()
-from placegroup import _moved  # noqa: E402
+__import__("placegroup.util.failures").util.failures.install()
+from placegroup.tools import moved as _moved  # noqa: E402
 from placegroup import dataset, initializer, io, layers, optimizer, reader, regularizer  # noqa: E402
 from placegroup import compat, contrib, core, metrics, nets  # noqa: E402
+from placegroup import (backward, data_feed_desc, data_feeder, input, layer_helper, layer_helper_base,  # noqa: E402
+                        lod_tensor, log_helper, wrapped_decorator)
 from placegroup.ir import unique_name  # noqa: E402
 from placegroup.data_feeder import DataFeeder  # noqa: E402
-from placegroup.dataset_factory import DatasetFactory, InMemoryDataset, QueueDataset  # noqa: E402
+from placegroup.dataset import DatasetFactory, InMemoryDataset, QueueDataset  # noqa: E402
+from placegroup.tools import __version__  # noqa: E402
 from placegroup.tools.from_env import transpile_from_env  # noqa: E402
 from placegroup.tools.progress import install_exit_record  # noqa: E402
 from placegroup.reader import batch  # noqa: E402
@@ -32,7 +40,7 @@ from placegroup.errors import (CommTimeout, NotImplementedInPlacegroup, OpError,
                                SerializationError)
 from placegroup.executor import Executor, Scope, global_scope, scope_guard  # noqa: E402
 from placegroup.ir.framework import (Block, Operator, Parameter, Program, Variable,  # noqa: E402
-                                  default_main_program, default_startup_program, program_guard)
+                                     default_main_program, default_startup_program, program_guard)
 from placegroup.param_attr import ParamAttr, WeightNormParamAttr  # noqa: E402
 from placegroup.ir.place_group import ExecutorId, ExecutorRole, PlaceGroup  # noqa: E402
 from placegroup.ir.places import CPUPlace, CUDAPinnedPlace, CUDAPlace, is_compiled_with_cuda  # noqa: E402
@@ -41,6 +49,7 @@ from placegroup.transpiler import (DistributeTranspiler, DistributeTranspilerCon
 from placegroup import compiler  # noqa: E402
 from placegroup.compiler import (BuildStrategy, CompiledProgram, ExecutionStrategy, cpu_places,  # noqa: E402
                                  cuda_pinned_places, cuda_places)
+from placegroup import parallel_executor  # noqa: E402
 from placegroup.parallel_executor import ParallelExecutor  # noqa: E402
 from placegroup import average, clip, install_check  # noqa: E402
 from placegroup import profiler  # noqa: E402  (fluid.profiler)
@@ -48,9 +57,9 @@ from placegroup.io import load, load_program_state, save, set_program_state  # n
 from placegroup.core import LoDTensor, LoDTensorArray, Tensor  # noqa: E402
 from placegroup.lod_tensor import create_lod_tensor, create_random_int_lodtensor  # noqa: E402
 from placegroup.input import data, embedding, one_hot  # noqa: E402
-from placegroup.switches import (device_guard, disable_dygraph, disable_imperative, enable_dygraph,  # noqa: E402
-                                 enable_imperative, get_flags, in_dygraph_mode, memory_optimize, name_scope,
-                                 release_memory, require_version, set_flags)
+from placegroup.model.switches import (device_guard, disable_dygraph, disable_imperative, enable_dygraph,  # noqa: E402
+                                       enable_imperative, get_flags, in_dygraph_mode, memory_optimize, name_scope,
+                                       release_memory, require_version, set_flags)
 from placegroup.layers import learning_rate_scheduler as learning_rate_decay  # noqa: E402
 
 _moved.install()  # the module paths that moved keep working, with a DeprecationWarning
@@ -60,7 +69,6 @@ install_exit_record()  # under placegroup launch, say at exit whether this proce
 compat.install_surface()  # fluid.layers.nn.concat is fluid.layers.concat, as in Fluid
 compat.install_gaps()
 
-__version__ = "0.1.0"
 
 __all__ = [
     "Block", "CPUPlace", "CUDAPinnedPlace", "CUDAPlace", "CommTimeout", "DataFeeder",

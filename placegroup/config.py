@@ -22,7 +22,7 @@ text and what it expects.
 Values are read when asked for (so a launcher or a test may set them first), except
 ``DEBUG``, which is read once at import because the executor's loop consults it per op; a
 ``PLACEGROUP_DEBUG`` that does not parse leaves it 0 and its error in ``DEBUG_ERROR``, which
-``import placegroup`` raises once its one-line failure hook is in place (placegroup/failures.py).
+``import placegroup`` raises once its one-line failure hook is in place (placegroup/util/failures.py).
 
 Thread-safety: reading is safe from any thread.
 """

@@ -7,7 +7,7 @@ They are plain exceptions so a user can catch the family with
 NOTE(user-errors): the classes that derive from ``UserError`` say what the user gave
 placegroup (a program, a feed, a file, the environment) or what happened around the process
 (a peer lost, a peer's own error); a process that dies of one, or of an error raised ``from``
-one, ends with one line (placegroup/failures.py). Every other exception, a bug of the script
+one, ends with one line (placegroup/util/failures.py). Every other exception, a bug of the script
 or of placegroup, keeps its traceback. A class joins by deriving from ``UserError``.
 """
 

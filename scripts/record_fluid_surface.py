@@ -11,9 +11,9 @@ modules of their own, not as names, and a name ``__all__`` lists but the module 
 (``fluid.MultiTrainer``, an AttributeError in Fluid too) is not one. A module Fluid itself
 cannot import here (PSLib's, Python 2's) is recorded with no names. Every module under ``paddle.fluid`` that Fluid itself can
 import is walked; which of them placegroup leaves out, and why, is
-placegroup/fluid_surface_exclusions.json, read by placegroup, not here.
+placegroup/tools/fluid_surface_exclusions.json, read by placegroup, not here.
 
-Writes placegroup/fluid_surface.json: module -> name -> the object's home in Fluid,
+Writes placegroup/tools/fluid_surface.json: module -> name -> the object's home in Fluid,
 ``"paddle.fluid.data_feeder:check_dtype"`` (where it is defined; ``""`` for a name bound to a
 value, not a function or class). placegroup reads it to put each name it has at every module
 path Fluid binds it, as one object (compat.install_surface).
@@ -28,7 +28,7 @@ import pkgutil
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-OUT = ROOT / "placegroup" / "fluid_surface.json"
+OUT = ROOT / "placegroup" / "tools" / "fluid_surface.json"
 
 
 _OBJECTS: dict[str, int] = {}  # home -> id of the object first recorded under it

@@ -1,4 +1,4 @@
-"""Running Fluid 1.x scripts unchanged (placegroup/compat.py): the ``paddle`` aliases, the
+"""Running Fluid 1.x scripts unchanged (placegroup/tools/compat.py): the ``paddle`` aliases, the
 honest "not implemented" errors, ``placegroup run`` / ``launch --paddle-compat``, and
 docs/fluid_compat.md staying true to the code."""
 import io

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import placegroup as fluid
-from placegroup import fields
+from placegroup.util import fields
 from placegroup.compiler import StrategyNotice
 from placegroup.errors import ProgramError
 

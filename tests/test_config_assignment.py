@@ -13,9 +13,9 @@ import zlib
 import pytest
 
 import placegroup as fluid
-from placegroup import fields
+from placegroup.util import fields
 from placegroup.errors import ConfigError
-from placegroup.fields import StrategyNotice
+from placegroup.util.fields import StrategyNotice
 from placegroup.incubate.fleet.parameter_server.distribute_transpiler import distributed_strategy as ds
 from placegroup.transpiler.config import DistributeTranspilerConfig, ServerRuntimeConfig
 from tests.paddle_ref.reference import run_python

@@ -12,7 +12,7 @@ import pytest
 
 import placegroup as fluid
 from placegroup.errors import ConfigError, NotImplementedInPlacegroup
-from placegroup.multislot import MultiSlotFormatError, Slot, parse_text
+from placegroup.datafeed.multislot import MultiSlotFormatError, Slot, parse_text
 from placegroup.tools.launch import launch
 from tests.conftest import TIME_FACTOR
 from tests.paddle_ref.reference import run_python

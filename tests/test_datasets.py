@@ -460,7 +460,7 @@ def test_image_decoding_needs_opencv():
 
 
 def test_the_package_lists_paddles_modules():
-    from placegroup.compat_names import FLUID_18
+    from placegroup.tools.compat_names import FLUID_18
 
     assert sorted(n for n in FLUID_18["paddle.dataset"] if not hasattr(dataset, n)) == []
 

@@ -1,7 +1,7 @@
 """Fluid 1.8.5's module tree: every name Fluid binds in a module is in placegroup's module at that
 path, as the same object wherever Fluid binds one object at several paths, or is left out on
-purpose, with its reason, in placegroup/fluid_surface_exclusions.json. The names are recorded
-from Fluid itself (scripts/record_fluid_surface.py -> placegroup/fluid_surface.json)."""
+purpose, with its reason, in placegroup/tools/fluid_surface_exclusions.json. The names are recorded
+from Fluid itself (scripts/record_fluid_surface.py -> placegroup/tools/fluid_surface.json)."""
 import importlib
 import json
 import pathlib
@@ -13,11 +13,11 @@ import pytest
 import placegroup
 from placegroup.compat import alias_paddle, facade, surface_object, unalias_paddle
 from placegroup.errors import ModuleNotInPlacegroup, NotImplementedInPlacegroup
-from placegroup.fluid_surface import HOMES, OUT_OF_SCOPE, exclusion, sharing_home
+from placegroup.tools.fluid_surface import HOMES, OUT_OF_SCOPE, exclusion, sharing_home
 from placegroup.tools.compat_table import coverage, totals
 from tests.conftest import TIME_FACTOR
 
-EXCLUDED = json.loads((pathlib.Path(placegroup.__file__).parent / "fluid_surface_exclusions.json").read_text())
+EXCLUDED = json.loads((pathlib.Path(placegroup.tools.__file__).parent / "fluid_surface_exclusions.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def test_the_exclusion_file_names_only_what_fluid_has_and_placegroup_lacks(cov):
 
 
 def test_a_path_fluid_1_5_had_and_1_7_moved_is_the_object_at_its_new_path():
-    from placegroup.fluid_surface import MOVED
+    from placegroup.tools.fluid_surface import MOVED
     assert len(MOVED["fluid.layers.nn"]) > 40  # the RNN, loss and sequence layers left nn.py in 1.7
     for label, names in MOVED.items():
         module = facade(label)

@@ -354,7 +354,7 @@ def test_save_var_and_load_var_round_trip(tmp_path):
     U.save_var(value, "v", [3], "float32", str(tmp_path / "v"))
     got, = U.load_var("v", [3], "float32", str(tmp_path / "v"))
     np.testing.assert_array_equal(got, value)
-    from placegroup.var_format import read as _read  # a var file, one record named after the file
+    from placegroup.util.var_format import read as _read  # a var file, one record named after the file
 
     assert list(_read(str(tmp_path / "v"))) == ["v"]
 

@@ -20,7 +20,7 @@ import pytest
 
 import placegroup as fluid
 from placegroup.errors import ProgramError
-from placegroup.var_format import read as _read
+from placegroup.util.var_format import read as _read
 
 L = fluid.layers
 

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import placegroup as fluid
-from placegroup import text_format
+from placegroup.datafeed import dataset_factory
+from placegroup.util import text_format
 from placegroup.communicator import Communicator
 from placegroup.data_feed_desc import DataFeedDesc, DataFeedDescMsg
 from placegroup.dataloader import BatchSampler, Dataset
@@ -23,7 +24,7 @@ from placegroup.dataloader.dataloader_iter import ParentWatchDog, default_collat
 from placegroup.device_worker import DeviceWorker, DeviceWorkerFactory, Hogwild, Section
 from placegroup.errors import ConfigError, NotImplementedInPlacegroup
 from placegroup.executor.scope import Scope
-from placegroup.io.data_loader import DataLoader
+from placegroup.datafeed.data_loader import DataLoader
 from placegroup.reader import DataLoaderBase, DatasetLoader, GeneratorLoader, keep_data_loader_order
 from placegroup.trainer_desc import DistMultiTrainer, MultiTrainer, PipelineTrainer
 from placegroup.trainer_factory import FetchHandlerMonitor, TrainerFactory
@@ -150,7 +151,7 @@ def test_dataset_desc_is_fluids_data_feed_text():
 
 
 def test_the_datasets_share_fluids_base_class():
-    assert fluid.dataset.DatasetBase is fluid.dataset_factory.DatasetBase
+    assert fluid.dataset.DatasetBase is dataset_factory.DatasetBase
     for kind in ("QueueDataset", "InMemoryDataset", "FileInstantDataset"):
         ds = fluid.DatasetFactory().create_dataset(kind)
         assert isinstance(ds, fluid.dataset.DatasetBase) and type(ds).__name__ == kind

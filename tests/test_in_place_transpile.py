@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import placegroup as fluid
-from placegroup.var_format import read
+from placegroup.util.var_format import read
 from placegroup.errors import ConfigError
 from placegroup.ir.framework import transpiled_job
 from placegroup.tools.launch import launch

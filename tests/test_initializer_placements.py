@@ -238,7 +238,7 @@ def test_the_parts_start_as_the_whole_and_train_as_one_process(init, where):
 
 
 def test_the_table_covers_every_initializer():
-    """A new initializer in placegroup/initializer.py needs a row here (and a ``cut`` rule for
+    """A new initializer in placegroup/model/initializer.py needs a row here (and a ``cut`` rule for
     its op, which this table then proves)."""
     classes = {obj for _, obj in inspect.getmembers(initializers, inspect.isclass)
                if issubclass(obj, initializers.Initializer) and obj is not initializers.Initializer}

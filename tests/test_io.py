@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import placegroup as fluid
-from placegroup import var_format
+from placegroup.util import var_format
 from placegroup.io import var_files as pio
 from placegroup.errors import SerializationError
 from placegroup.ir.cluster import ClusterSchema

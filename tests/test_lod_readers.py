@@ -1,4 +1,4 @@
-"""Readers carrying LoD (#15, slice 2; NOTE(reader-lod) in placegroup/io/data_loader.py):
+"""Readers carrying LoD (#15, slice 2; NOTE(reader-lod) in placegroup/datafeed/data_loader.py):
 py_reader with ``lod_levels``, DataLoader.from_generator / PyReader over lod_level vars, fed
 lists of lists or LoDTensors, give the LoDTensors a direct feed gives, and the same losses."""
 import numpy as np
@@ -102,7 +102,7 @@ def test_data_loader_sample_lists_give_lod_tensors(iterable):
 
 
 def test_two_levels_from_nested_lists():
-    from placegroup.io.data_loader import Slot
+    from placegroup.datafeed.data_loader import Slot
     slot = Slot("para", (-1, 1), "int64", 2)
     t = slot.convert("reader 'r'", 0, [[[1, 2], [3]], [[4, 5, 6]]])
     assert t.recursive_sequence_lengths() == [[2, 1], [2, 1, 3]]
@@ -119,12 +119,12 @@ def test_two_levels_from_nested_lists():
 def test_bad_sequence_batches_name_the_var_and_what_is_wrong(item, match):
     """The slot of a fluid.data var filled by a reader started with start(), whose read op checks
     the shape (NOTE(reader-shape))."""
-    from placegroup.io.data_loader import Slot
+    from placegroup.datafeed.data_loader import Slot
     with pytest.raises(ProgramError, match=match):
         Slot("words", (-1, 1), "int64", 1, checked=True).convert("reader 'r'", 3, item)
 
 
 def test_a_too_shallow_nested_list_is_named():
-    from placegroup.io.data_loader import Slot
+    from placegroup.datafeed.data_loader import Slot
     with pytest.raises(ProgramError, match=r"var 'para' is declared lod_level=2, but the data is only 1 list"):
         Slot("para", (-1, 1), "int64", 2).convert("reader 'r'", 0, [[1, 2]])

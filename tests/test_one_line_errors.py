@@ -1,7 +1,7 @@
 """A process that dies of a user error (placegroup.errors.UserError, NOTE(user-errors): a bad
 environment, feed, program or file, a Fluid name placegroup lacks, a peer lost or never come,
 a peer's error) prints one line that ends with the user's own file:line and exits non-zero,
-without a traceback unless PLACEGROUP_DEBUG is set (placegroup/failures.py): for ``python
+without a traceback unless PLACEGROUP_DEBUG is set (placegroup/util/failures.py): for ``python
 train.py``, ``placegroup run`` and ``placegroup launch``. Any other exception keeps its traceback."""
 import os
 import socket
@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from placegroup import failures
+from placegroup.util import failures
 from placegroup.errors import ConfigError, OpError, OutOfRange, PeerLost, RemoteError
 from tests.conftest import TIME_FACTOR
 

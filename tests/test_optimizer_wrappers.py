@@ -335,7 +335,7 @@ def test_lookahead_slow_copy_starts_at_the_initial_parameters(fresh_programs):
 
 
 def test_recompute_runs_the_wrapped_optimizer_and_says_so_once(monkeypatch):
-    import placegroup.optimizer_wrappers as wrappers
+    import placegroup.model.optimizer_wrappers as wrappers
 
     monkeypatch.setattr(wrappers, "_noticed", False)
     runs, notices = [], []

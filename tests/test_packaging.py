@@ -129,7 +129,9 @@ def test_pip_install_works_from_root_and_elsewhere(tmp_path):
 
 @pytest.mark.parametrize("old, new", [("placegroup.framework", "placegroup.ir.framework"),
                                       ("placegroup.launch", "placegroup.tools.launch"),
-                                      ("placegroup.ops.selected_rows", "placegroup.values")])
+                                      ("placegroup.ops.selected_rows", "placegroup.values"),
+                                      ("placegroup.fields", "placegroup.util.fields"),
+                                      ("placegroup.io.data_loader", "placegroup.datafeed.data_loader")])
 def test_a_moved_module_imports_under_its_old_name_with_a_warning(old, new):
     import importlib
     import sys

@@ -1,5 +1,5 @@
 """The forms a layer's ``param_attr``/``bias_attr`` takes, as in Fluid 1.8.5 (NOTE(attr-forms) in
-placegroup/param_attr.py): None, True, False, a name, an Initializer, a regularizer, a ParamAttr
+placegroup/model/param_attr.py): None, True, False, a name, an Initializer, a regularizer, a ParamAttr
 or WeightNormParamAttr, and for fc a list of these (one per input, or one for all).
 
 Each case is a layer call (``CALLS``, its attr written ``A``) with one form (``FORMS``); the

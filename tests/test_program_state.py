@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import placegroup as fluid
-from placegroup.compat_names import FLUID_18
+from placegroup.tools.compat_names import FLUID_18
 from placegroup.errors import SerializationError
 from placegroup.io import ProgramStateError
 

@@ -100,7 +100,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # answers, step ends, serving passes, the dump's wording), the null link of one process, and
 # transfers that list the control messages and collective phases; the edge table (~100) moved
 # to placegroup/ir/edges.py
-BUDGET = {"placegroup": 34400, "executor": 2900, "ops": 12900, "comm": 2320}
+# placegroup/: + ~200 for the package in layers (README's table): the façade, one module per Fluid
+# module name that only re-exports the layer with its code (~140), and the docstrings of the new
+# layer packages (util, datafeed, model, composite, runtime)
+BUDGET = {"placegroup": 34600, "executor": 2900, "ops": 12900, "comm": 2320}
 PASS_LINES = 220
 
 

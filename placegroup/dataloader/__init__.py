@@ -5,7 +5,7 @@
 * dataloader_iter.py: the batch sources of ``DataLoader(dataset, ...)`` in this process or in
   worker processes, ``default_collate_fn`` and the workers' ``ParentWatchDog``.
 
-``DataLoader`` itself is placegroup/io/data_loader.py's (``fluid.io.DataLoader``).
+``DataLoader`` itself is placegroup/datafeed/data_loader.py's (``fluid.io.DataLoader``).
 """
 from placegroup.dataloader.batch_sampler import BatchSampler
 from placegroup.dataloader.dataset import Dataset

@@ -1,6 +1,6 @@
 """Where a map-style ``fluid.io.DataLoader``'s batches come from (Fluid 1.8's
 ``fluid.dataloader.dataloader_iter``): ``default_collate_fn``, the ``ParentWatchDog`` of its
-worker processes, and the two batch sources ``DataLoader`` (placegroup/io/data_loader.py)
+worker processes, and the two batch sources ``DataLoader`` (placegroup/datafeed/data_loader.py)
 puts behind its queue:
 
 * ``single_process_batches``: in this process, ``collate_fn([dataset[i] for i in indices])``
@@ -12,7 +12,7 @@ NOTE(loader-workers): as Fluid's, each worker is a child process that calls
 ``worker_init_fn(worker_id)`` once, then turns index lists into collated batches until it is
 told to stop or its parent dies (``ParentWatchDog``). Fluid sends batches through
 multiprocessing queues, that is as pickles (or shared memory); here a worker's batches cross
-its pipe as msgpack (NOTE(reader-codec) in placegroup/sample_codec.py), so a collated batch
+its pipe as msgpack (NOTE(reader-codec) in placegroup/util/sample_codec.py), so a collated batch
 must be numbers, strings, lists, tuples, dicts or numeric numpy arrays. An error in a worker
 (its dataset's, its collate_fn's, its worker_init_fn's) is raised in the parent as a
 RuntimeError carrying the worker's traceback; a worker that dies raises RuntimeError naming its
@@ -33,7 +33,7 @@ from multiprocessing.connection import wait
 
 import numpy as np
 
-from placegroup.sample_codec import pack, unpack
+from placegroup.util.sample_codec import pack, unpack
 
 __all__ = ["ParentWatchDog", "default_collate_fn", "multi_process_batches", "single_process_batches"]
 

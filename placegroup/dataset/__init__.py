@@ -16,7 +16,7 @@ the paths tried and the URL and md5 Paddle would have fetched. Nothing is ever u
 
 It also gives Fluid's ``fluid.dataset`` names, ``DatasetFactory``, ``QueueDataset``,
 ``InMemoryDataset``, ``FileInstantDataset`` and their base ``DatasetBase``
-(placegroup/dataset_factory.py, docs/datasets.md): ``paddle.fluid.dataset`` and
+(placegroup/datafeed/dataset_factory.py, docs/datasets.md): ``paddle.fluid.dataset`` and
 ``paddle.dataset`` are both this package. (Fluid's ``BoxPSDataset`` feeds Baidu's BoxPS,
 which placegroup does not have.)
 
@@ -29,8 +29,8 @@ from placegroup.dataset import (cifar, common, conll05, diabetes, flowers, image
                                 mnist, movielens, mq2007, sentiment, uci_housing, voc2012, wmt14,
                                 wmt16)
 from placegroup.dataset.common import DatasetFileNotFound
-from placegroup.dataset_factory import (DatasetBase, DatasetFactory, FileInstantDataset, InMemoryDataset,
-                                        QueueDataset)
+from placegroup.datafeed.dataset_factory import (DatasetBase, DatasetFactory, FileInstantDataset, InMemoryDataset,
+                                                 QueueDataset)
 
 __all__ = ["cifar", "common", "conll05", "diabetes", "flowers", "image", "imdb", "imikolov",
            "mnist", "movielens", "mq2007", "sentiment", "uci_housing", "voc2012", "wmt14",

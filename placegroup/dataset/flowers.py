@@ -27,7 +27,7 @@ import os
 import tarfile
 
 from placegroup.dataset import common, image
-from placegroup.reader import map_readers, xmap_readers
+from placegroup.datafeed.reader_decorators import map_readers, xmap_readers
 
 __all__ = ["train", "test", "valid", "fetch", "default_mapper", "train_mapper", "test_mapper"]
 

@@ -8,27 +8,28 @@ Three kinds of file, none of them pickled, all written atomically:
 * inference models, a pruned program and the values it reads (``save_inference_model``,
   ``load_inference_model``): inference.py;
 * readers that feed a program from a background thread (``DataLoader``, ``PyReader``; the
-  machinery of ``fluid.layers.py_reader`` too): data_loader.py;
+  machinery of ``fluid.layers.py_reader`` too), re-exported from placegroup/datafeed/data_loader.py;
 * a program's state as Fluid 1.8's ``model.pdparams`` / ``.pdopt`` / ``.pdmodel`` (``save``,
   ``load``, ``load_program_state``, ``set_program_state``): program_state.py;
 * the reader decorators of ``paddle.reader`` and ``paddle.batch``, re-exported as Fluid 1.8's
-  ``fluid.io`` does (placegroup/reader_decorators.py), and ``default_collate_fn`` (placegroup/dataloader/);
+  ``fluid.io`` does (placegroup/datafeed/reader_decorators.py), and ``default_collate_fn``
+  (placegroup/dataloader/);
 * checkpoints: every N steps, each process its own part, resumed onto any number of pservers
   (``CheckpointConfig``, ``save_checkpoint``, ``load_checkpoint``, ``latest_checkpoint``):
   checkpoint.py, with its on-disk layout in checkpoint_store.py and the re-slicing of saved
   blocks in checkpoint_reslice.py (docs/checkpoint.md).
 
-The modules here import the IR and the executor's Scope; nothing below imports them but the
-executor's checkpoint hook.
+The modules here import the IR, the data layer and the executor's Scope; nothing below imports
+them (the executor's step hook is registered from checkpoint.py, NOTE(step-hooks)).
 """
 from placegroup.io.checkpoint import CheckpointConfig, load_checkpoint, save_checkpoint
 from placegroup.io.checkpoint_store import latest_checkpoint
-from placegroup.io.data_loader import DataLoader, PyReader
+from placegroup.datafeed.data_loader import DataLoader, PyReader
 from placegroup.io.files import load_program, save_program
 from placegroup.io.inference import load_inference_model, save_inference_model
 from placegroup.io.var_files import (is_parameter, is_persistable, load_params, load_persistables, load_vars,
                                      save_params, save_persistables, save_vars)
-from placegroup.var_format import VAR_FORMAT_VERSION, VAR_MAGIC, index_vars  # noqa: F401  (the format, for tools)
+from placegroup.util.var_format import VAR_FORMAT_VERSION, VAR_MAGIC, index_vars  # noqa: F401  (the format, for tools)
 
 __all__ = ["is_parameter", "is_persistable", "latest_checkpoint", "load_checkpoint", "load_inference_model", "load_params",
            "load_persistables", "load_program", "load_vars", "index_vars", "save_checkpoint",
@@ -38,8 +39,9 @@ from placegroup.io.program_state import (ProgramStateError, get_program_paramete
                                          get_program_persistable_vars, load, load_program_state, save,
                                          set_program_state)
 from placegroup.dataloader.dataloader_iter import default_collate_fn  # noqa: E402
-from placegroup.reader_decorators import (ComposeNotAligned, batch, buffered, cache, chain, compose,  # noqa: E402
-                                          firstn, map_readers, multiprocess_reader, shuffle, xmap_readers)
+from placegroup.datafeed.reader_decorators import (ComposeNotAligned, batch, buffered, cache, chain,  # noqa: E402
+                                                   compose, firstn, map_readers, multiprocess_reader, shuffle,
+                                                   xmap_readers)
 
 __all__ += ["ProgramStateError", "get_program_parameter", "get_program_persistable_vars", "load",
             "load_program_state", "save", "set_program_state"]
@@ -47,7 +49,7 @@ __all__ += ["ComposeNotAligned", "batch", "buffered", "cache", "chain", "compose
             "firstn", "map_readers", "multiprocess_reader", "shuffle", "xmap_readers"]
 from placegroup.io.program_helpers import (append_fetch_ops, get_parameter_value,  # noqa: E402
                                            get_parameter_value_by_name, is_belong_to_optimizer, prepend_feed_ops)
-from placegroup import log_helper  # noqa: E402
+from placegroup.util import log_helper  # noqa: E402
 
 get_logger = log_helper.get_logger  # Fluid 1.8's fluid.io binds it
 

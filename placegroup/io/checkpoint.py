@@ -34,10 +34,10 @@ import numpy as np
 import pydantic
 
 from placegroup.io import var_files as _io
-from placegroup import var_format
+from placegroup.util import var_format
 from placegroup.io.checkpoint_reslice import Piece, RowSet, assemble
 from placegroup.io.checkpoint_store import (FORMAT, STEP, VERSION, Entry, Manifest, SEALED, complete,
-                                         in_background, latest_checkpoint, prune, wait_sealed, write_part)
+                                            in_background, latest_checkpoint, prune, wait_sealed, write_part)
 from placegroup import config
 from placegroup.errors import ProgramError, SerializationError
 from placegroup.executor.executor import register_step_hooks

@@ -28,8 +28,8 @@ import msgpack
 import numpy as np
 import pydantic
 
-from placegroup import var_format as _io
-from placegroup.atomic_files import fsync_dir
+from placegroup.util import var_format as _io
+from placegroup.util.atomic_files import fsync_dir
 from placegroup.errors import SerializationError
 
 log = logging.getLogger("placegroup.checkpoint")

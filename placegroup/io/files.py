@@ -1,5 +1,5 @@
 """prog.bin: a Program as a file (its bytes are ``placegroup.ir.serialize``'s format), written
-so that a crash never leaves half of one (NOTE(atomic-write) in placegroup/atomic_files.py).
+so that a crash never leaves half of one (NOTE(atomic-write) in placegroup/util/atomic_files.py).
 
 Example::
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from placegroup.atomic_files import atomic_write
+from placegroup.util.atomic_files import atomic_write
 from placegroup.errors import SerializationError
 from placegroup.ir.framework import Program
 

@@ -38,9 +38,9 @@ import numpy as np
 
 from placegroup.errors import SerializationError, UserError
 from placegroup.executor.scope import global_scope, to_numpy
-from placegroup.atomic_files import atomic_write
+from placegroup.util.atomic_files import atomic_write
 from placegroup.io.var_files import is_parameter, is_persistable, load_vars
-from placegroup.var_format import parse, records
+from placegroup.util.var_format import parse, records
 
 __all__ = ["ProgramStateError", "get_program_parameter", "get_program_persistable_vars", "load",
            "load_program_state", "save", "set_program_state"]

@@ -33,8 +33,8 @@ import numpy as np
 from placegroup.errors import SerializationError
 from placegroup.executor.scope import Scope, global_scope, to_numpy
 from placegroup.ir.cluster import Cluster
-from placegroup.atomic_files import atomic_write
-from placegroup.var_format import file_of, read, records
+from placegroup.util.atomic_files import atomic_write
+from placegroup.util.var_format import file_of, read, records
 from placegroup.ir.framework import default_main_program
 
 __all__ = ["is_parameter", "is_persistable", "load_params", "load_persistables", "load_vars",

@@ -1,7 +1,7 @@
 """A var's value computed while a model is built, by the executor's own loop.
 
 The model-building API lies below the executor, so it cannot import it; but a layer may need
-a value now (NOTE(weight-norm) in placegroup/layer_helper_base.py: a weight's norm from its
+a value now (NOTE(weight-norm) in placegroup/model/layer_helper_base.py: a weight's norm from its
 initial value). The executor registers its runner here when it is imported (``import
 placegroup`` imports it), and ``evaluate`` compiles the ops into a plan and runs them with
 ``run_step``, as the startup program's step (-1): the same kernels and the same loop as

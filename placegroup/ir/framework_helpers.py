@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from placegroup.ops.registry import GRAD_SUFFIX
-from placegroup.wrapped_decorator import wrap_decorator
+from placegroup.util.wrapped_decorator import wrap_decorator
 
 __all__ = ["NameScope", "convert_np_dtype_to_dtype_", "dtype_is_floating", "generate_control_dev_var_name",
            "grad_var_name", "switch_device", "wrap_decorator"]

@@ -14,7 +14,7 @@ Example::
 """
 from __future__ import annotations
 
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 
 __all__ = ["c_allreduce_sum", "c_allreduce_max", "c_allgather", "c_reducescatter"]
 

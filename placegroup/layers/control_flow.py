@@ -15,7 +15,7 @@ Example::
 from __future__ import annotations
 
 from placegroup.ir.framework import Variable
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers.ops import equal, greater_equal, greater_than, increment, less_equal, less_than, not_equal
 
 __all__ = ["equal", "greater_equal", "greater_than", "less_equal", "less_than", "not_equal", "increment", "Print",

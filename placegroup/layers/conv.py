@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 
-from placegroup.initializer import NormalInitializer
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.initializer import NormalInitializer
+from placegroup.model.layer_helper import LayerHelper
 
 __all__ = ["conv2d", "conv2d_transpose", "pool2d", "adaptive_pool2d", "conv3d", "conv3d_transpose", "pool3d",
            "adaptive_pool3d"]

@@ -17,9 +17,9 @@ Example (the head of a CTR tower)::
 """
 from __future__ import annotations
 
-from placegroup.initializer import ConstantInitializer
-from placegroup.layer_helper import LayerHelper
-from placegroup.param_attr import ParamAttr
+from placegroup.model.initializer import ConstantInitializer
+from placegroup.model.layer_helper import LayerHelper
+from placegroup.model.param_attr import ParamAttr
 
 __all__ = ["data_norm", "continuous_value_model", "hash", "shard_index"]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 
 from placegroup.ir.framework import Variable
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 from placegroup.ops import file_io, file_io_combine  # noqa: F401  (registers the ops, NOTE(file-io-ops))
 
 __all__ = ["load", "save", "save_combine", "load_combine"]

@@ -2,16 +2,16 @@
 
 ``data`` declares a var that ``exe.run`` is fed; ``py_reader`` (or
 ``create_py_reader_by_data``) makes a reader whose background thread feeds the vars
-``read_file`` returns (placegroup/io/data_loader.py has the machinery and a full example).
+``read_file`` returns (placegroup/datafeed/data_loader.py has the machinery and a full example).
 """
 from __future__ import annotations
 
 from placegroup.errors import ProgramError
-from placegroup.io.data_loader import PyReaderVar, QueueReader, Slot, queue_name
+from placegroup.datafeed.data_loader import PyReaderVar, QueueReader, Slot, queue_name
 from placegroup.ir.unique_name import generate as unique_name  # Fluid's layers.io binds it so
 from placegroup.ir.framework import Variable, default_main_program
 from placegroup.layers.file_ops import load
-from placegroup.reader_registry import ReaderSpec, add_reader, readers_of
+from placegroup.datafeed.reader_registry import ReaderSpec, add_reader, readers_of
 
 __all__ = ["create_py_reader_by_data", "data", "double_buffer", "monkey_patch_reader_methods", "py_reader", "read_file"]
 __all__ += ["load"]  # placegroup/layers/file_ops.py
@@ -136,7 +136,7 @@ def read_file(reader: PyReaderVar):
     when there is one), named ``read_file_<n>.tmp_<i>``.
 
     The current main program records the reader (``Program.extra["readers"]``,
-    placegroup/reader_registry.py), so the program, its clones and the programs the
+    placegroup/datafeed/reader_registry.py), so the program, its clones and the programs the
     DistributeTranspiler makes from it read from it; a distributed trainer that starts its
     reader is fed by it, a pserver never reads.
 

@@ -25,11 +25,11 @@ import string
 import warnings
 from typing import Any, Callable, Sequence
 
-from placegroup import switches
-from placegroup.dtype_checks import check_variable_and_dtype
+from placegroup.model import switches
+from placegroup.datafeed.dtype_checks import check_variable_and_dtype
 from placegroup.ir.framework import Variable, convert_np_dtype_to_dtype_
 from placegroup.ir.op_proto import OpProto, OpProtoHolder
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 
 __all__ = ["autodoc", "deprecated", "escape_math", "generate_activation_fn", "generate_layer_fn", "templatedoc"]
 

@@ -24,8 +24,8 @@ from numbers import Real
 
 from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable
-from placegroup.initializer import ConstantInitializer
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.initializer import ConstantInitializer
+from placegroup.model.layer_helper import LayerHelper
 
 __all__ = ["piecewise_decay", "exponential_decay", "natural_exp_decay", "inverse_time_decay",
            "polynomial_decay", "cosine_decay", "noam_decay", "linear_lr_warmup", "autoincreased_step_counter"]

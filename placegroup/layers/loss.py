@@ -25,11 +25,11 @@ import warnings
 
 import numpy as np
 
-from placegroup.initializer import ConstantInitializer, NumpyArrayInitializer
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.initializer import ConstantInitializer, NumpyArrayInitializer
+from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers import manip, nn, ops, tensor
 from placegroup.ir.framework import Variable
-from placegroup.param_attr import ParamAttr
+from placegroup.model.param_attr import ParamAttr
 
 __all__ = ["sigmoid_cross_entropy_with_logits", "sigmoid_focal_loss", "teacher_student_sigmoid_loss", "log_softmax",
            "cos_sim", "l2_normalize", "smooth_l1", "huber_loss", "log_loss", "kldiv_loss", "mse_loss", "npair_loss",

@@ -27,7 +27,7 @@ from __future__ import annotations
 import builtins
 
 from placegroup.ir.framework import Variable, normalize_dtype
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers import nn
 from placegroup.layers.tensor import assign, cast, fill_constant
 

@@ -5,7 +5,7 @@ math_op_patch does."""
 from __future__ import annotations
 
 from placegroup.ir.variable import Variable
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers.indexing import getitem
 
 _BINARY = {"add": "elementwise_add", "sub": "elementwise_sub", "mul": "elementwise_mul",

@@ -19,8 +19,8 @@ Example::
 """
 from __future__ import annotations
 
-from placegroup.initializer import ConstantInitializer
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.initializer import ConstantInitializer
+from placegroup.model.layer_helper import LayerHelper
 
 __all__ = ["accuracy", "auc", "edit_distance", "mean_iou"]
 

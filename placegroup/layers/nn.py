@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 
 from placegroup.ir.framework import Variable
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers.py_func import PyFuncRegistry  # noqa: F401  (Fluid binds it here, outside __all__)
 from placegroup.layers.sequence_nn import chunk_eval, filter_by_instag, im2sequence, row_conv
 from placegroup.layers.tensor import shape_inputs
@@ -41,7 +41,7 @@ def fc(input, size: int, num_flatten_dims: int = 1, param_attr=None, bias_attr=N
         size: output width.
         num_flatten_dims: dims of ``input`` kept as rows; the rest are flattened.
         param_attr: the weights' attr, one for all inputs or a list of one per input
-            (NOTE(attr-forms) in placegroup/param_attr.py); not False.
+            (NOTE(attr-forms) in placegroup/model/param_attr.py); not False.
         bias_attr: the bias's attr; False: no bias.
         model_parallel: mark the layer for the model-parallel pass: its weight is
             column-sliced over the trainers (docs/model_parallel.md).

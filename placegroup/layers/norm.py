@@ -23,10 +23,10 @@ from __future__ import annotations
 import hashlib
 import math
 
-from placegroup.initializer import ConstantInitializer, NormalInitializer
+from placegroup.model.initializer import ConstantInitializer, NormalInitializer
 from placegroup.ir.framework import Variable
-from placegroup.layer_helper import LayerHelper
-from placegroup.param_attr import ParamAttr
+from placegroup.model.layer_helper import LayerHelper
+from placegroup.model.param_attr import ParamAttr
 
 __all__ = ["batch_norm", "layer_norm", "instance_norm", "group_norm", "dropout", "inplace_abn", "spectral_norm"]
 

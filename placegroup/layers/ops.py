@@ -24,9 +24,9 @@ import sys
 
 import numpy as np
 
-from placegroup.initializer import ConstantInitializer
+from placegroup.model.initializer import ConstantInitializer
 from placegroup.ir.framework import Variable
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers import manip, nn, tensor
 
 _PLAIN = ["square", "sqrt", "rsqrt", "abs", "exp", "log", "reciprocal", "softsign", "softplus", "floor",

@@ -31,7 +31,7 @@ import inspect
 import numpy as np
 
 from placegroup.ir.framework import SELECTED_ROWS, Variable
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 from placegroup.ops.misc import callable_name, register_callable, registered_callable, registered_callable_count
 from placegroup.values import LoDTensor
 

@@ -19,11 +19,11 @@ Example::
 from __future__ import annotations
 
 from placegroup.ir.framework import Variable
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers.nn import fc
 from placegroup.layers.tensor import _op_seed, concat
 from placegroup.ops.cudnn_lstm import weight_size
-from placegroup.param_attr import ParamAttr
+from placegroup.model.param_attr import ParamAttr
 
 __all__ = ["dynamic_lstm", "dynamic_gru", "lstm_unit", "gru_unit", "dynamic_lstmp", "lstm"]
 

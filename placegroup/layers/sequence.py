@@ -18,7 +18,7 @@ Example::
 from __future__ import annotations
 
 from placegroup.ir.framework import Variable
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 
 __all__ = ["sequence_concat", "sequence_conv", "sequence_expand", "sequence_expand_as", "sequence_first_step",
            "sequence_last_step", "sequence_pool", "sequence_reshape", "sequence_slice", "sequence_softmax"]

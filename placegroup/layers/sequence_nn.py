@@ -17,7 +17,7 @@ Example::
 from __future__ import annotations
 
 from placegroup.ir.framework import Variable
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers.sequence import _check
 
 __all__ = ["chunk_eval", "im2sequence", "row_conv", "filter_by_instag"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from placegroup.ir.framework import Variable, normalize_dtype
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 
 __all__ = ["lod_append", "lod_reset", "sequence_enumerate", "sequence_mask", "sequence_pad", "sequence_reverse",
            "sequence_scatter", "sequence_unpad"]

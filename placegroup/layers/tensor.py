@@ -23,10 +23,10 @@ import numpy as np
 
 from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable, normalize_dtype
-from placegroup.initializer import ConstantInitializer
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.initializer import ConstantInitializer
+from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers.file_ops import load_combine, save, save_combine  # noqa: F401  (Fluid binds them here)
-from placegroup.param_attr import ParamAttr
+from placegroup.model.param_attr import ParamAttr
 
 __all__ = ["create_tensor", "create_parameter", "create_global_var", "cast", "concat", "sums", "assign",
            "fill_constant", "zeros", "ones", "eye", "linspace", "full", "full_like", "arange", "gaussian_random",

@@ -21,7 +21,8 @@ import collections.abc
 import copy
 from typing import Any, Callable, Iterator
 
-from placegroup import dtype_checks, layer_helper
+from placegroup.datafeed import dtype_checks
+from placegroup.model import layer_helper
 from placegroup.ir import framework
 
 

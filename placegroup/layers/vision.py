@@ -21,7 +21,7 @@ Example::
 from __future__ import annotations
 
 from placegroup.ir.framework import Variable
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 
 __all__ = ["unfold", "temporal_shift", "affine_grid", "grid_sampler", "crop", "fsp_matrix", "similarity_focus",
            "add_position_encoding"]

@@ -29,7 +29,7 @@ import sys
 
 import click
 
-from placegroup import __version__
+from placegroup.tools import __version__
 from placegroup.tools import dump_executors
 from placegroup.tools.dump import FORMATS, render
 from placegroup.tools.run import run

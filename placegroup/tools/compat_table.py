@@ -1,7 +1,7 @@
 """docs/fluid_compat.md, generated: per Fluid 1.8 module, the names placegroup has and lacks.
 
 ``python -m placegroup.tools.compat_table`` rewrites the page from the code (Fluid's names in
-``placegroup.compat_names``, placegroup's modules as ``placegroup.compat`` maps them);
+``placegroup.tools.compat_names``, placegroup's modules as ``placegroup.tools.compat`` maps them);
 ``--check`` exits 1 when the checked-in page differs. tests/test_compat.py keeps it true.
 """
 from __future__ import annotations
@@ -15,9 +15,10 @@ import types
 
 from typing import NamedTuple
 
-from placegroup.compat import MODULES, facade, home_of, import_if_present
-from placegroup.compat_names import FLUID_18
-from placegroup.fluid_surface import CATEGORIES, HOMES, MOVED, OUT_OF_SCOPE, Exclusion, exclusion, module_exclusion
+from placegroup.tools.compat import MODULES, facade, home_of, import_if_present
+from placegroup.tools.compat_names import FLUID_18
+from placegroup.tools.fluid_surface import (CATEGORIES, HOMES, MOVED, OUT_OF_SCOPE, Exclusion, exclusion,
+                                            module_exclusion)
 
 PAGE = pathlib.Path(__file__).resolve().parents[2] / "docs" / "fluid_compat.md"
 
@@ -25,7 +26,7 @@ HEADER = """# Fluid 1.8 compatibility
 
 What placegroup has of PaddlePaddle Fluid 1.8.5's public API, module by module. The names of a
 module are recorded from Fluid 1.8.5 itself (`scripts/record_fluid_surface.py` writes
-`placegroup/fluid_surface.json`): its `__all__`, plus every public attribute that is a function
+`placegroup/tools/fluid_surface.json`): its `__all__`, plus every public attribute that is a function
 or class defined under `paddle`; submodules are modules of their own. Every Fluid module a
 static-graph script can import is here, and each of its names that placegroup has is at the same
 path, as the same object wherever Fluid binds one object at several paths
@@ -79,7 +80,7 @@ reductions give numpy scalars, numpy functions and `np.array(loss)` give plain n
 is ndarray's, and its pickle loads as a plain ndarray (NOTE(fetched-scalars) in
 `executor/fetched.py`). `range(acc)` stays refused, as in numpy 1.16.
 
-Parameter attributes take Fluid 1.8's forms (NOTE(attr-forms) in `placegroup/param_attr.py`):
+Parameter attributes take Fluid 1.8's forms (NOTE(attr-forms) in `placegroup/model/param_attr.py`):
 None or True (the default), False (no bias; a weight a layer needs is a ValueError), a name, an
 Initializer, a regularizer, a ParamAttr or WeightNormParamAttr, and for `fc` a list with one per
 input (one attr for several inputs is copied to each; a named one makes them share a weight).
@@ -173,7 +174,7 @@ def render() -> str:
         lines.append(f"| [`{label}`](#{label.replace('.', '')}) | {len(c.present) + len(c.excluded) + len(c.missing)} | "
                      f"{len(c.present)} | {out} | {len(c.excluded) - out} | {len(c.missing)} |")
     lines += ["", "## What is left out, and why", "",
-              "Categories (placegroup/fluid_surface_exclusions.json):", ""]
+              "Categories (placegroup/tools/fluid_surface_exclusions.json):", ""]
     lines += [f"- **{name}**: {text}" for name, text in CATEGORIES.items()]
     reasons: dict[tuple[str, str, str], list[str]] = {}
     for label, c in cov.items():
@@ -191,7 +192,7 @@ def render() -> str:
         if c.missing:
             lines += ["", f"Missing ({len(c.missing)}): " + ", ".join(f"`{n}`" for n in c.missing)]
     lines += ["", "## Paths of Fluid 1.5 and 1.6 that 1.7 moved", "",
-              "Each works at its old path, as the object 1.8 has at its new one (placegroup/fluid_moved.json, "
+              "Each works at its old path, as the object 1.8 has at its new one (placegroup/tools/fluid_moved.json, "
               "which says how the list was made); one left out says why, as at its new path.", "",
               "| old path | Fluid 1.8's path | in placegroup |", "|---|---|---|"]
     for label, names in MOVED.items():

@@ -25,6 +25,6 @@ def run(script: str, args: tuple) -> None:
     first on sys.path. A Fluid 1.8 name placegroup lacks raises an error naming it
     (docs/fluid_compat.md lists them).
     """
-    from placegroup.compat import run_script
+    from placegroup.tools.compat import run_script
 
     run_script(script, list(args))

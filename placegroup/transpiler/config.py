@@ -6,14 +6,14 @@ pservers' runtime settings.
 Each field is acted on, inert (a one-time ``StrategyNotice`` says why it changes nothing here)
 or refused when set to a value placegroup cannot honour (a ``ConfigError`` saying what to do);
 docs/distributed.md, "Configuring the transpiler", has the table. The checks themselves are
-placegroup/fields.py's.
+placegroup/util/fields.py's.
 """
 from __future__ import annotations
 
 import zlib
 from typing import Any, Sequence
 
-from placegroup.fields import Field, Fields
+from placegroup.util.fields import Field, Fields
 
 
 class PSDispatcher:

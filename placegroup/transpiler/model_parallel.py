@@ -35,7 +35,7 @@ Limits: the backward is regenerated, so gradient regularization added by an opti
 """
 from __future__ import annotations
 
-from placegroup.backward import append_backward
+from placegroup.model.backward import append_backward
 from placegroup.errors import PassError
 from placegroup.ops.registry import Cut
 from placegroup.transpiler.passes import Job, PassResult

@@ -111,7 +111,7 @@ def repeat_update(job, p, parts: list[Part]) -> list[str]:
 
 def _read_all_parts(op, copied: set, parts: list[Part]) -> None:
     """``op`` reads the parts' values in place of the whole value (a global-norm clip's
-    factor reads each block's squared norm: NOTE(clip-placement) in placegroup/clip.py)."""
+    factor reads each block's squared norm: NOTE(clip-placement) in placegroup/model/clip.py)."""
     for slot, names in op.inputs.items():
         if not copied & set(names):
             continue

@@ -67,7 +67,7 @@ def update_gradients(block, param: str) -> list[str]:
     optimizer's ``Grad`` through the update's own ops (``op.param == param``: a clip, a decay)
     along their differentiable inputs, the vars where the trace leaves the update. These are
     what a merge or a reduction of the trainers' gradients combines (NOTE(clip-placement) in
-    placegroup/clip.py)."""
+    placegroup/model/clip.py)."""
     group = [op for op in block.ops if op.param == param]
     writer = {n: op for op in group for n in op.output_arg_names}
     todo = [n for op in group for slot in op.opdef.input_slots("Grad") for n in op.input(slot)]

@@ -7,7 +7,7 @@ Rules, in order:
    (``op.param``: its update, a shard's prefetch) run there, and the vars they write live there.
 2. An op that combines several parameters' updates (``_cross_param``: a global-norm clip's
    factor) runs where the updates that read it run: on their one pserver, or on every
-   pserver, each reading the others' inputs (NOTE(clip-placement) in placegroup/clip.py).
+   pserver, each reading the others' inputs (NOTE(clip-placement) in placegroup/model/clip.py).
 3. Learning-rate ops (role ``lr_sched``) run on every pserver (``pserver``, replicated), and
    the vars they write live on every pserver: each pserver keeps its own step counter. When a
    trainer's op reads one too (a model-parallel shard's update), they run, and their vars

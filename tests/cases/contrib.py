@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from placegroup.errors import OutOfRange, ProgramError, SerializationError
-from placegroup.var_format import read as _read
+from placegroup.util.var_format import read as _read
 from placegroup.ops import file_io_combine  # noqa: F401  (registers save_combine / load_combine)
 from placegroup.ops.registry import KernelContext, get_op_def
 from placegroup.values import LoDTensor

@@ -65,7 +65,7 @@ RUN_LIST = ("a Python list has no dtype of its own: exe.run makes it an array of
 LOD_ARRAY = ("a lod_level=1 var fed a plain array is refused before any op runs (NOTE(lod-feed) in "
              "executor/executor.py); Fluid takes it without a LoD and fails in the first sequence op")
 NESTED_LOD = ("a reader's lod_level=1 slot also takes nested lists, one list per sequence "
-              "(NOTE(reader-lod) in placegroup/io/data_loader.py); Fluid's batch readers take LoDTensors only")
+              "(NOTE(reader-lod) in placegroup/datafeed/data_loader.py); Fluid's batch readers take LoDTensors only")
 BATCH_LIST = ("a list from a batch generator has no dtype of its own and takes the var's "
               "(NOTE(feed-dtype)); Fluid makes it float64, which its fluid.data check then refuses")
 

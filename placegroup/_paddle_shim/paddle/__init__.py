@@ -2,12 +2,12 @@
 
 A Fluid data generator (``python gen.py``) imports ``paddle.fluid.incubate.data_generator``.
 When a script run by ``placegroup run`` reads a dataset, the pipe command's Python finds this
-directory first on its path (placegroup/dataset_factory.py); importing ``paddle`` here
-installs placegroup's alias (placegroup/compat.py) and hands back its ``paddle`` module.
+directory first on its path (placegroup/datafeed/dataset_factory.py); importing ``paddle`` here
+installs placegroup's alias (placegroup/tools/compat.py) and hands back its ``paddle`` module.
 """
 import sys
 
-from placegroup.compat import alias_paddle
+from placegroup.tools.compat import alias_paddle
 
 del sys.modules[__name__]  # this file; the alias makes the module that stays
 alias_paddle()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable
-from placegroup.optimizer_base import Optimizer
+from placegroup.model.optimizer_base import Optimizer
 
 __all__ = ["extend_with_decoupled_weight_decay"]
 

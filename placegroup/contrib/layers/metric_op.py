@@ -4,9 +4,9 @@ Building a program is single-threaded, as in Fluid.
 """
 from __future__ import annotations
 
-from placegroup.initializer import ConstantInitializer
+from placegroup.model.initializer import ConstantInitializer
 from placegroup.ir.framework import Variable
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 
 __all__ = ["ctr_metric_bundle"]
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import warnings
 
-from placegroup.initializer import ConstantInitializer
+from placegroup.model.initializer import ConstantInitializer
 from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable
-from placegroup.layer_helper import LayerHelper
+from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers.sequence import _check
 from placegroup.layers.tensor import _op_seed
 

@@ -2,7 +2,7 @@
 
 A data generator is the pipe command of a dataset (``dataset.set_pipe_command("python
 gen.py")``): it reads raw lines on stdin and writes one MultiSlot line per sample on stdout
-(NOTE(multislot-format) in placegroup/multislot.py). Subclass ``MultiSlotDataGenerator`` and
+(NOTE(multislot-format) in placegroup/datafeed/multislot.py). Subclass ``MultiSlotDataGenerator`` and
 override ``generate_sample(line)`` to return a function that yields samples, each a list of
 ``(name, [values...])`` in the order of the dataset's ``set_use_var``; optionally override
 ``generate_batch(samples)`` to rework ``set_batch(n)`` samples at once (padding, say).

@@ -9,11 +9,11 @@ Thread-safety: the fleet is one per process, set up by the script's thread.
 """
 from __future__ import annotations
 
-from placegroup.compat import install_gaps
+from placegroup.tools.compat import install_gaps
 from placegroup.executor import Executor
 from placegroup.incubate.fleet.base.role_maker import PaddleCloudRoleMaker, RoleMakerBase
 from placegroup.ir.places import CPUPlace
-from placegroup.optimizer_base import Optimizer
+from placegroup.model.optimizer_base import Optimizer
 
 __all__ = ["Fleet", "DistributedOptimizer", "Mode"]
 

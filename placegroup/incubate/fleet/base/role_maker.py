@@ -31,7 +31,7 @@ import socket
 import warnings
 
 from placegroup import config
-from placegroup.compat import install_gaps
+from placegroup.tools.compat import install_gaps
 from placegroup.errors import ConfigError
 from placegroup.incubate.fleet.base.rendezvous import DirStore, HadoopStore, HTTPStore, KVServer, StoreGroup
 from placegroup.transpiler.endpoints import parse

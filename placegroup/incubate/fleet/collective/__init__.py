@@ -31,17 +31,17 @@ import json
 import logging
 import os
 
-from placegroup.compat import install_gaps
-from placegroup.compiler import BuildStrategy, CompiledProgram, ExecutionStrategy
+from placegroup.tools.compat import install_gaps
+from placegroup.model.compiler import BuildStrategy, CompiledProgram, ExecutionStrategy
 from placegroup.errors import ConfigError
 from placegroup.executor import Executor
-from placegroup.fields import Field
+from placegroup.util.fields import Field
 from placegroup.incubate.fleet.base.fleet_base import DistributedOptimizer, Fleet, Mode
 from placegroup.incubate.fleet.base.role_maker import PaddleCloudRoleMaker, RoleMakerBase
 from placegroup.incubate.fleet.utils.fs_wrapper import BDFS, LocalFS  # Fluid binds them here
 from placegroup.io import inference, var_files
 from placegroup.ir.framework import Program, default_startup_program
-from placegroup.optimizer_wrappers import RecomputeOptimizer
+from placegroup.model.optimizer_wrappers import RecomputeOptimizer
 from placegroup.transpiler import DistributeTranspiler
 
 __all__ = ["BDFS", "LocalFS", "Collective", "CollectiveOpBasedOptimizer", "CollectiveOptimizer", "DistFCConfig",

@@ -10,7 +10,7 @@ Example::
     if is_transpiler():
         from paddle.fluid.incubate.fleet.parameter_server.distribute_transpiler import fleet
 """
-from placegroup.compat import install_gaps
+from placegroup.tools.compat import install_gaps
 from placegroup.incubate.fleet.base.fleet_base import Mode
 
 __all__ = ["BUILD_MODE", "Mode", "is_transpiler"]

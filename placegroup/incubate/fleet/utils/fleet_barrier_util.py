@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from placegroup.compat import install_gaps
+from placegroup.tools.compat import install_gaps
 from placegroup.errors import ConfigError
 from placegroup.incubate.fleet.base.role_maker import _fluid_env
 from placegroup.incubate.fleet.parameter_server.distribute_transpiler import fleet

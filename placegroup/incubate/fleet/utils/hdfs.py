@@ -29,7 +29,7 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from placegroup.compat import install_gaps
+from placegroup.tools.compat import install_gaps
 
 __all__ = ["HDFSClient"]
 

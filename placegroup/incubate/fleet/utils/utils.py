@@ -35,12 +35,12 @@ from collections import OrderedDict
 import numpy as np
 import pydantic
 
-from placegroup.compat import install_gaps
+from placegroup.tools.compat import install_gaps
 from placegroup.errors import SerializationError
 from placegroup.executor import Executor
 from placegroup.executor.scope import Scope, global_scope, scope_guard
 from placegroup.io import inference, is_persistable
-from placegroup.atomic_files import atomic_write
+from placegroup.util.atomic_files import atomic_write
 from placegroup.io.files import load_program as _load_binary
 from placegroup.ir.framework import Program, program_from_dict, program_guard, program_to_dict
 from placegroup.ir.places import CPUPlace
@@ -243,7 +243,7 @@ def _checked_feed_dims(program: Program, feed_config) -> None:
 
 
 def _random_feed(program: Program, feed_config, batch_size: int, place) -> list:
-    from placegroup.lod_tensor import create_lod_tensor
+    from placegroup.datafeed.lod_tensor import create_lod_tensor
 
     out = []
     for name, dims, dtype in zip(feed_config.feeded_vars_names, feed_config.feeded_vars_dims,

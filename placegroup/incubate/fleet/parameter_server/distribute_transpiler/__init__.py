@@ -26,7 +26,7 @@ Thread-safety: one fleet per process, driven by the script's thread.
 """
 from __future__ import annotations
 
-from placegroup.compat import install_gaps
+from placegroup.tools.compat import install_gaps
 from placegroup.errors import ConfigError
 from placegroup.executor import Executor
 from placegroup.executor.executor import close_distributed
@@ -36,7 +36,7 @@ from placegroup.incubate.fleet.parameter_server.distribute_transpiler.distribute
     TrainerRuntimeConfig)
 from placegroup.io import inference, var_files
 from placegroup.ir.framework import Program, default_startup_program
-from placegroup.optimizer_base import Optimizer
+from placegroup.model.optimizer_base import Optimizer
 from placegroup.transpiler import DistributeTranspiler, DistributeTranspilerConfig
 
 __all__ = ["DistributedTranspiler", "TranspilerOptimizer", "fleet"]

@@ -18,7 +18,7 @@ configuration (``get/set_program_config``) is placegroup's ``DistributeTranspile
 strategy's mode as its ``sync_mode``. The trainer and server runtime configurations tune
 Fluid's communicator and RPC threads, which placegroup does not have: they are kept, and have
 no effect. Every config is set as in Fluid 1.8.5: by assignment on what a getter returns, or
-through a setter with a config or a dict of its fields (placegroup/fields.py checks each).
+through a setter with a config or a dict of its fields (placegroup/util/fields.py checks each).
 
 Example::
 
@@ -34,9 +34,9 @@ import logging
 import numpy as np
 
 from placegroup import config as env_config
-from placegroup.compat import install_gaps
-from placegroup.compiler import BuildStrategy, ExecutionStrategy
-from placegroup.fields import Field, Fields, notice
+from placegroup.tools.compat import install_gaps
+from placegroup.model.compiler import BuildStrategy, ExecutionStrategy
+from placegroup.util.fields import Field, Fields, notice
 from placegroup.transpiler.config import DistributedMode, DistributeTranspilerConfig, ServerRuntimeConfig
 
 __all__ = ["TrainerRuntimeConfig", "DistributedStrategy", "SyncStrategy", "AsyncStrategy",

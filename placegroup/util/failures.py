@@ -39,7 +39,7 @@ import sysconfig
 from placegroup import config
 from placegroup.errors import UserError
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # placegroup/util/ -> the root
 # where code that is not the user's lives: placegroup (its subpackages sit beside it in a
 # checkout, NOTE(layout)), the standard library and installed packages
 _NOT_USERS = tuple({os.path.join(os.path.realpath(p), "") for p in (

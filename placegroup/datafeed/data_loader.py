@@ -10,7 +10,7 @@ Two ways to use one:
 
 * **non-iterable** (``py_reader``; ``DataLoader``/``PyReader`` with ``iterable=False``): the
   program records which vars the reader fills (``ReaderSpec`` in ``Program.extra``,
-  placegroup/reader_registry.py). After ``start()``, each ``exe.run(main)`` without a feed for
+  placegroup/datafeed/reader_registry.py). After ``start()``, each ``exe.run(main)`` without a feed for
   them takes the next batch; at the end of the data ``exe.run`` raises
   ``fluid.core.EOFException``; ``reset()`` ends the pass and ``start()`` begins the next::
 
@@ -64,16 +64,16 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from placegroup.data_feeder import DataFeeder
+from placegroup.datafeed.data_feeder import DataFeeder
 from placegroup.dataloader import dataloader_iter
 from placegroup.dataloader.batch_sampler import BatchSampler
 from placegroup.dataloader.dataset import Dataset
 from placegroup.errors import PlacegroupError, ProgramError
 from placegroup.ir.framework import Program, Variable
-from placegroup.io.loader_base import DataLoaderBase, DatasetLoader
+from placegroup.datafeed.loader_base import DataLoaderBase, DatasetLoader
 from placegroup.ir.unique_name import UniqueNameGenerator
-from placegroup.reader_decorators import batch as batch_samples
-from placegroup.reader_registry import EOFException, ReaderSpec, add_reader, register
+from placegroup.datafeed.reader_decorators import batch as batch_samples
+from placegroup.datafeed.reader_registry import EOFException, ReaderSpec, add_reader, register
 from placegroup.values import LoDTensor
 
 __all__ = ["DataLoader", "GeneratorLoader", "PyReader", "PyReaderVar", "QueueReader"]
@@ -239,7 +239,7 @@ def _flatten(item, depth: int, lengths: list, what: str, index: int, name: str) 
 
 class QueueReader:
     """A data source, the thread that runs it and the queue it fills: the live half of a
-    reader, registered under its queue name (placegroup/reader_registry.py).
+    reader, registered under its queue name (placegroup/datafeed/reader_registry.py).
 
     Args:
         name: the reader's name in messages (``create_py_reader_0``).
@@ -631,7 +631,7 @@ class DataLoader:
             return_list: iterable mode yields one list of arrays per place, not a dict.
             use_multiprocess: for Fluid's dygraph mode; no effect here, as in Fluid's static mode.
             drop_last: at the end of the data, drop the batches too few to give every place one
-                (False: use them, NOTE(data-parallel) in placegroup/compiler.py).
+                (False: use them, NOTE(data-parallel) in placegroup/model/compiler.py).
 
         Returns:
             A ``GeneratorLoader``; give it data with ``set_sample_generator``,
@@ -654,7 +654,7 @@ class DataLoader:
     @staticmethod
     def from_dataset(dataset, places, drop_last: bool = True) -> DatasetLoader:
         """A loader over a ``fluid.DatasetFactory`` dataset: per step, one feed per place
-        (``DatasetLoader`` in placegroup/io/loader_base.py).
+        (``DatasetLoader`` in placegroup/datafeed/loader_base.py).
 
         Example::
 

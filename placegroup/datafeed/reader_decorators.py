@@ -23,7 +23,7 @@ died silently and the consumer hung).
 
 Two decorators work in parallel: ``xmap_readers`` maps samples in threads, and
 ``multiprocess_reader`` runs readers in forked processes whose samples cross as msgpack, never
-as pickles (NOTE(reader-codec) in placegroup/sample_codec.py). ``fluid.io`` re-exports all of
+as pickles (NOTE(reader-codec) in placegroup/util/sample_codec.py). ``fluid.io`` re-exports all of
 these as 1.8 does.
 
 ``placegroup.reader`` (``paddle.reader`` and Fluid's ``fluid.reader``) re-exports them with the
@@ -40,8 +40,8 @@ import random
 import threading
 from typing import Any, Callable, Iterator
 
-from placegroup.sample_codec import pack as _pack
-from placegroup.sample_codec import unpack as _unpack
+from placegroup.util.sample_codec import pack as _pack
+from placegroup.util.sample_codec import unpack as _unpack
 
 __all__ = ["ComposeNotAligned", "batch", "buffered", "cache", "chain", "compose", "firstn",
            "map_readers", "multiprocess_reader", "shuffle", "xmap_readers"]

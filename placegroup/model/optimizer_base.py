@@ -1,8 +1,8 @@
 """The optimizer base class: learning rate, accumulators, and the ``minimize`` pipeline
 (backward -> clip -> regularization -> one update op per parameter).
 
-Subclasses (placegroup/optimizer.py) set ``type`` and implement ``_append_optimize_op``;
-``ModelAverage`` (placegroup/averaging.py) uses the accumulators only. Everything here is
+Subclasses (placegroup/model/optimizer.py) set ``type`` and implement ``_append_optimize_op``;
+``ModelAverage`` (placegroup/runtime/averaging.py) uses the accumulators only. Everything here is
 re-exported from ``placegroup.optimizer`` (``fluid.optimizer.Optimizer``).
 
 Thread-safety: ``minimize`` edits the programs it is given; build programs from one thread.
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from placegroup.backward import append_backward
-from placegroup.clip import clip_gradients, error_clip_callback
-from placegroup.initializer import ConstantInitializer
+from placegroup.model.backward import append_backward
+from placegroup.model.clip import clip_gradients, error_clip_callback
+from placegroup.model.initializer import ConstantInitializer
 from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable, default_main_program, default_startup_program
-from placegroup.regularizer import append_regularization_ops
+from placegroup.model.regularizer import append_regularization_ops
 
 __all__ = ["Optimizer", "global_state_var", "updated_parameters"]
 
@@ -33,7 +33,7 @@ class Optimizer:
             (a schedule's output).
         regularization: a regularizer for every parameter without its own.
         name: accepted as Fluid's.
-        grad_clip: a ``fluid.clip`` gradient clip (placegroup/clip.py).
+        grad_clip: a ``fluid.clip`` gradient clip (placegroup/model/clip.py).
         parameter_list: the parameters to update (default: all trainable ones).
 
     Raises:
@@ -165,5 +165,5 @@ def updated_parameters(block) -> set[str]:
     that keeps state beside a parameter's update sets ``op.param`` only for these, so it runs
     where the update runs; for any other parameter (batch_norm's running statistics, written
     by the forward pass) it stays with the ops that write the parameter, on the trainers
-    (NOTE(averages-placement) in placegroup/averaging.py)."""
+    (NOTE(averages-placement) in placegroup/runtime/averaging.py)."""
     return {op.param for op in block.ops if op.role == "optimize" and op.param is not None}

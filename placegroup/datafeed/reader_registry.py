@@ -4,7 +4,7 @@ A program fed by a reader (``fluid.layers.py_reader`` + ``read_file``, a non-ite
 ``fluid.io.DataLoader`` or ``PyReader``) records it in ``Program.extra["readers"]``: one
 ``ReaderSpec`` per reader, plain data that prints, serializes and survives ``clone`` and the
 transpiler's copies like the rest of the program. The live half, the bounded queue its
-background thread fills (placegroup/io/data_loader.py), stays in this process: it registers
+background thread fills (placegroup/datafeed/data_loader.py), stays in this process: it registers
 here under the spec's ``queue`` key, and ``reader_feed`` is all the executor calls.
 
 NOTE(reader-key): the key is the queue's name, ``<name>_queue`` for a named reader and
@@ -43,7 +43,7 @@ class EOFException(Exception):
 
 
 class LiveReader(Protocol):
-    """What the executor asks of a started reader (placegroup/io/data_loader.py)."""
+    """What the executor asks of a started reader (placegroup/datafeed/data_loader.py)."""
 
     def next_batch(self) -> list:
         """The next batch, one array per fed var in the spec's order; raises EOFException."""
@@ -128,7 +128,7 @@ def reader_feed(program, feed: dict | None, remote: Callable[[str], bool] | None
                 batches: int = 1) -> dict | None:
     """``feed`` with the next batch of each of ``program``'s readers added (the next
     ``batches`` put together along the batch dimension: one per place, NOTE(data-parallel) in
-    placegroup/compiler.py; at the end of the data a shorter group runs unless ``drop_last``).
+    placegroup/model/compiler.py; at the end of the data a shorter group runs unless ``drop_last``).
 
     A reader is skipped when ``feed`` already gives every var it fills (an inference run of
     the program, say) or, on an executor of a distributed job, when ``remote(var)`` says its

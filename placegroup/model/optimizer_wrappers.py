@@ -13,7 +13,7 @@ import warnings
 from numbers import Real
 
 from placegroup.ir.framework import Variable, default_startup_program
-from placegroup.optimizer_base import global_state_var, updated_parameters
+from placegroup.model.optimizer_base import global_state_var, updated_parameters
 
 __all__ = ["LookaheadOptimizer", "RecomputeNotice", "RecomputeOptimizer"]
 

@@ -31,6 +31,27 @@ MOVED = {
     "placegroup.from_env": "placegroup.tools.from_env",
     "placegroup.resources": "placegroup.tools.resources",
     "placegroup.ops.selected_rows": "placegroup.values",
+    "placegroup.atomic_files": "placegroup.util.atomic_files",
+    "placegroup.averaging": "placegroup.runtime.averaging",
+    "placegroup.compat_names": "placegroup.tools.compat_names",
+    "placegroup.dataset_factory": "placegroup.datafeed.dataset_factory",
+    "placegroup.dtype_checks": "placegroup.datafeed.dtype_checks",
+    "placegroup.failures": "placegroup.util.failures",
+    "placegroup.fields": "placegroup.util.fields",
+    "placegroup.fluid_surface": "placegroup.tools.fluid_surface",
+    "placegroup.io.data_loader": "placegroup.datafeed.data_loader",
+    "placegroup.io.loader_base": "placegroup.datafeed.loader_base",
+    "placegroup.multislot": "placegroup.datafeed.multislot",
+    "placegroup.optimizer_base": "placegroup.model.optimizer_base",
+    "placegroup.optimizer_wrappers": "placegroup.model.optimizer_wrappers",
+    "placegroup.ports": "placegroup.util.ports",
+    "placegroup.program_stats": "placegroup.util.program_stats",
+    "placegroup.reader_decorators": "placegroup.datafeed.reader_decorators",
+    "placegroup.reader_registry": "placegroup.datafeed.reader_registry",
+    "placegroup.sample_codec": "placegroup.util.sample_codec",
+    "placegroup.switches": "placegroup.model.switches",
+    "placegroup.text_format": "placegroup.util.text_format",
+    "placegroup.var_format": "placegroup.util.var_format",
 }
 
 
@@ -46,10 +67,13 @@ class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec):
         new = MOVED[spec.name]
         warnings.warn(f"{spec.name} moved to {new}; import it from there", DeprecationWarning, stacklevel=3)
-        return importlib.import_module(new)
+        module = importlib.import_module(new)
+        spec.loader_state = module.__spec__  # importlib sets __spec__ to the old name's: put it back
+        return module
 
     def exec_module(self, module) -> None:
         """The module is its new home's, already executed."""
+        module.__spec__ = module.__spec__.loader_state
 
     def get_code(self, name):
         """The new home's code, so that ``python -m placegroup.cli`` still runs the CLI."""

@@ -39,7 +39,7 @@ from numbers import Real
 from placegroup.executor.scope import global_scope
 from placegroup.ir import unique_name
 from placegroup.ir.framework import Program, Variable, default_main_program
-from placegroup.optimizer_base import Optimizer, global_state_var, updated_parameters
+from placegroup.model.optimizer_base import Optimizer, global_state_var, updated_parameters
 
 __all__ = ["ExponentialMovingAverage", "ModelAverage"]
 
@@ -86,7 +86,7 @@ class _ApplyRestore:
                 f"first. Under the DistributeTranspiler with pservers the averages live on the pservers "
                 f"beside their parameters, where apply()/restore() cannot reach them: they run in one "
                 f"process, or on trainers without pservers (NOTE(averages-placement) in "
-                f"placegroup/averaging.py)")
+                f"placegroup/runtime/averaging.py)")
 
     @contextlib.contextmanager
     def apply(self, executor, need_restore: bool = True):

@@ -1,6 +1,6 @@
 """How a sample crosses from a child process to its parent: msgpack, never pickle.
 
-Used by ``paddle.reader.multiprocess_reader`` (placegroup/reader_decorators.py) and by the worker
+Used by ``paddle.reader.multiprocess_reader`` (placegroup/datafeed/reader_decorators.py) and by the worker
 processes of a map-style ``fluid.io.DataLoader`` (placegroup/dataloader/dataloader_iter.py).
 
 NOTE(reader-codec): samples cross as msgpack: ints, floats, str, bytes, bool, None, lists,

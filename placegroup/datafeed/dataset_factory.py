@@ -3,7 +3,7 @@
 
 A dataset reads text files, each through a pipe command (``cat`` by default; often
 ``python my_generator.py``, a ``MultiSlotDataGenerator``), parses the MultiSlot format
-(NOTE(multislot-format) in placegroup/multislot.py) for the vars of ``set_use_var``, and hands
+(NOTE(multislot-format) in placegroup/datafeed/multislot.py) for the vars of ``set_use_var``, and hands
 ``exe.train_from_dataset`` feed dicts of ``batch_size`` instances (the last batch may be
 smaller): LoDTensors for ``lod_level=1`` vars, arrays for the others.
 
@@ -13,7 +13,7 @@ smaller): LoDTensors for ``lod_level=1`` vars, arrays for the others.
 * ``FileInstantDataset`` streams as ``QueueDataset`` does (Fluid's reads each file whole
   before batching it, which is what placegroup's readers do for every file).
 
-``dataset.desc()`` is the data feed's description in Fluid's text (placegroup/data_feed_desc.py)
+``dataset.desc()`` is the data feed's description in Fluid's text (placegroup/datafeed/data_feed_desc.py)
 and ``dataset.proto_desc`` that message; as in Fluid, ``batch_size`` is 32 until set.
 
 NOTE(dataset-threads): placegroup runs one thread per process, so ``set_thread(n)`` is
@@ -50,15 +50,16 @@ import warnings
 
 import numpy as np
 
-from placegroup.data_feed_desc import DataFeedDescMsg
+from placegroup.datafeed.data_feed_desc import DataFeedDescMsg
 from placegroup.errors import ConfigError, NotImplementedInPlacegroup
-from placegroup.multislot import Instances, parse_text, slot_of
+from placegroup.datafeed.multislot import Instances, parse_text, slot_of
 
 __all__ = ["DatasetBase", "DatasetFactory", "FileInstantDataset", "InMemoryDataset", "QueueDataset"]
 
 _REMOTE = ("hdfs:", "afs:")
 # NOTE(pipe-paddle): under ``placegroup run`` a pipe command's Python imports placegroup as paddle
-_SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_paddle_shim")
+# (placegroup/_paddle_shim/, beside this package)
+_SHIM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_paddle_shim")
 
 
 def _gap(what: str, why: str = "") -> NotImplementedInPlacegroup:
@@ -163,7 +164,7 @@ class DatasetBase:
     @property
     def proto_desc(self):
         """The data feed's description, a ``DataFeedDesc`` message built from the settings
-        (placegroup/data_feed_desc.py): read it, set the dataset through its setters."""
+        (placegroup/datafeed/data_feed_desc.py): read it, set the dataset through its setters."""
         msg = DataFeedDescMsg(name=self._FEED, pipe_command=self.pipe_command)
         if self._batch_size_set:
             msg.batch_size = self.batch_size

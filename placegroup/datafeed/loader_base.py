@@ -2,7 +2,7 @@
 ``DataLoaderBase``, ``DatasetLoader`` (``DataLoader.from_dataset``) and
 ``keep_data_loader_order``.
 
-``GeneratorLoader`` (placegroup/io/data_loader.py) and ``DatasetLoader`` derive from
+``GeneratorLoader`` (placegroup/datafeed/data_loader.py) and ``DatasetLoader`` derive from
 ``DataLoaderBase``: calling a loader gives the loader, and iterating it gives, per step, one
 feed per place, a dict var name -> value that ``exe.run(feed=...)`` takes.
 
@@ -14,7 +14,7 @@ import logging
 
 import numpy as np
 
-from placegroup.dataset_factory import DatasetBase
+from placegroup.datafeed.dataset_factory import DatasetBase
 
 __all__ = ["DataLoaderBase", "DatasetLoader", "keep_data_loader_order"]
 
@@ -98,7 +98,7 @@ class DatasetLoader(DataLoaderBase):
 
     As Fluid, it sets the dataset's thread count to the number of places (warning when it was
     set to another), and the dataset needs at least that many files. placegroup's dataset reads
-    its files with one reader in order (NOTE(dataset-threads) in placegroup/dataset_factory.py).
+    its files with one reader in order (NOTE(dataset-threads) in placegroup/datafeed/dataset_factory.py).
 
     Args:
         dataset: a ``QueueDataset``, ``InMemoryDataset`` (loaded) or ``FileInstantDataset``.

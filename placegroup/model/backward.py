@@ -1,0 +1,298 @@
+"""append_backward: walk the forward ops in reverse, ask each op's grad maker, sum fan-in.
+
+It knows nothing about particular op types: the gradient of an op is its
+OpDef's ``grad`` entry. What it does itself:
+
+* finds the vars that need a gradient: those that depend, through differentiable slots, on a
+  trainable parameter (or on ``parameter_list``) or on an input no op writes that is not
+  ``stop_gradient`` (a data var marked so gets ``x@GRAD``, as in Fluid), minus ``no_grad_set``
+  and ``stop_gradient``;
+* seeds ``loss@GRAD`` with ones;
+* when several ops contribute to the gradient of one var, names the parts
+  ``x@GRAD@RENAME@k`` and adds a ``sum`` before the first reader of ``x@GRAD``;
+* gives an output whose gradient nobody produced a zero gradient (``fill_zeros_like``);
+* calls ``append_backward``'s ``callbacks`` once per gradient, as soon as it is complete and
+  before any op reads it (NOTE(backward-callbacks)).
+
+NOTE(backward-callbacks): Fluid calls each callback after every grad op it appends, as
+``cb(block=block, context=grad_to_var)`` with the new op the block's last; its
+``error_clip_callback`` then clips the op's outputs that are gradients of vars with an
+``error_clip``. Here a gradient's last writer is known only when its parts are summed or renamed
+(``_Grads.finish``), so each callback is called then, as ``cb(block=block, context={grad_name:
+fwd_name})`` naming that one gradient; an op the callback appends (placegroup.clip's in-place
+``clip``) comes before every reader of the gradient. A callback written for Fluid's protocol
+(reading ``block.desc``) does not run here.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from placegroup.errors import ProgramError
+from placegroup.ir.framework import SELECTED_ROWS
+from placegroup.ir.op_proto import op_desc_text
+from placegroup.ops.registry import EMPTY_VAR, GradOpView, grad_name
+from placegroup.util.program_stats import ProgramStats
+
+
+def _differentiable_inputs(op) -> list[str]:
+    names = []
+    for s in op.opdef.inputs:
+        if not s.no_grad:
+            names += op.inputs.get(s.name, [])
+    return names
+
+
+def _vars_needing_grad(block, ops, params: set[str], no_grad: set[str]) -> set[str]:
+    need = set(params)
+    for op in ops:
+        if any(n in need for n in _differentiable_inputs(op)):
+            for n in op.output_arg_names:
+                v = block.var(n)
+                if n not in no_grad and not (v.stop_gradient and not v.is_parameter):
+                    need.add(n)
+    return need
+
+
+def _leaves_wanting_grad(block) -> set[str]:
+    """Vars no op writes that ask for a gradient (``stop_gradient=False``), as Fluid gives one:
+    typically a data var the user marked so, for the gradient of the loss with respect to the
+    input. Parameters are chosen by ``parameter_list`` instead, and other persistable vars
+    (learning rates, running statistics) never get one."""
+    written = {n for op in block.ops for n in op.output_arg_names}
+    leaves = set()
+    for op in block.ops:
+        for n in _differentiable_inputs(op):
+            if n in written or n in leaves or not block.has_var(n):
+                continue
+            v = block.var(n)
+            if not v.stop_gradient and not v.persistable and not v.is_parameter:
+                leaves.add(n)
+    return leaves
+
+
+class _Grads:
+    """Tracks the partial gradients of each var; ``finish`` turns them into ``x@GRAD``.
+
+    Every contribution is first written under a fresh name ``x@GRAD@RENAME@k``. When the
+    first reader of ``x@GRAD`` comes, a single part is renamed in place in the op that wrote
+    it, and several parts are summed by a ``sum`` op.
+    """
+
+    def __init__(self, block, callbacks=()) -> None:
+        self.block = block
+        self.callbacks = tuple(callbacks)  # NOTE(backward-callbacks)
+        self.parts: dict[str, list[str]] = {}
+        self.pending: set[str] = set()  # part names not yet renamed or summed
+        self.writer: dict[str, object] = {}  # part name -> the op that writes it
+        self.done: set[str] = set()
+
+    def _make(self, fwd: str, name: str, type: str | None = None) -> str:
+        v = self.block.var(fwd)
+        self.block.create_var(name, shape=v.shape, dtype=v.dtype, type=type or v.type, lod_level=v.lod_level)
+        return name
+
+    def name_for(self, fwd: str) -> str:
+        parts = self.parts.setdefault(fwd, [])
+        parts.append(self._make(fwd, f"{grad_name(fwd)}@RENAME@{len(parts)}"))
+        self.pending.add(parts[-1])
+        return parts[-1]
+
+    def wrote(self, op) -> None:
+        for n in op.output_arg_names:
+            if n in self.pending:
+                self.writer[n] = op
+
+    def finish(self, fwd: str) -> bool:
+        """Make ``fwd@GRAD`` from its parts; False if it has none."""
+        parts = self.parts.get(fwd)
+        if not parts:
+            return False
+        if fwd in self.done:
+            return True
+        final = grad_name(fwd)
+        # SelectedRows parts sum to a SelectedRows (NOTE(sum-sparse) in ops/math.py)
+        sparse = all(self.block.var(p).type == SELECTED_ROWS for p in parts)
+        self._make(fwd, final, SELECTED_ROWS if sparse else None)
+        if len(parts) == 1:
+            op = self.writer[parts[0]]
+            for slot, names in op.outputs.items():
+                op.outputs[slot] = [final if n == parts[0] else n for n in names]
+            self.block.remove_var(parts[0])
+        else:
+            self.block.append_op("sum", {"X": parts}, {"Out": [final]}, role="backward", infer=False)
+        self.parts[fwd] = [final]
+        self.done.add(fwd)
+        for cb in self.callbacks:
+            cb(block=self.block, context={final: fwd})
+        return True
+
+
+def _type_sparse_outputs(block, op) -> None:
+    """Outputs of a slot with ``sparse_if`` are SelectedRows when the op's attr says so."""
+    for s in op.opdef.outputs:
+        if s.sparse_if and op.attrs.get(s.sparse_if):
+            for n in op.outputs.get(s.name, ()):
+                if n != EMPTY_VAR:
+                    block.var(n).type = SELECTED_ROWS
+
+
+def append_backward(loss, parameter_list: Iterable | None = None, no_grad_set: Iterable | None = None,
+                    callbacks=None) -> list[tuple]:
+    """Append the backward ops of ``loss`` to its program; return ``[(param, grad)]``.
+
+    Args:
+        loss: a Variable with one element (shape [1]).
+        parameter_list: parameters (or names) to differentiate; default every trainable one.
+        no_grad_set: var names whose gradient is not wanted.
+        callbacks: functions called as ``cb(block=block, context={grad_name: fwd_name})`` once
+            per gradient as soon as it is complete (NOTE(backward-callbacks)), e.g.
+            ``[fluid.clip.error_clip_callback]``.
+
+    Raises:
+        ProgramError: if ``loss`` is not written by an op of the global block.
+        TypeError: ``callbacks`` is not a list of callables.
+    """
+    if callbacks is not None and (not isinstance(callbacks, (list, tuple)) or not all(map(callable, callbacks))):
+        raise TypeError(f"append_backward: callbacks must be a list of callables, got {callbacks!r}")
+    block = loss.block.program.global_block()
+    if parameter_list is None:
+        params = {p.name for p in block.all_parameters() if p.trainable}
+    else:
+        params = {getattr(p, "name", p) for p in parameter_list}
+
+    def seed(target):
+        block.create_var(grad_name(target.name), shape=target.shape, dtype=target.dtype)
+        # ``_loss`` names the loss, so a pass that rewrites the forward can run this again
+        block.append_op("fill_constant", outputs={"Out": [grad_name(target.name)]}, role="backward",
+                        attrs={"shape": list(target.shape), "value": 1.0, "dtype": target.dtype,
+                               "_loss": target.name}, infer=False)
+
+    leaves = _leaves_wanting_grad(block)
+    grads, need = _walk(block, [loss], seed, params | leaves, no_grad_set,
+                        "append_backward: no op of the program writes the loss", callbacks or ())
+    for name in sorted(leaves & need):
+        grads.finish(name)  # x@GRAD of a data var the user marked stop_gradient=False
+    result = []
+    for p in block.all_parameters():
+        if p.name in params and p.name in need and grads.finish(p.name):
+            result.append((p, block.var(grad_name(p.name))))
+    return result
+
+
+def gradients(targets, inputs, target_gradients=None, no_grad_set=None) -> list:
+    """Append the ops computing the gradients of ``sum(targets)`` with respect to ``inputs``
+    (Fluid's ``fluid.gradients``); return one gradient var per input, None where an input does
+    not reach the targets. ``target_gradients`` (one var per target, None for ones) seeds them.
+
+    Raises:
+        ProgramError: a target no op writes; ValueError: ``target_gradients`` of another length.
+
+    Example::
+
+        x = fluid.layers.data("x", [2], stop_gradient=False)
+        dx, = fluid.gradients([fluid.layers.reduce_sum(fluid.layers.square(x))], [x])   # 2x
+    """
+    targets = list(targets) if isinstance(targets, (list, tuple)) else [targets]
+    inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    seeds = list(target_gradients) if isinstance(target_gradients, (list, tuple)) else [target_gradients] * len(targets)
+    if len(seeds) != len(targets):
+        raise ValueError(f"gradients: {len(seeds)} target_gradients for {len(targets)} targets")
+    for t, g in zip(targets, seeds):
+        if g is not None and tuple(t.shape or ()) != tuple(g.shape or ()):
+            raise ValueError(f"The shapes of target and grad are different: {t.name} {list(t.shape or ())} and "
+                             f"{g.name} {list(g.shape or ())}")
+    block = targets[0].block.program.global_block()
+    given = dict(zip((t.name for t in targets), seeds))
+
+    def seed(target):
+        block.create_var(grad_name(target.name), shape=target.shape, dtype=target.dtype)
+        g = given[target.name]
+        if g is None:
+            block.append_op("fill_any_like", {"X": [target.name]}, {"Out": [grad_name(target.name)]},
+                            {"value": 1.0}, role="backward", infer=False)
+        else:
+            block.append_op("assign", {"X": [g.name]}, {"Out": [grad_name(target.name)]}, role="backward",
+                            infer=False)
+
+    names = [getattr(x, "name", x) for x in inputs]
+    grads, need = _walk(block, targets, seed, set(names), no_grad_set, "gradients: no op of the program writes the target")
+    return [block.var(grad_name(n)) if n in need and grads.finish(n) else None for n in names]
+
+
+def calc_gradient(targets, inputs, target_gradients=None, no_grad_set=None):
+    """Fluid's ``fluid.backward.calc_gradient``: ``gradients`` (same arguments), but one input
+    gives its gradient var alone (None if it does not reach the targets), not in a list.
+
+    Raises:
+        ProgramError: a target no op writes; ValueError: ``target_gradients`` of another length,
+            or one whose shape is not its target's.
+
+    Example::
+
+        dx = fluid.backward.calc_gradient(loss, x)
+    """
+    grads = gradients(targets, inputs, target_gradients, no_grad_set)
+    return grads[0] if len(grads) == 1 else grads
+
+
+def serialize_op_decs(op_desc) -> str:
+    """An op as Fluid prints its ``OpDesc`` proto (text: inputs, outputs, type, attrs), for
+    reading and diffing; ``op_desc`` is an Operator (placegroup's ops are their own desc).
+
+    Raises:
+        ValueError: the op's type is not registered.
+    """
+    return op_desc_text(op_desc)
+
+
+def _walk(block, targets, seed, wanted: set, no_grad_set, unwritten: str, callbacks=()):
+    """Seed each target's gradient, then append the grad ops of every forward op up to the last
+    one writing a target, in reverse. Returns the partial gradients and the vars needing one."""
+    last = -1
+    for t in targets:
+        writers = [i for i, op in enumerate(block.ops) if t.name in op.output_arg_names]
+        if not writers:
+            raise ProgramError(f"{unwritten} {t.name!r}")
+        last = max(last, writers[-1])
+    fwd_ops = [op for op in block.ops[: last + 1] if op.role == "forward"]
+    no_grad = {getattr(n, "name", n) for n in (no_grad_set or ())}
+    need = _vars_needing_grad(block, fwd_ops, wanted, no_grad)
+    grads = _Grads(block, callbacks)
+    for t in targets:
+        seed(t)
+        grads.parts[t.name] = [grad_name(t.name)]
+        grads.done.add(t.name)
+    for op in reversed(fwd_ops):
+        outs = [n for n in op.output_arg_names if n in grads.parts]
+        if not outs:
+            continue
+        wanted_here = frozenset(n for n in _differentiable_inputs(op) if n in need and n not in no_grad)
+        if not wanted_here or op.opdef.grad is None:
+            continue
+        silent = {n for slot in op.opdef.outputs if slot.no_grad for n in op.outputs.get(slot.name, ())}
+        for n in op.output_arg_names:
+            # an output nobody differentiated: its gradient is zero (none for a slot that never
+            # has one: batch_norm's running statistics, dropout's mask, an XShape)
+            if not grads.finish(n) and n not in silent:
+                v = block.var(n)
+                block.create_var(grad_name(n), shape=v.shape, dtype=v.dtype)
+                block.append_op("fill_zeros_like", {"X": [n]}, {"Out": [grad_name(n)]},
+                                role="backward", infer=False)
+                grads.parts[n] = [grad_name(n)]
+                grads.done.add(n)
+        view = GradOpView(op.type, op.inputs, op.outputs, op.attrs, wanted_here, grads.name_for)
+        for spec in op.opdef.grad(view):
+            new = block.append_op(spec.type, spec.inputs, spec.outputs, spec.attrs,
+                                  role="backward", infer=False)
+            grads.wrote(new)
+            _type_sparse_outputs(block, new)
+    return grads, need
+
+
+def gradients_of(block, names: Iterable[str]) -> dict:
+    """name -> its gradient var in ``block`` (for tests and tools)."""
+    return {n: block.var(grad_name(n)) for n in names if block.has_var(grad_name(n))}
+
+
+__all__ = ["append_backward", "gradients", "EMPTY_VAR"]
+__all__ += ["ProgramStats", "calc_gradient", "serialize_op_decs"]
