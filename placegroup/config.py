@@ -106,6 +106,8 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
        "Fluid (placegroup runs them as one place over the whole batch).", "a whole number"),
     _S("FLAGS_selected_gpus", str, "", "Comma-separated CUDA device ids for fluid.cuda_places(); empty: "
        "every visible device."),
+    _S("PYTHONPATH", str, "", "Python's own. `placegroup run` puts placegroup's `paddle` package on it for "
+       "the Python processes a script starts, unless a real Paddle is installed."),
     # -- placegroup's own ----------------------------------------------------------------------
     _S("PLACEGROUP_DEBUG", _count, 0,
        "1: log every op an executor runs; 2: every message sent and received too; 3: the "
@@ -192,6 +194,14 @@ def get(name: str, environ: Mapping[str, str] | None = None) -> Any:
 
 def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:
     return raw(name, environ) is not None
+
+
+def set_for_children(name: str, value: str) -> None:
+    """Set setting ``name`` in this process's environment, which the processes it starts
+    inherit."""
+    if name not in SETTINGS:
+        raise KeyError(f"{name} is not a placegroup setting; they are {sorted(SETTINGS)}")
+    os.environ[name] = value
 
 
 try:

@@ -103,7 +103,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # placegroup/: + ~200 for the package in layers (README's table): the façade, one module per Fluid
 # module name that only re-exports the layer with its code (~140), and the docstrings of the new
 # layer packages (util, datafeed, model, composite, runtime)
-BUDGET = {"placegroup": 34600, "executor": 2900, "ops": 12900, "comm": 2320}
+# placegroup/: + ~40 for the paddle alias in the processes a `placegroup run` script starts
+# (NOTE(child-alias) in tools/compat.py)
+BUDGET = {"placegroup": 34640, "executor": 2900, "ops": 12900, "comm": 2320}
 PASS_LINES = 220
 
 

@@ -29,6 +29,7 @@ import types
 from placegroup.tools.compat_names import FLUID_18
 from placegroup.tools.fluid_surface import (HOMES, MOVED, SURFACE, current_path, exclusion, module_exclusion,
                                             sharing_home)
+from placegroup import config
 from placegroup.errors import ConfigError, ModuleNotInPlacegroup, NotImplementedInPlacegroup
 
 __all__ = ["alias_paddle", "facade", "home_of", "import_if_present", "install_gaps", "install_surface", "label_of",
@@ -342,8 +343,38 @@ def unalias_paddle() -> None:
             del sys.modules[name]
 
 
+# NOTE(child-alias): a script run by ``placegroup run`` may start Python processes of its own:
+# ``subprocess`` (``python worker.py``, ``python -m pkg.entry``), or ``multiprocessing`` with
+# the spawn or forkserver start method. Each is a fresh interpreter that has not run
+# ``alias_paddle``. The directory placegroup/_paddle_shim/ holds a ``paddle`` package that
+# installs the alias when imported, so it is put on such a process's path: at the end of this
+# process's ``sys.path`` (which multiprocessing hands to its children) and on ``PYTHONPATH``
+# (which every child inherits). On ``PYTHONPATH`` it would come before site-packages, so it is
+# added there only when no real Paddle is installed: a real Paddle beside placegroup is never
+# shadowed in a child that did not ask for placegroup.
+_SHIM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_paddle_shim")
+
+
+def children_see_alias() -> None:
+    """Make the Python processes this one starts import placegroup's ``paddle``
+    (NOTE(child-alias)); calling it again does nothing."""
+    if _SHIM not in sys.path:
+        sys.path.append(_SHIM)
+    paths = (config.raw("PYTHONPATH") or "").split(os.pathsep)
+    if _SHIM in paths or _real_paddle() is not None:
+        return
+    config.set_for_children("PYTHONPATH", os.pathsep.join([_SHIM] + [p for p in paths if p]))
+
+
+def _real_paddle() -> str | None:
+    """Where an installed Paddle is, on this process's path without the shim, or None."""
+    spec = importlib.machinery.PathFinder.find_spec("paddle", [p for p in sys.path if p != _SHIM])
+    return None if spec is None else (spec.origin or str(spec.submodule_search_locations))
+
+
 def run_script(script: str, args: list[str]) -> None:
-    """Run ``script`` in this process as ``python script ARGS`` would, with ``alias_paddle()``.
+    """Run ``script`` in this process as ``python script ARGS`` would, with ``alias_paddle()``;
+    the Python processes it starts see the alias too (NOTE(child-alias)).
 
     ``sys.argv`` is ``[script, *args]``, ``__name__`` is ``"__main__"`` and ``sys.path[0]`` is
     the script's directory. The script's exceptions and ``SystemExit`` pass through.
@@ -360,6 +391,7 @@ def run_script(script: str, args: list[str]) -> None:
     """
     if not os.path.isfile(script):
         raise FileNotFoundError(f"no script {script!r} to run")
+    children_see_alias()
     alias_paddle()
     sys.argv = [script, *args]
     sys.path[0:1] = [os.path.dirname(os.path.abspath(script))]
