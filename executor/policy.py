@@ -333,15 +333,16 @@ class Rounds(Sync):
     def __init__(self, m: int, inner: Sync) -> None:
         if m < 1:
             raise ValueError(f"merge_steps must be >= 1, got {m}")
-        self.inner = inner
-        super().__init__()
+        self.inner, self.counts_rounds = inner, False   # its state is inner's: no Sync.__init__
         self.round = m
         self.staleness = inner.staleness
         self.name = f"rounds({m}, {inner.name})"
 
-    staleness_seen = property(lambda self: self.inner.staleness_seen, lambda self, v: None)
-    current_staleness = property(lambda self: self.inner.current_staleness,
-                                 lambda self, v: setattr(self.inner, "current_staleness", v))
+    staleness_seen = property(lambda self: self.inner.staleness_seen)
+    current_staleness = property(lambda self: self.inner.current_staleness)
+
+    def begin_step(self) -> None:
+        self.inner.begin_step()
 
     def wire(self, step: int) -> int:
         return step // self.round

@@ -29,10 +29,9 @@ from placegroup.ir.cluster import Cluster
 from placegroup.ir.edges import RULES, label
 from placegroup.ir.place_group import ExecutorRole
 
-# a collective call's phases (comm/collectives.py, NOTE(ring)): to every peer, or round the ring
-RING_PHASES = (("h", "every peer", "its dtype and shape, first"), ("x", "every peer", "a small part, direct"),
-               ("rs", "the next rank", "a ring reduce-scatter segment"),
-               ("ag", "the next rank", "a ring allgather segment"))
+# a collective call's phases (NOTE(ring)): (phase, to every peer, else to the next rank; what it carries)
+RING_PHASES = (("h", True, "its dtype and shape, first"), ("x", True, "a small part, direct"),
+               ("rs", False, "a ring reduce-scatter segment"), ("ag", False, "a ring allgather segment"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,8 +114,8 @@ def _ring(src: str, p, when: str) -> list[Transfer]:
     after = p.group[(rank + 1) % len(p.group)]
     out = []
     for call in p.op.opdef.collective_calls:
-        for phase, to, what in RING_PHASES:
-            out.append(Transfer(src, peers if to == "every peer" else (after,), f"{p.ctx.tag}{call}:{phase}",
+        for phase, to_all, what in RING_PHASES:
+            out.append(Transfer(src, peers if to_all else (after,), f"{p.ctx.tag}{call}:{phase}",
                                 "collective", (p.index, p.op.type), "step", f"{when}: {what}"))
     return out
 

@@ -350,7 +350,8 @@ def _pipe_env() -> dict | None:
     if getattr(sys.modules.get("paddle"), "fluid", None) is not sys.modules.get("placegroup"):
         return None
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_SHIM, env.get("PYTHONPATH")) if p)
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != _SHIM]  # placegroup run's
+    env["PYTHONPATH"] = os.pathsep.join([_SHIM, *rest])
     return env
 
 
