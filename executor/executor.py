@@ -289,8 +289,8 @@ class Executor:
             OpError: "While executing op #i `type`: ..." when a kernel fails.
             PeerLost, RemoteError, CommTimeout: a distributed run lost a peer, or a peer failed.
         """
-        program, feed, scope, batches = prepare_run(program if program is not None else default_main_program(),
-                                                    feed, scope if scope is not None else global_scope(), self.place)
+        program, feed, scope, places = prepare_run(program if program is not None else default_main_program(),
+                                                   feed, scope if scope is not None else global_scope(), self.place)
         member = self._member(program)
         plan = self._plan(program, member)
         link, interp = member.link, member.interp
@@ -304,7 +304,7 @@ class Executor:
             scope.settle = interp.settle
         ck = self._checkpointer()
         # before the step, outside the try: the end of a trainer's data is no failure to tell its peers
-        feed = reader_feed(program, feed, plan.remote_of, batches)
+        feed = reader_feed(program, feed, plan.remote_of)
         try:
             if feed:
                 fed_lod = self._feed(plan, vals, feed)
@@ -324,16 +324,16 @@ class Executor:
             elif ck is not None and plan.counted and ck.due(step + 1):  # after the update (it settles)
                 ck.after_step(self, program, scope, step + 1)
             names = [_fetch_name(f) for f in fetch_list or ()]
+            names = [m for n in names for m in places.names(n)] if places else names  # NOTE(data-parallel)
             interp.settle([n for n in names if n in interp.pending])
-            remote = [fetch_edge(plan, n) for n in names if n not in vals and plan.remote_of(n)]
-            if remote:  # a var held elsewhere: its holder's value of this step (the fetch rule)
-                got = link.fetch(remote, step, self.xp, interp.describe(None, step))
-                return [_fetched(n, got[n], return_numpy, False) if n in got
-                        else self._fetch(vals, n, return_numpy, plan) for n in names]
+            remote = [fetch_edge(plan, n) for n in dict.fromkeys(names) if n not in vals and plan.remote_of(n)]
+            got = link.fetch(remote, step, self.xp, interp.describe(None, step)) if remote else {}  # the fetch rule
         except BaseException as e:
             link.fail(e)
             raise
-        return [self._fetch(vals, n, return_numpy, plan) for n in names]
+        out = [_fetched(n, got[n], return_numpy, False) if n in got else self._fetch(vals, n, return_numpy, plan)
+               for n in names]
+        return places.join(out) if places else out
 
     def _member(self, program) -> _Member:
         """What ``program`` runs as: this process alone, or its member of a distributed job."""

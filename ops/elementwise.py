@@ -108,7 +108,15 @@ def _binary(name: str, fwd, dx=None, dy=None, uses=("X", "Y"), outs=(), infer=_i
 _binary("elementwise_add", lambda xp, x, y: x + y, lambda xp, x, y, o, g: g, lambda xp, x, y, o, g: g)
 _binary("elementwise_sub", lambda xp, x, y: x - y, lambda xp, x, y, o, g: g, lambda xp, x, y, o, g: -g)
 _binary("elementwise_mul", lambda xp, x, y: x * y, lambda xp, x, y, o, g: g * y, lambda xp, x, y, o, g: g * x)
-_binary("elementwise_div", lambda xp, x, y: x / y, lambda xp, x, y, o, g: g / y,
+def _div(xp, x, y):
+    """x / y; integers divide as C++ does (Fluid's kernel), rounding towards zero."""
+    if x.dtype.kind in "iu" and y.dtype.kind in "iu":
+        q = xp.abs(x) // xp.abs(y)
+        return xp.where((x < 0) != (y < 0), -q, q).astype(x.dtype, copy=False)
+    return x / y
+
+
+_binary("elementwise_div", _div, lambda xp, x, y, o, g: g / y,
         lambda xp, x, y, o, g: -g * x / (y * y))
 # NOTE(max-min-ties) says who gets the gradient where X == Y.
 _binary("elementwise_max", lambda xp, x, y: xp.maximum(x, y), lambda xp, x, y, o, g: g * (x > y),

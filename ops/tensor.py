@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from placegroup.ops.registry import Cut, Meta, OpSpec, Slot, check, grad_name, grad_of, register
+from placegroup.values import LoDTensor, SelectedRows, is_lod_tensor, is_selected_rows
 
 
 def _cut_shape(a, cut: Cut) -> dict:
@@ -216,6 +217,30 @@ def _concat_infer(ins, a):
 def concat(xp, ins, a, ctx):
     """Out = X[0], X[1], ... joined along ``axis`` (negative counts from the end)."""
     return {"Out": xp.concatenate(ins["X"], axis=a["axis"])}
+
+
+@register("concat_places", ins=(Slot("X", duplicable=True),), outs=("Out",), infer=_concat_infer,
+          lod=lambda levels, a: {"Out": max(levels.get("X") or [0])}, wants_lod=("X",))
+def concat_places(xp, ins, a, ctx):
+    """Out = the places' parts of one step's batch, X[0], X[1], ..., joined along dim 0 with
+    their LoDs (each level's offsets shifted past the parts before it), as Fluid joins the
+    places' values of a fetch; SelectedRows parts join their rows (NOTE(data-parallel) in
+    placegroup/model/data_parallel.py)."""
+    xs = ins["X"]
+    if is_selected_rows(xs[0]):
+        return {"Out": SelectedRows(xp.concatenate([x.rows for x in xs]), xp.concatenate([x.values for x in xs]),
+                                    xs[0].height)}
+    if not is_lod_tensor(xs[0]):
+        return {"Out": xp.concatenate(xs, axis=0)}
+    levels = []
+    for k in range(len(xs[0].offsets)):
+        parts, end = [np.zeros(1, np.int64)], 0
+        for x in xs:
+            o = x.offsets[k]
+            parts.append(o[1:] + end)
+            end += int(o[-1])
+        levels.append(np.concatenate(parts))
+    return {"Out": LoDTensor(xp.concatenate([x.data for x in xs], axis=0), tuple(levels), check=False)}
 
 
 @register("concat_grad", ins=(Slot("X", duplicable=True), "Out@GRAD"),

@@ -65,14 +65,22 @@ def feed_of(feeds: list, batch) -> dict:
     return batch if isinstance(batch, dict) else dict(zip([f.name for f in feeds], batch))
 
 
-def run_local(build: Callable, batches: list, fetch: tuple = (), return_numpy: bool = True) -> Run:
-    """One process on the whole batches: the reference."""
+def over_places(prog, cost, places: int):
+    """``prog`` compiled data parallel over ``places`` CPU places (``prog`` itself for one)."""
+    if places == 1:
+        return prog
+    return fluid.CompiledProgram(prog).with_data_parallel(loss_name=cost.name, places=fluid.cpu_places(places))
+
+
+def run_local(build: Callable, batches: list, fetch: tuple = (), return_numpy: bool = True, places: int = 1) -> Run:
+    """One process on the whole batches: the reference (``places``: data parallel over so many)."""
     main, startup, feeds, cost = build_programs(build)
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)
     losses, fetched = [], []
+    run_prog = over_places(main, cost, places)
     for batch in batches:
-        loss, *extra = exe.run(main, feed=feed_of(feeds, batch), fetch_list=[cost, *fetch], scope=scope,
+        loss, *extra = exe.run(run_prog, feed=feed_of(feeds, batch), fetch_list=[cost, *fetch], scope=scope,
                                return_numpy=return_numpy)
         losses.append(float(np.asarray(loss).ravel()[0]))
         fetched.append(extra)
@@ -82,14 +90,15 @@ def run_local(build: Callable, batches: list, fetch: tuple = (), return_numpy: b
 
 def run_cluster(build: Callable, trainers: int, pservers: int, batches: list, *, fetch: tuple = (),
                 steps: dict | None = None, slow: dict | None = None, endpoints: bool = False,
-                timeout: float = 60.0, config=None, return_numpy: bool = True, **transpile) -> Run:
+                timeout: float = 60.0, config=None, return_numpy: bool = True, places: int = 1, **transpile) -> Run:
     """``trainers`` + ``pservers`` executors on threads over one LoopbackNetwork; trainer t is fed
     the t-th contiguous 1/N of every batch (``share``; a batch is a tuple with one value per feed
     var, or a dict of them by name). ``steps``: trainer id -> how many batches it takes
     (default all); ``slow``: trainer id -> seconds it sleeps after each step; ``endpoints``:
     name the trainers by endpoint (collectives need it; so does having no pservers); ``config``:
     a ``DistributeTranspilerConfig``; ``return_numpy=False``: fetch LoD tensors as they are;
-    the rest are ``transpile``'s keywords."""
+    ``places``: each trainer runs data parallel over so many CPU places; the rest are
+    ``transpile``'s keywords."""
     main, startup, feeds, cost = build_programs(build)
     ps = [f"127.0.0.1:{7100 + i}" for i in range(pservers)]
     tr = [f"127.0.0.1:{7200 + i}" for i in range(trainers)]
@@ -121,9 +130,10 @@ def run_cluster(build: Callable, trainers: int, pservers: int, batches: list, *,
         exe, scope = fluid.Executor(network=net), fluid.Scope()
         exe.run(sprog, scope=scope)
         losses, fetched = [], []
+        run_prog = over_places(prog, cost, places)
         for batch in batches[:(steps or {}).get(k, len(batches))]:
             part = {name: share(v, k, trainers) for name, v in feed_of(feeds, batch).items()}
-            loss, *extra = exe.run(prog, feed=part, fetch_list=[cost, *fetch], scope=scope,
+            loss, *extra = exe.run(run_prog, feed=part, fetch_list=[cost, *fetch], scope=scope,
                                    return_numpy=return_numpy)
             losses.append(float(np.asarray(loss).ravel()[0]))
             fetched.append(extra)

@@ -70,9 +70,7 @@ def test_same_losses_as_the_plain_program(how):
         elif how == "data_parallel_strategies":
             bs, es = fluid.BuildStrategy(), fluid.ExecutionStrategy()
             bs.gradient_scale_strategy = fluid.BuildStrategy.GradientScaleStrategy.One  # one place: the same
-            with pytest.warns(StrategyNotice, match=r"reduce_strategy = BuildStrategy.ReduceStrategy.Reduce "
-                                                    r"changes nothing"):
-                bs.reduce_strategy = fluid.BuildStrategy.ReduceStrategy.Reduce
+            bs.reduce_strategy = fluid.BuildStrategy.ReduceStrategy.Reduce  # honoured: one place, the same
             with pytest.warns(StrategyNotice):
                 es.num_threads = 4
                 bs.enable_inplace, bs.memory_optimize = False, True
@@ -82,60 +80,18 @@ def test_same_losses_as_the_plain_program(how):
     np.testing.assert_allclose(_train(run, batches), _plain(batches), rtol=1e-6, atol=1e-7)
 
 
-def test_several_places_run_the_whole_batch_as_one_and_say_so():
-    """with_data_parallel over 2 places with one feed per place: the same numbers as one place
-    on the two feeds put together (NOTE(data-parallel)), and a notice, once."""
+def test_a_plain_program_takes_a_list_of_one_feed():
+    """A list of one feed dict is one place's feed, as in Fluid; several places need
+    with_data_parallel (tests/test_data_parallel.py has its numbers)."""
     batches = _batches(batch=8)
     main, startup, _, cost = _build()
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)
-    prog = fluid.CompiledProgram(main).with_data_parallel(loss_name=cost.name, places=fluid.cpu_places(2))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        losses = _train(lambda f: exe.run(prog, feed=[{"x": f["x"][:4], "y": f["y"][:4]},
-                                                      {"x": f["x"][4:], "y": f["y"][4:]}],
-                                          fetch_list=[cost], scope=scope), batches)
-    notes = [w for w in caught if issubclass(w.category, StrategyNotice)]
-    assert len(notes) == 1 and "with_data_parallel over 2 places" in str(notes[0].message)
-    np.testing.assert_allclose(losses, _plain(batches), rtol=1e-6, atol=1e-7)
-    with pytest.raises(ProgramError, match="feed is a list of 1 feeds, one per place, but the program runs on 2"):
-        exe.run(prog, feed=[{"x": batches[0][0], "y": batches[0][1]}], scope=scope)
-    with pytest.raises(ProgramError, match=r"feed for place 1 gives \['x'\], place 0 gives \['x', 'y'\]"):
-        exe.run(prog, feed=[{"x": batches[0][0], "y": batches[0][1]}, {"x": batches[0][0]}], scope=scope)
     with pytest.raises(ProgramError, match=r"feed is a list of 2 feeds, one per place, but the program runs on "
-                                           r"1 place; pass 1 dict "):
+                                           r"one place; pass one dict"):
         exe.run(main, feed=[{}, {}], scope=scope)
     loss, = exe.run(main, feed=[{"x": batches[0][0], "y": batches[0][1]}], fetch_list=[cost], scope=scope)
-    assert loss.shape == (1,)  # a list of one feed is one place's feed, as in Fluid
-
-
-@pytest.mark.parametrize("drop_last", [True, False])
-def test_a_reader_gives_one_batch_per_place(drop_last):
-    """Over 2 places each run takes 2 of the reader's batches, as Fluid's places each read their
-    own: the numbers of one place fed the pairs put together. At the end of the data a lone
-    batch is dropped, or run with ``drop_last=False``."""
-    batches = _batches(batch=4)[:3]
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        startup.random_seed = 7
-        x, y = fluid.layers.data("x", [13]), fluid.layers.data("y", [1])
-        reader = fluid.io.DataLoader.from_generator(feed_list=[x, y], capacity=4, iterable=False,
-                                                    drop_last=drop_last)
-        h = fluid.layers.fc(input=x, size=4, act="tanh")
-        cost = fluid.layers.mean(fluid.layers.square_error_cost(input=fluid.layers.fc(input=h, size=1), label=y))
-        fluid.optimizer.Momentum(learning_rate=0.05, momentum=0.9).minimize(cost)
-    reader.set_batch_generator(lambda: iter(batches))
-    exe, scope = fluid.Executor(), fluid.Scope()
-    exe.run(startup, scope=scope)
-    prog = fluid.CompiledProgram(main).with_data_parallel(loss_name=cost.name, places=fluid.cpu_places(2))
-    reader.start()
-    with pytest.warns(StrategyNotice):
-        losses = [float(exe.run(prog, fetch_list=[cost], scope=scope)[0][0]) for _ in range(1 if drop_last else 2)]
-    with pytest.raises(fluid.core.EOFException):
-        exe.run(prog, fetch_list=[cost], scope=scope)
-    reader.reset()
-    groups = [(np.concatenate([batches[0][0], batches[1][0]]), np.concatenate([batches[0][1], batches[1][1]]))]
-    np.testing.assert_allclose(losses, _plain(groups + ([] if drop_last else [batches[2]])), rtol=1e-6, atol=1e-7)
+    assert loss.shape == (1,)
 
 
 def test_share_vars_from_runs_in_the_shared_programs_scope():
@@ -218,8 +174,7 @@ def test_what_placegroup_cannot_honour_is_refused():
     scale = fluid.BuildStrategy.GradientScaleStrategy
     with pytest.raises(NotImplementedError, match="gradient_scale_strategy = Customized"):
         compile_with(gradient_scale_strategy=scale.Customized)
-    with pytest.raises(NotImplementedError, match="gradient_scale_strategy = One over 2 places"):
-        compile_with(fluid.cpu_places(2), gradient_scale_strategy=scale.One)
+    compile_with(fluid.cpu_places(2), gradient_scale_strategy=scale.One)  # honoured: the places' sum
     with pytest.raises(NotImplementedError, match=r"num_trainers = 2 \(NCCL2 collective training\).*"
                                                   r"DistributeTranspiler"):
         compile_with(num_trainers=2, trainer_id=1)

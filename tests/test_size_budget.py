@@ -105,7 +105,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # layer packages (util, datafeed, model, composite, runtime)
 # placegroup/: + ~40 for the paddle alias in the processes a `placegroup run` script starts
 # (NOTE(child-alias) in tools/compat.py)
-BUDGET = {"placegroup": 34640, "executor": 2900, "ops": 12900, "comm": 2320}
+# placegroup/: + ~300 and ops/: + ~30 for data parallelism over places as Fluid runs it
+# (model/data_parallel.py: the program written out per place, the feed cut and the fetch joined;
+# the concat_places op) and + ~150 for Fluid 1.8.5's Python operators on Variables
+# (math_op_patch.py: scale for numbers, comparisons, pow, floordiv, mod, neg, astype)
+BUDGET = {"placegroup": 35140, "executor": 2900, "ops": 12930, "comm": 2320}
 PASS_LINES = 220
 
 

@@ -631,7 +631,8 @@ class DataLoader:
             return_list: iterable mode yields one list of arrays per place, not a dict.
             use_multiprocess: for Fluid's dygraph mode; no effect here, as in Fluid's static mode.
             drop_last: at the end of the data, drop the batches too few to give every place one
-                (False: use them, NOTE(data-parallel) in placegroup/model/compiler.py).
+                (False: use them, on as many places as there are batches, NOTE(data-parallel) in
+                placegroup/model/data_parallel.py).
 
         Returns:
             A ``GeneratorLoader``; give it data with ``set_sample_generator``,

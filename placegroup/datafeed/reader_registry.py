@@ -124,11 +124,8 @@ def lookup(queue: str) -> LiveReader | None:
         return _live.get(queue)
 
 
-def reader_feed(program, feed: dict | None, remote: Callable[[str], bool] | None = None,
-                batches: int = 1) -> dict | None:
-    """``feed`` with the next batch of each of ``program``'s readers added (the next
-    ``batches`` put together along the batch dimension: one per place, NOTE(data-parallel) in
-    placegroup/model/compiler.py; at the end of the data a shorter group runs unless ``drop_last``).
+def reader_feed(program, feed: dict | None, remote: Callable[[str], bool] | None = None) -> dict | None:
+    """``feed`` with the next batch of each of ``program``'s readers added.
 
     A reader is skipped when ``feed`` already gives every var it fills (an inference run of
     the program, say) or, on an executor of a distributed job, when ``remote(var)`` says its
@@ -140,16 +137,31 @@ def reader_feed(program, feed: dict | None, remote: Callable[[str], bool] | None
             in another process (a program loaded from a file) or is gone.
         PlacegroupError: the reader was not started (raised by the reader).
     """
+    got = reader_batches(program, feed, remote)
+    return {**(feed or {}), **got[0]} if got else feed
+
+
+def reader_batches(program, feed: dict | None, remote: Callable[[str], bool] | None = None,
+                   places: int = 1) -> list[dict]:
+    """The next batch of each of ``program``'s readers for each of ``places`` places: one dict
+    per place, var -> array (none when no reader is to be read, ``reader_feed`` says when).
+    At the end of the data a reader gives fewer batches than places unless it drops them
+    (``drop_last``); every place then gets as many as the reader with fewest gave.
+
+    Raises:
+        as ``reader_feed``.
+    """
     specs = readers_of(program) if program.extra else ()
     if not specs:
-        return feed
-    out = dict(feed or {})
+        return []
+    given_names = set(feed or ())
+    out: list[dict] | None = None
     for spec in specs:
-        given = [n for n in spec.feeds if n in out]
+        given = [n for n in spec.feeds if n in given_names]
         if len(given) == len(spec.feeds) or (remote is not None and all(remote(n) for n in spec.feeds)):
             continue
         if given:
-            raise ProgramError(f"feed gives {given} but not {[n for n in spec.feeds if n not in out]}; "
+            raise ProgramError(f"feed gives {given} but not {[n for n in spec.feeds if n not in given_names]}; "
                                f"reader {spec.name!r} fills them together: feed all or none")
         live = lookup(spec.queue)
         if live is None:
@@ -158,12 +170,12 @@ def reader_feed(program, feed: dict | None, remote: Callable[[str], bool] | None
                                f"here, with its py_reader or DataLoader, or feed those vars")
         got = []
         try:
-            while len(got) < batches:
+            while len(got) < places:
                 got.append(live.next_batch())
         except EOFException:
             if spec.drop_last or not got:
                 raise
-        arrays = got[0] if len(got) == 1 else [np.concatenate(parts, axis=0) for parts in zip(*got)]
-        out.update(zip(spec.feeds, arrays))
-    return out
-
+        out = [{} for _ in got] if out is None else out[:len(got)]
+        for d, arrays in zip(out, got):
+            d.update(zip(spec.feeds, arrays))
+    return out or []

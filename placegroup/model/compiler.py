@@ -6,8 +6,9 @@ In Fluid, compiling a program turns it into a graph that fuses ops, reuses memor
 ``exe.run(compiled, ...)`` runs ``compiled``'s program, and the strategies only say what a
 script asked for. Each field is one of three kinds (the tables below):
 
-* honoured: the same numbers as Fluid (``reduce_strategy``, the default
-  ``gradient_scale_strategy``);
+* honoured: the same numbers as Fluid (``reduce_strategy``: whether the places keep their own
+  copy of the state forward ops update; ``gradient_scale_strategy`` ``CoeffNumDevice`` or
+  ``One``);
 * inert: it tunes Fluid's engine (fusion, memory reuse, threads, ...) and changes no number;
   set to anything but its default it is named once per process in a ``StrategyNotice``
   warning, never silently ignored;
@@ -18,14 +19,9 @@ script asked for. Each field is one of three kinds (the tables below):
 A field Fluid does not have is an AttributeError naming it, a value of the wrong type a
 TypeError, as Fluid's pybind objects do.
 
-NOTE(data-parallel): Fluid splits each batch over the places of ``with_data_parallel`` and
-averages the places' gradients. Here one place runs the whole batch: a list of per-place feeds
-is put together along the batch dimension, and a reader gives one batch per place, put
-together too. When the loss is a mean over equal shares of the batch, the averaged gradient is
-the gradient of the whole batch's mean, so the updates are Fluid's. What differs, and is said
-in a notice when there is more than one place: ops that take batch statistics (batch_norm) see
-the whole batch, as with ``sync_batch_norm``; and a fetch gives one value for the whole batch,
-where Fluid gives one per place.
+Data parallelism: ``with_data_parallel`` over N places runs each step as Fluid does, one batch
+per place with its own LoD, the places' gradients reduced into one update
+(NOTE(data-parallel) in placegroup/model/data_parallel.py says how, and what a fetch gives).
 
 Thread-safety: strategies and compiled programs are built in one thread; a compiled program is
 then only read, except for the scope it remembers for ``share_vars_from``.
@@ -35,15 +31,16 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-import numpy as np
-
 from placegroup import config
 from placegroup.errors import ProgramError
 from placegroup.util.fields import Field as _Field
 from placegroup.util.fields import Fields as _Strategy
-from placegroup.util.fields import StrategyNotice, notice
+from placegroup.util.fields import StrategyNotice
 from placegroup.ir.framework import Program
+from placegroup.ir.place_group import ExecutorRole
 from placegroup.ir.places import CPUPlace, CUDAPinnedPlace, CUDAPlace
+from placegroup.datafeed.reader_registry import reader_batches
+from placegroup.model.data_parallel import Expanded, expand, split_feed
 
 __all__ = ["BuildStrategy", "CompiledProgram", "ExecutionStrategy", "StrategyNotice", "cpu_places",
            "cuda_pinned_places", "cuda_places"]
@@ -98,7 +95,6 @@ def cuda_places(device_ids=None) -> list:
 # the once-per-process notices, AttributeError for a name that is no field, as pybind gives).
 
 _FUSE = "placegroup runs the program's ops as they are, unfused"
-_ONE_PLACE = "one place runs each step (NOTE(data-parallel) in placegroup/model/compiler.py)"
 
 
 class BuildStrategy(_Strategy):
@@ -123,9 +119,7 @@ class BuildStrategy(_Strategy):
         Customized = 2
 
     _FIELDS = {
-        "reduce_strategy": _Field(ReduceStrategy, ReduceStrategy.AllReduce,
-                                  "every parameter is updated on the one place that holds it, which gives "
-                                  "the same numbers as either strategy"),
+        "reduce_strategy": _Field(ReduceStrategy, ReduceStrategy.AllReduce),
         "gradient_scale_strategy": _Field(GradientScaleStrategy, GradientScaleStrategy.CoeffNumDevice),
         "num_trainers": _Field(int, 1),
         "trainer_id": _Field(int, 0),
@@ -133,8 +127,8 @@ class BuildStrategy(_Strategy):
         "nccl_comm_num": _Field(int, 1, "there is no NCCL here"),
         "use_hierarchical_allreduce": _Field(bool, False, "there is no NCCL here"),
         "hierarchical_allreduce_inter_nranks": _Field(int, 0, "there is no NCCL here"),
-        "sync_batch_norm": _Field(bool, False, "one place runs the whole batch, so batch_norm's statistics "
-                                               "are already over every sample, as sync_batch_norm makes them"),
+        "sync_batch_norm": _Field(bool, False, "each place's batch_norm takes its own batch's statistics, as "
+                                               "on Fluid's CPU places, where sync_batch_norm does not apply"),
         "fuse_elewise_add_act_ops": _Field(bool, False, _FUSE),
         "fuse_bn_act_ops": _Field(bool, False, _FUSE),
         "fuse_relu_depthwise_conv": _Field(bool, False, _FUSE),
@@ -212,6 +206,7 @@ class CompiledProgram:
         self._share_vars_from: CompiledProgram | None = None
         self._places: list | None = None
         self._scope = None  # the scope of the last run, for those that share_vars_from this one
+        self._expansion: tuple | None = None  # ((program version, places), Expanded) of the last run
 
     @property
     def program(self) -> Program:
@@ -221,7 +216,7 @@ class CompiledProgram:
                            exec_strategy: ExecutionStrategy | None = None,
                            share_vars_from: "CompiledProgram | None" = None, places=None) -> "CompiledProgram":
         """Run data parallel over ``places`` (default: ``CPU_NUM`` CPU places, or every CUDA
-        device for a CUDA executor): one place over the whole batch here (NOTE(data-parallel)).
+        device for a CUDA executor), one batch per place each step (NOTE(data-parallel)).
 
         Args:
             loss_name: the loss var's name; required when the program has backward ops.
@@ -265,10 +260,6 @@ class CompiledProgram:
         if bs.gradient_scale_strategy == scale.Customized:
             raise NotImplementedError("BuildStrategy.gradient_scale_strategy = Customized (you feed the loss "
                                       "gradient) is not supported: placegroup seeds it with 1; use CoeffNumDevice")
-        if bs.gradient_scale_strategy == scale.One and n_places > 1:
-            raise NotImplementedError(f"BuildStrategy.gradient_scale_strategy = One over {n_places} places sums "
-                                      "the places' gradients, which one place over the whole batch cannot do; "
-                                      "use CoeffNumDevice, or one place")
         if bs.num_trainers > 1 and self._program.cluster is None:
             raise NotImplementedError(
                 f"BuildStrategy.num_trainers = {bs.num_trainers} (NCCL2 collective training) is not how placegroup "
@@ -281,13 +272,13 @@ class CompiledProgram:
                                       "placegroup runs one iteration per exe.run; call exe.run that many times")
 
     def _prepare(self, place: Any, feed: Any, scope: Any) -> tuple:
-        """(program, one feed dict or None, scope, batches per reader) for one ``exe.run``."""
+        """(program, one feed dict or None, scope, the Expanded places or None) for one
+        ``exe.run``: over several places, the program written out for them (NOTE(data-parallel)),
+        with the places' feeds (given, split, or one batch per place from the readers)."""
         n = 1
-        if self._is_data_parallel:
+        if self._is_data_parallel and not _serves(self._program):
             places = self._places or (cuda_places() if isinstance(place, CUDAPlace) else cpu_places())
             n = len(places)
-            if n > 1:
-                notice("with_data_parallel", f"with_data_parallel over {n} places: {_ONE_PLACE}")
         self._check(n)
         if self._share_vars_from is not None:
             scope = self._share_vars_from._scope
@@ -295,37 +286,67 @@ class CompiledProgram:
                 raise ValueError("with_data_parallel: share_vars_from names a CompiledProgram that has not "
                                  "run yet, so there are no vars to share: run it first")
         self._scope = scope
-        return self._program, one_feed(feed, n), scope, n
+        if n == 1:
+            return self._program, one_feed(feed), scope, None
+        feeds = _place_feeds(feed, n)
+        batches = reader_batches(self._program, feeds[0] if feeds else None, None, n)
+        if batches:  # a reader's batches (at its end maybe fewer than places: so many places run)
+            feeds = [{**(feeds[i] if feeds else {}), **b} for i, b in enumerate(batches)]
+        if not feeds:
+            raise ProgramError(f"with_data_parallel over {n} places: nothing feeds the program (no feed and no "
+                               f"started reader)")
+        expanded = self._expanded(len(feeds))
+        expanded.init_state(scope.vars)
+        return expanded.program, expanded.feed(feeds), scope, expanded
+
+    def _expanded(self, n: int) -> Expanded:
+        key = (self._program._version, n)
+        if self._expansion is None or self._expansion[0] != key:
+            bs = self._build_strategy or BuildStrategy()
+            coeff = 1.0 / n if bs.gradient_scale_strategy == BuildStrategy.GradientScaleStrategy.CoeffNumDevice else 1.0
+            own = bs.reduce_strategy == BuildStrategy.ReduceStrategy.AllReduce
+            self._expansion = (key, expand(self._program, n, self._loss_name, coeff, own))
+        return self._expansion[1]
 
 
-def one_feed(feed: Any, places: int = 1) -> dict | None:
-    """A feed for one place: a dict as it is, or a list of one dict per place put together
-    along the batch dimension (NOTE(data-parallel)).
+def _serves(program: Program) -> bool:
+    """Whether ``program`` is a pserver's view (a pserver runs no places)."""
+    return program.executor is not None and program.executor.role == ExecutorRole.PSERVER
+
+
+def _place_feeds(feed: Any, places: int) -> list[dict]:
+    """The places' feed dicts: a list of one per place, or one dict split over them."""
+    if feed is None or (isinstance(feed, dict) and not feed):
+        return []
+    if isinstance(feed, (list, tuple)):
+        if len(feed) != places:
+            raise ProgramError(f"feed is a list of {len(feed)} feeds, one per place, but the program runs on "
+                               f"{places} places; pass {places} dicts (CompiledProgram(...).with_data_parallel("
+                               f"places=...) sets the places)")
+        return [dict(d) for d in feed]
+    return split_feed(feed, places)
+
+
+def one_feed(feed: Any) -> dict | None:
+    """The feed of a run on one place: a dict as it is, or a list of one dict.
 
     Raises:
-        ProgramError: a list whose length is not the number of places, or whose dicts name
-            different vars.
+        ProgramError: a list of more than one dict.
     """
     if not isinstance(feed, (list, tuple)):
         return feed
-    if len(feed) != places:
-        raise ProgramError(f"feed is a list of {len(feed)} feeds, one per place, but the program runs on "
-                           f"{places} place{'s' if places > 1 else ''}; pass {places} dict{'s' if places > 1 else ''} "
-                           f"(CompiledProgram(...).with_data_parallel(places=...) sets the places)")
-    if places == 1:
-        return feed[0]
-    names = set(feed[0])
-    for i, d in enumerate(feed):
-        if set(d) != names:
-            raise ProgramError(f"feed for place {i} gives {sorted(d)}, place 0 gives {sorted(names)}")
-    return {n: np.concatenate([np.asarray(d[n]) for d in feed], axis=0) for n in feed[0]}
+    if len(feed) != 1:
+        raise ProgramError(f"feed is a list of {len(feed)} feeds, one per place, but the program runs on one "
+                           f"place; pass one dict, or run CompiledProgram(program).with_data_parallel(places=...) "
+                           f"over {len(feed)} places")
+    return feed[0]
 
 
 def prepare_run(program: Any, feed: Any, scope: Any, place: Any) -> tuple:
     """What ``Executor.run`` runs for ``program`` (a Program or a CompiledProgram): (program,
-    feed dict or None, scope, batches each reader gives per run)."""
+    feed dict or None, scope, the Expanded places or None: NOTE(data-parallel))."""
     if isinstance(program, CompiledProgram):
         return program._prepare(place, feed, scope)
     if program is not None and not isinstance(program, Program):
         raise TypeError(f"Executor.run: program must be a Program or CompiledProgram, got {type(program).__name__}")
-    return program, one_feed(feed), scope, 1
+    return program, one_feed(feed), scope, None

@@ -1,5 +1,5 @@
 """``fluid.ParallelExecutor``: Fluid 1.x's multi-device executor, as an Executor running a
-``CompiledProgram`` with data parallel (placegroup/model/compiler.py, NOTE(data-parallel)).
+``CompiledProgram`` with data parallel (NOTE(data-parallel) in placegroup/model/data_parallel.py).
 
 Example::
 
@@ -72,7 +72,7 @@ class ParallelExecutor:
             return_numpy: numpy arrays (True) or the raw values.
 
         Returns:
-            One value per ``fetch_list`` entry (for the whole batch, NOTE(data-parallel)).
+            One value per ``fetch_list`` entry, the places' values joined (NOTE(data-parallel)).
 
         Raises:
             As ``Executor.run``, ``fluid.core.EOFException`` among them.

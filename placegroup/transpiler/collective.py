@@ -16,8 +16,9 @@ named by ``endpoints``, with one pass of its own:
   program), as Fluid's LocalSGD computes. The optimizer's own state (Adam's moments) stays
   each trainer's.
 * ``SingleProcessMultiThread``: Fluid all-reduces the gradients of the devices of one process.
-  placegroup runs one place over the whole batch (NOTE(data-parallel) in compiler.py), so with
-  one endpoint the programs are already right and are left as they are; with several it is
+  placegroup sums the places' gradients inside the program the executor runs
+  (NOTE(data-parallel) in placegroup/model/data_parallel.py), so with one endpoint the programs
+  are already right and are left as they are; with several it is
   ``GradAllReduce`` over those processes.
 
 Fluid's collectives need NCCL ids made and broadcast in the startup program, and the parameters
