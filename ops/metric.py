@@ -76,14 +76,21 @@ def accuracy(xp, ins, a, ctx):
 # is exact in any order and a vectorised sum equals Fluid's loop bit for bit. ``curve`` is
 # stored and ignored: Fluid's kernel computes the ROC area for ``PR`` too.
 #
-# NOTE(auc-window): the state. ``slide_steps == 0`` (the layer's global AUC): StatPos/StatNeg
-# are [1, T+1] counts over every batch so far, and this batch is added to them. ``slide_steps
-# = s > 0`` (the layer's batch AUC): they are [s, T+1], one row per recent batch, oldest first;
-# a run shifts the rows up by one, writes this batch's counts into the last row, and the AUC
-# is over the sum of the s rows, i.e. over the last s batches (fewer at the start, whose rows
-# are still zero). StatPosOut/StatNegOut replace StatPos/StatNeg in place (``OpDef.inplace``).
-# Paddle 2.x keeps the same window in another layout ([(s+1)(T+1)+1] with a ring index); the
-# AUC values are the same.
+# NOTE(auc-window): the state, in Fluid 1.8's layout (auc_op.cc/auc_op.h), so checkpoints and
+# saved models interchange with Fluid. With L = num_thresholds + 1 buckets:
+# - ``slide_steps == 0`` (the layer's global AUC): StatPos/StatNeg are [1, L] counts over every
+#   batch so far; this batch is added to them and the AUC is over them. A flat [L + 1] var (what
+#   Fluid's layer creates for a batch AUC with slide_steps=0, and its startup program fills, before
+#   Fluid's shape inference turns it into [1, L]) is also taken: its first L entries count, the
+#   last is left alone.
+# - ``slide_steps = s > 0`` (the layer's batch AUC): each is one flat int64 ring of
+#   [(s + 1) * L + 1]: s slots of L counts, one per recent batch, then a sum row of L, then a step
+#   counter. A run takes slot ``idx = counter % s`` (StatPos's counter picks it for both, as in
+#   Fluid), moves the sum row by (this batch - the slot's old counts), writes this batch into the
+#   slot, and adds 1 to each counter; the AUC is over the sum row, i.e. over the last s batches
+#   (fewer at the start, while slots are still zero). The sum row is updated, not re-summed, as
+#   Fluid does it, so a loaded state whose sum row disagrees with its slots runs as in Fluid.
+# StatPosOut/StatNegOut replace StatPos/StatNeg in place (``OpDef.inplace``).
 #
 # NOTE(auc-predict-width): Fluid 1.8 takes Predict [N, 2] and reads column 1; later Paddle
 # reads the last column of [N, 1] or [N, 2]. Here both widths are accepted and the last
@@ -105,11 +112,14 @@ def _auc_infer(ins, a):
     check(nt >= 1, f"auc: num_thresholds must be >= 1, got {nt}")
     check(steps >= 0, f"auc: slide_steps must be >= 0 (0: every step), got {steps}")
     check(a["curve"] in ("ROC", "PR"), f"auc: curve must be 'ROC' or 'PR', got {a['curve']!r}")
-    want = (max(steps, 1), nt + 1)
+    buckets = nt + 1
+    want = ((steps + 1) * buckets + 1,) if steps else (1, buckets)
+    also = ((buckets + 1,),) if steps == 0 else ()  # Fluid's flat batch state for slide_steps=0
     for slot in ("StatPos", "StatNeg"):
         m = ins[slot]
-        check(tuple(m.shape) == want and m.dtype == "int64",
-              f"auc: {slot} must be int64 {list(want)} for num_thresholds={nt}, slide_steps={steps} "
+        check(tuple(m.shape) in (want, *also) and m.dtype == "int64",
+              f"auc: {slot} must be int64 {list(want)}{''.join(f' or {list(s)}' for s in also)} for "
+              f"num_thresholds={nt}, slide_steps={steps} "
               f"(NOTE(auc-window)), got {m.dtype} {list(m.shape)}")
     return {"AUC": Meta((1,), "float64"), "StatPosOut": ins["StatPos"], "StatNegOut": ins["StatNeg"]}
 
@@ -143,13 +153,20 @@ def auc(xp, ins, a, ctx):
     stat_pos, stat_neg = ins["StatPos"], ins["StatNeg"]
     if not ctx.inplace:
         stat_pos, stat_neg = stat_pos.copy(), stat_neg.copy()
-    for stat, batch in ((stat_pos, batch_pos), (stat_neg, batch_neg)):
-        if a["slide_steps"] == 0:
-            stat[0] += batch
-        else:
-            stat[:-1] = stat[1:].copy()
-            stat[-1] = batch
-    area = roc_area(xp, stat_pos.sum(axis=0), stat_neg.sum(axis=0))
+    steps, buckets = a["slide_steps"], nt + 1
+    if steps == 0:
+        counts = [stat.reshape(-1)[:buckets] for stat in (stat_pos, stat_neg)]  # views: the update lands in stat
+        counts[0] += batch_pos
+        counts[1] += batch_neg
+    else:
+        idx = int(stat_pos[-1]) % steps
+        slot, total = slice(idx * buckets, (idx + 1) * buckets), slice(steps * buckets, (steps + 1) * buckets)
+        for stat, batch in ((stat_pos, batch_pos), (stat_neg, batch_neg)):
+            stat[total] += batch - stat[slot]
+            stat[slot] = batch
+            stat[-1] += 1
+        counts = [stat_pos[total], stat_neg[total]]
+    area = roc_area(xp, *counts)
     return {"AUC": area.reshape(1).astype("float64"), "StatPosOut": stat_pos, "StatNegOut": stat_neg}
 
 

@@ -219,7 +219,8 @@ def concat(xp, ins, a, ctx):
     return {"Out": xp.concatenate(ins["X"], axis=a["axis"])}
 
 
-@register("concat_places", ins=(Slot("X", duplicable=True),), outs=("Out",), infer=_concat_infer,
+@register("concat_places", ins=(Slot("X", duplicable=True),), outs=("Out",),
+          infer=lambda ins, a: _concat_infer(ins, {"axis": 0}),
           lod=lambda levels, a: {"Out": max(levels.get("X") or [0])}, wants_lod=("X",))
 def concat_places(xp, ins, a, ctx):
     """Out = the places' parts of one step's batch, X[0], X[1], ..., joined along dim 0 with

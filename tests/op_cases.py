@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from placegroup.errors import ProgramError
+from placegroup.values import LoDTensor
 from tests.cases import contrib, rnn_more, sequence_more  # the Fluid-tree ops' tables
 from tests.cases import (conv, creation, grid, loss, manip, math, metric, misc, norm, rnn, sequence, sequence_pad,
                          shuffle)
@@ -117,6 +118,15 @@ _TIE = np.array([[1.0, 3.0, 3.0, 2.0], [5.0, 5.0, 5.0, 5.0]])
 _UNARY = {"relu": (away, lambda x: np.maximum(x, 0)), "sigmoid": (lambda r, *s: 3 * N(r, *s),
           lambda x: 1 / (1 + np.exp(-x))), "tanh": (lambda r, *s: 2 * N(r, *s), np.tanh)}
 
+
+def _places_lod_check(run):
+    """concat_places joins the places' LoDs: each level's offsets shifted past the parts before."""
+    a = LoDTensor(np.arange(6.0).reshape(6, 1), [[0, 1, 2], [0, 2, 6]])
+    b = LoDTensor(np.arange(3.0).reshape(3, 1), [[0, 2], [0, 1, 3]])
+    out = run({"X": [a, b]}, {})["Out"]
+    assert [o.tolist() for o in out.offsets] == [[0, 1, 2, 4], [0, 2, 6, 7, 9]]
+    np.testing.assert_array_equal(out.data.ravel(), [0, 1, 2, 3, 4, 5, 0, 1, 2])
+
 CASES: list[OpCase] = [
     *_elementwise("elementwise_add", np.add), *_elementwise("elementwise_sub", np.subtract),
     *_elementwise("elementwise_mul", np.multiply), *_elementwise("elementwise_div", np.divide, away),
@@ -188,6 +198,8 @@ CASES: list[OpCase] = [
                    ({"X": [spec(2, 3), spec(2, 3)]}, {"axis": 2}, ProgramError, "axis 2 is out of range"))),
     OpCase("concat", lambda r: {"X": [N(r, 3, 2), N(r, 1, 2)]}, lambda i, a: {"Out": np.concatenate(i["X"], 0)},
            grad=("X",), name="axis0", batch=()),
+    OpCase("concat_places", lambda r: {"X": [N(r, 3, 2), N(r, 1, 2)]}, lambda i, a: {"Out": np.concatenate(i["X"], 0)},
+           batch=(), check=lambda run, a: _places_lod_check(run)),
     OpCase("split", lambda r: {"X": N(r, 2, 6)}, lambda i, a: {"Out": np.split(i["X"], 3, 1)},
            attrs={"num": 3, "axis": 1}, grad=("X",),
            errors=(({"X": spec(2, 5)}, {"num": 3, "axis": 1}, ProgramError, "does not divide"),

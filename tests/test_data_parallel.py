@@ -20,13 +20,15 @@ V, D = 30, 3
 
 
 def _net(x, ids, y, prefix=""):
-    """A small model with a sequence input and batch_norm; its parameters are named, so that
-    the towers reference shares them between towers."""
-    attr = lambda n: fluid.ParamAttr(name=n)  # noqa: E731
-    emb = fluid.layers.embedding(ids, size=[V, D], is_sparse=True, param_attr=attr("emb"))
+    """A small model with a sequence input and weight decay (L1 on the sparse table, L2 on a
+    weight: added once to the places' sum, as Fluid adds it after its all-reduce); its
+    parameters are named, so that the towers reference shares them between towers."""
+    attr = lambda n, reg=None: fluid.ParamAttr(name=n, regularizer=reg)  # noqa: E731
+    emb = fluid.layers.embedding(ids, size=[V, D], is_sparse=True,
+                                 param_attr=attr("emb", fluid.regularizer.L1DecayRegularizer(1e-3)))
     pooled = fluid.layers.sequence_pool(emb, "sum")
     h = fluid.layers.fc(fluid.layers.concat([x, pooled], axis=1), size=5, act="relu",
-                        param_attr=attr("w0"), bias_attr=attr("b0"))
+                        param_attr=attr("w0", fluid.regularizer.L2Decay(0.05)), bias_attr=attr("b0"))
     p = fluid.layers.fc(h, size=1, param_attr=attr("w1"), bias_attr=attr("b1"))
     return fluid.layers.mean(fluid.layers.square_error_cost(p, y)), p
 
@@ -263,7 +265,8 @@ with fluid.program_guard(main, startup):
     y = fluid.layers.data(name="y", shape=[1], dtype="float32")
     emb = fluid.layers.embedding(ids, size=[20, 3], is_sparse=True)
     xn = fluid.layers.batch_norm(fluid.layers.fc(x, size=4, bias_attr=False))
-    h = fluid.layers.fc(fluid.layers.concat([xn, fluid.layers.sequence_pool(emb, "sum")], axis=1), size=5, act="relu")
+    h = fluid.layers.fc(fluid.layers.concat([xn, fluid.layers.sequence_pool(emb, "sum")], axis=1), size=5, act="relu",
+                        param_attr=fluid.ParamAttr(regularizer=fluid.regularizer.L2Decay(0.05)))
     p = fluid.layers.fc(h, size=1)
     loss = fluid.layers.mean(fluid.layers.square_error_cost(p, y))
     prob = fluid.layers.sigmoid(p)

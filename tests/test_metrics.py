@@ -271,13 +271,17 @@ def test_auc_layer_names_state_and_startup():
         *_, auc, batch_auc, states = _ctr_model(3)()
         assert (auc.name, batch_auc.name) == ("auc_0.tmp_0", "auc_0.tmp_1")
         assert [v.name for v in states] == [f"_generated_var_{i}" for i in range(4)]
-        assert [list(v.shape) for v in states] == [[3, NT + 1]] * 2 + [[1, NT + 1]] * 2
+        # Fluid's shapes (NOTE(auc-window)): the batch state is a flat ring of 3 slots, a sum row and a counter
+        assert [list(v.shape) for v in states] == [[4 * (NT + 1) + 1]] * 2 + [[1, NT + 1]] * 2
         assert all(v.persistable and v.dtype == "int64" for v in states) and auc.dtype == "float64"
         inits = [op for op in startup.global_block().ops if op.output_arg_names[0].startswith("_generated_var")]
         assert [(op.type, op.attrs["value"], op.attrs["dtype"]) for op in inits] == [("fill_constant", 0, "int64")] * 4
         aucs = [op for op in main.global_block().ops if op.type == "auc"]
         assert [op.attrs["slide_steps"] for op in aucs] == [3, 0]  # batch AUC first, as Fluid
         assert all(op.input("StatPos") == op.output("StatPosOut") for op in aucs)
+    with fresh():  # slide_steps=0: [1, NT + 1], the shape Fluid's op inference gives it
+        *_, states = _ctr_model(0)()
+        assert [list(v.shape) for v in states] == [[1, NT + 1]] * 4
 
 
 def test_auc_layer_accumulates_over_training_steps():
@@ -302,7 +306,17 @@ def test_auc_layer_accumulates_over_training_steps():
             lab = np.concatenate(labels).reshape(-1)
             np.testing.assert_array_equal(sp[0], np.bincount(bins[lab == 1], minlength=NT + 1))
             np.testing.assert_array_equal(sn[0], np.bincount(bins[lab == 0], minlength=NT + 1))
-            np.testing.assert_array_equal(bp.sum(0) + bn.sum(0), np.bincount(bins[-steps * 32:], minlength=NT + 1))
+            # the ring (NOTE(auc-window)): this batch in slot step % steps, the sum row over the
+            # last `steps` batches, the counter at step + 1; 6 batches wrap it around 3 times
+            step, buckets = len(probs) - 1, NT + 1
+            for ring, want in ((bp, lab == 1), (bn, lab == 0)):
+                assert ring.shape == ((steps + 1) * buckets + 1,) and ring[-1] == step + 1
+                slots = ring[:steps * buckets].reshape(steps, buckets)
+                np.testing.assert_array_equal(slots[step % steps], np.bincount(bins[-32:][want[-32:]],
+                                                                               minlength=buckets))
+                recent = bins[-steps * 32:][want[-steps * 32:]]
+                np.testing.assert_array_equal(ring[steps * buckets:-1], np.bincount(recent, minlength=buckets))
+                np.testing.assert_array_equal(ring[steps * buckets:-1], slots.sum(0))
             metric.update(p, label)
             assert metric.eval() == a[0]  # fluid.metrics.Auc does the op's arithmetic
         assert losses[-1] < losses[0] and a[0] > 0.7
@@ -399,12 +413,91 @@ def test_edit_distance_layer_errors():
             exe.run(main, feed=feed, fetch_list=[dist])
 
 
+# -- against Fluid 1.8.5 --------------------------------------------------------------------
+
+# One script for both: auc layers with several windows (and Fluid's defaults) on fed
+# predictions, run for spec["steps"] batches from spec["first"]; each step's AUCs and the four
+# state vars of each layer are written. Fluid saves its persistables after step spec["save_at"];
+# with spec["load"], the run starts from such a checkpoint instead of zeros.
+FLUID18_AUC_SCRIPT = r"""
+import json, sys
+import numpy as np
+spec = json.loads(sys.argv[1])
+if spec["framework"] == "placegroup":
+    import placegroup as fluid
+else:
+    import paddle.fluid as fluid
+d = np.load(spec["data"])
+main, startup = fluid.Program(), fluid.Program()
+fetch, names = {}, []
+with fluid.program_guard(main, startup):
+    p = fluid.layers.data(name="p", shape=[2], dtype="float32")
+    lab = fluid.layers.data(name="lab", shape=[1], dtype="int64")
+    for k, kw in enumerate(spec["layers"]):
+        auc, batch_auc, states = fluid.layers.auc(p, lab, **kw)
+        fetch["auc%d" % k], fetch["batch%d" % k] = auc, batch_auc
+        for j, v in enumerate(states):
+            fetch["state%d_%d" % (k, j)] = v
+            names.append("%s %s" % (v.name, list(v.shape)))
+exe = fluid.Executor(fluid.CPUPlace())
+exe.run(startup)
+if spec.get("load"):
+    fluid.io.load_persistables(exe, spec["load"], main)
+keys = sorted(fetch)
+out = {"names": np.array(names)}
+for step in range(spec["first"], spec["first"] + spec["steps"]):
+    got = exe.run(main, feed={"p": d["p"][step], "lab": d["lab"][step]}, fetch_list=[fetch[k] for k in keys])
+    for k, g in zip(keys, got):
+        out["%s.%d" % (k, step)] = np.array(g)
+    if step == spec.get("save_at"):
+        fluid.io.save_persistables(exe, spec["ckpt"], main)
+np.savez(spec["out"], **out)
+"""
+
+FLUID18_AUC_LAYERS = ({"num_thresholds": 63, "slide_steps": 3}, {"num_thresholds": 63, "slide_steps": 4},
+                      {"num_thresholds": 63, "slide_steps": 0}, {})  # {}: Fluid's defaults, 4095 and 1
+FLUID18_AUC_STEPS, FLUID18_AUC_SAVE_AT = 9, 4
+
+
+@pytest.mark.paddle
+def test_auc_state_matches_fluid_1_8_5(fluid18_python, tmp_path):
+    """The same 9 batches through Fluid 1.8.5's auc layer and ours: the state vars' names,
+    shapes and values exactly (rings of 3 and 4 slots wrap around twice), both AUCs within
+    1e-12; then a checkpoint Fluid saved after step 4 loads here and the runs go on alike."""
+    import sys
+    rng = np.random.default_rng(11)
+    q = rng.random((FLUID18_AUC_STEPS, 24, 1)).astype(np.float32)
+    q[0, :3, 0] = [0.0, 1.0, 0.5]
+    data = {"p": np.concatenate([1 - q, q], axis=2), "lab": (rng.random(q.shape) < q).astype(np.int64)}
+    for who in ("fluid", "ours", "resumed"):
+        (tmp_path / who).mkdir()
+    common = {"timeout": 300, "layers": list(FLUID18_AUC_LAYERS), "first": 0, "steps": FLUID18_AUC_STEPS}
+    theirs = run_reference(fluid18_python, FLUID18_AUC_SCRIPT, tmp_path / "fluid", data, framework="fluid",
+                           save_at=FLUID18_AUC_SAVE_AT, ckpt=str(tmp_path / "ckpt"), **common)
+    ours = run_reference(sys.executable, FLUID18_AUC_SCRIPT, tmp_path / "ours", data, framework="placegroup",
+                         **common)
+    later = FLUID18_AUC_STEPS - FLUID18_AUC_SAVE_AT - 1
+    resumed = run_reference(sys.executable, FLUID18_AUC_SCRIPT, tmp_path / "resumed", data, framework="placegroup",
+                            **{**common, "first": FLUID18_AUC_SAVE_AT + 1, "steps": later},
+                            load=str(tmp_path / "ckpt"))
+    assert ours["names"].tolist() == theirs["names"].tolist()
+    for got in (ours, resumed):
+        for key in sorted(set(got) - {"names"}):
+            g, want = got[key], theirs[key]
+            if key.startswith("state"):
+                assert (g.dtype, g.shape) == (want.dtype, want.shape), key
+                np.testing.assert_array_equal(g, want, err_msg=key)
+            else:
+                np.testing.assert_allclose(g, want, rtol=0, atol=1e-12, err_msg=key)
+    assert len(resumed) == 1 + later * 24 and len(ours) == 1 + FLUID18_AUC_STEPS * 24
+
+
 # -- against PaddlePaddle 2.6 ---------------------------------------------------------------
 
 
 # Paddle builds the 1.x auc layer (paddle.static.auc: the same two ops) and the edit_distance op
-# on fed inputs and runs them for the same steps. Its batch state has 2.x's layout
-# (NOTE(auc-window)), so the AUC values and the global state are compared.
+# on fed inputs and runs them for the same steps; the AUC values and the global state are
+# compared (the batch state against Fluid 1.8.5 itself, test_auc_state_matches_fluid_1_8_5).
 _PADDLE_RUNNER = textwrap.dedent('''
     import json, sys
     import numpy as np

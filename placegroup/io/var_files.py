@@ -34,6 +34,7 @@ from placegroup.errors import SerializationError
 from placegroup.executor.scope import Scope, global_scope, to_numpy
 from placegroup.ir.cluster import Cluster
 from placegroup.util.atomic_files import atomic_write
+from placegroup.util.fluid_tensor_file import FluidVars
 from placegroup.util.var_format import file_of, read, records
 from placegroup.ir.framework import default_main_program
 
@@ -131,11 +132,12 @@ def save_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
     return [name for name, _ in items]
 
 
-def _check(var, arr: np.ndarray, path: str) -> None:
+def _check(var, arr: np.ndarray, path: str, saved: dict) -> None:
     if arr.dtype.name != var.dtype:
         raise SerializationError(f"var {var.name!r} in {path!r} is {arr.dtype.name}, but the "
                                  f"program declares {var.dtype}")
-    if var.shape is not None and (len(var.shape) != arr.ndim or any(
+    fluid = isinstance(saved, FluidVars)  # a file Fluid wrote loads in its own shape, as in Fluid
+    if var.shape is not None and not fluid and (len(var.shape) != arr.ndim or any(
             d != -1 and d != a for d, a in zip(var.shape, arr.shape))):
         raise SerializationError(f"var {var.name!r} in {path!r} has shape {list(arr.shape)}, but "
                                  f"the program declares {list(var.shape)} (-1 is any size)")
@@ -163,12 +165,12 @@ def load_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
     loaded: dict[str, np.ndarray] = {}
     if filename is not None:
         path = os.path.join(dirname, filename)
-        saved = read(path)
+        saved = read(path, names=sorted(v.name for v in chosen))  # Fluid's combined file: sorted names
         for v in chosen:
             if v.name not in saved:
                 raise SerializationError(f"var {v.name!r} is not in {path!r}, which holds "
                                          f"{sorted(saved)}")
-            _check(v, saved[v.name], path)
+            _check(v, saved[v.name], path, saved)
             loaded[v.name] = saved[v.name]
     else:
         for v in chosen:
@@ -176,7 +178,7 @@ def load_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
             saved = read(path, v.name)
             if v.name not in saved:
                 raise SerializationError(f"{path!r} holds {sorted(saved)}, not var {v.name!r}")
-            _check(v, saved[v.name], path)
+            _check(v, saved[v.name], path, saved)
             loaded[v.name] = saved[v.name]
     target = _scope(executor, scope)
     place = getattr(executor, "place", None)

@@ -44,10 +44,11 @@ def accuracy(input, label, k: int = 1, correct=None, total=None):
         acc = fluid.layers.accuracy(input=prob, label=label)
         loss_v, acc_v = exe.run(main, feed=..., fetch_list=[loss, acc])
     """
-    helper = LayerHelper("accuracy")
-    values = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
-    indices = helper.create_variable_for_type_inference("int64", stop_gradient=True)
-    helper.append_op("top_k", {"X": [input]}, {"Out": [values], "Indices": [indices]}, {"k": int(k)})
+    topk = LayerHelper("top_k")  # Fluid's accuracy calls layers.topk: its vars are top_k_<n>.tmp_*
+    values = topk.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    indices = topk.create_variable_for_type_inference("int64", stop_gradient=True)
+    topk.append_op("top_k", {"X": [input]}, {"Out": [values], "Indices": [indices]}, {"k": int(k)})
+    helper = LayerHelper("accuracy")  # then accuracy_<n>.tmp_0 is the accuracy, as Fluid names it
     acc = helper.create_variable_for_type_inference("float32", stop_gradient=True)
     correct = correct if correct is not None else helper.create_variable_for_type_inference("int64", True)
     total = total if total is not None else helper.create_variable_for_type_inference("int64", True)
@@ -83,8 +84,10 @@ def auc(input, label, curve: str = "ROC", num_thresholds: int = 2 ** 12 - 1, top
 
     Returns:
         ``(auc_out, batch_auc_out, [batch_stat_pos, batch_stat_neg, stat_pos, stat_neg])``: the
-        global and batch AUC (float64 [1]) and the state vars: the batch counts
-        ``[max(slide_steps, 1), num_thresholds + 1]`` and the global counts
+        global and batch AUC (float64 [1]) and the state vars, in Fluid 1.8's shapes so its
+        checkpoints load here and back: the batch counts, a flat ring
+        ``[(1 + slide_steps) * (num_thresholds + 1) + 1]`` (``[1, num_thresholds + 1]`` when
+        ``slide_steps`` is 0; ops/metric.py, NOTE(auc-window)), and the global counts
         ``[1, num_thresholds + 1]``.
 
     Raises:
@@ -105,17 +108,20 @@ def auc(input, label, curve: str = "ROC", num_thresholds: int = 2 ** 12 - 1, top
     auc_out = helper.create_variable_for_type_inference("float64", stop_gradient=True)
     batch_auc_out = helper.create_variable_for_type_inference("float64", stop_gradient=True)
     block = helper.main_program.global_block()
-    buckets = int(num_thresholds) + 1
+    buckets, steps = int(num_thresholds) + 1, int(slide_steps)
+    # Fluid's shapes (NOTE(auc-window)); with slide_steps=0 Fluid's layer asks for [buckets + 1],
+    # but its op's shape inference makes the var [1, buckets] as the program is built
+    batch_shape = [(1 + steps) * buckets + 1] if steps > 0 else [1, buckets]
     # no name: Block.create_var names them _generated_var_<n>, as Fluid's create_global_variable does
     states = [block.create_var(persistable=True, dtype="int64", shape=shape, stop_gradient=True)
-              for shape in ([max(int(slide_steps), 1), buckets],) * 2 + ([1, buckets],) * 2]
+              for shape in (batch_shape,) * 2 + ([1, buckets],) * 2]
     for var in states:
         helper.set_variable_initializer(var, ConstantInitializer(0.0))
     batch_pos, batch_neg, stat_pos, stat_neg = states
-    for out, pos, neg, steps in ((batch_auc_out, batch_pos, batch_neg, slide_steps), (auc_out, stat_pos, stat_neg, 0)):
+    for out, pos, neg, window in ((batch_auc_out, batch_pos, batch_neg, steps), (auc_out, stat_pos, stat_neg, 0)):
         helper.append_op("auc", {"Predict": [input], "Label": [label], "StatPos": [pos], "StatNeg": [neg]},
                          {"AUC": [out], "StatPosOut": [pos], "StatNegOut": [neg]},
-                         {"curve": curve, "num_thresholds": int(num_thresholds), "slide_steps": int(steps)})
+                         {"curve": curve, "num_thresholds": int(num_thresholds), "slide_steps": window})
     return auc_out, batch_auc_out, states
 
 

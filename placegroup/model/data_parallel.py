@@ -172,15 +172,27 @@ def _local_ops(program: Program) -> list[bool]:
     return [me in cluster.matching(op.place) for op in ops]
 
 
-def _per_place_ops(ops: list, local: list[bool]) -> set[int]:
-    """This executor's forward, loss and backward ops, less the forward ops whose values all
-    go to other executors' ops (or to ops left out before): those run once, over the joined
-    batch."""
+def _per_place_ops(block, local: list[bool], seed: str | None) -> set[int]:
+    """The ops each place runs: this executor's forward, loss and backward ops that read a
+    place's own value (its data, or what such an op made), and the seed of the loss gradient.
+    A parameter's gradient is read joined: the ops after it (weight decay, clipping) run once
+    on the places' sum, as Fluid runs them after its all-reduce. Forward ops whose values all
+    go to other executors' ops (or to ops left out before) run once over the joined batch."""
+    ops = block.ops
+    whole = {grad_name(v.name) for v in block.vars.values() if v.is_parameter}
+    whole |= {n for n in block.vars if n.endswith(GRAD_SUFFIX) and n[:-len(GRAD_SUFFIX)] not in block.vars}
+    own = {n for n, v in block.vars.items() if v.is_data}
+    chosen = set()
+    for i, op in enumerate(ops):
+        if not local[i] or op.role not in _PER_PLACE_ROLES:
+            continue
+        if any(n in own and n not in whole for n in op.input_arg_names) or seed in op.output_arg_names:
+            chosen.add(i)
+            own.update(op.output_arg_names)
     readers = defaultdict(list)
     for j, op in enumerate(ops):
         for name in op.input_arg_names:
             readers[name].append(j)
-    chosen = {i for i, op in enumerate(ops) if local[i] and op.role in _PER_PLACE_ROLES}
     left: set[int] = set()
     changed = True
     while changed:
@@ -212,7 +224,8 @@ def expand(program: Program, n: int, loss_name: str | None, coeff: float, own_st
     p.executor = program.executor
     block = p.global_block()
     ops = list(block.ops)
-    per_op = _per_place_ops(ops, _local_ops(p))
+    seed = grad_name(loss_name) if loss_name else None
+    per_op = _per_place_ops(block, _local_ops(p), seed)
     written = {name for i in per_op for name in ops[i].output_arg_names}
     read = {name for i in per_op for name in ops[i].input_arg_names}
     per_place = {v for v in written if not block.var(v).persistable}
@@ -234,7 +247,6 @@ def expand(program: Program, n: int, loss_name: str | None, coeff: float, own_st
             if GRAD_SUFFIX in v:
                 summed.add(v)
             join_at[min(outside)].append(v)
-    seed = grad_name(loss_name) if loss_name else None
     writer = {name: ops[i] for i in sorted(per_op) for name in ops[i].output_arg_names}
     new_ops = []
     for j, op in enumerate(ops):

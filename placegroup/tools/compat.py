@@ -396,3 +396,23 @@ def run_script(script: str, args: list[str]) -> None:
     sys.argv = [script, *args]
     sys.path[0:1] = [os.path.dirname(os.path.abspath(script))]
     runpy.run_path(script, run_name="__main__")
+
+
+def run_module(module: str, args: list[str]) -> None:
+    """Run ``module`` in this process as ``python -m module ARGS`` would, with ``alias_paddle()``;
+    the Python processes it starts see the alias too (NOTE(child-alias)).
+
+    ``sys.argv`` is ``[the module's file, *args]``, ``__name__`` is ``"__main__"`` and
+    ``sys.path[0]`` is the current directory.
+
+    Raises:
+        ImportError: no module ``module`` (raised by ``runpy``).
+
+    Example:
+        >>> run_module("paddlerec.run", ["-m", "config.yaml"])  # doctest: +SKIP
+    """
+    children_see_alias()
+    alias_paddle()
+    sys.argv = [module, *args]
+    sys.path[0:1] = [os.getcwd()]
+    runpy.run_module(module, run_name="__main__", alter_sys=True)

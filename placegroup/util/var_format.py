@@ -23,6 +23,7 @@ import numpy as np
 import pydantic
 
 from placegroup.errors import SerializationError
+from placegroup.util.fluid_tensor_file import looks_like_fluid, parse_fluid
 
 VAR_MAGIC = b"PGVARS"
 VAR_FORMAT_VERSION = 1
@@ -113,7 +114,10 @@ def parse(data: bytes, path: str) -> dict[str, np.ndarray]:
     return out
 
 
-def read(path: str, name: str | None = None) -> dict[str, np.ndarray]:
+def read(path: str, name: str | None = None, names: list[str] | None = None) -> dict[str, np.ndarray]:
+    """name -> array of a var file: placegroup's, or one Fluid 1.x saved (``name``: the var a
+    file of one var holds; ``names``: the vars of a file of several, in the order Fluid
+    wrote them), placegroup/util/fluid_tensor_file.py."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -121,6 +125,8 @@ def read(path: str, name: str | None = None) -> dict[str, np.ndarray]:
         what = f"var {name!r}: " if name is not None else ""
         raise SerializationError(f"{what}no file {path!r}: nothing was saved there (saved vars "
                                  f"need the same dirname and filename)") from None
+    if not data.startswith(VAR_MAGIC) and looks_like_fluid(data) and (names or name):
+        return parse_fluid(data, path, names or [name])
     return parse(data, path)
 
 

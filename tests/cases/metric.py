@@ -4,8 +4,9 @@ gathers them. Neither has a gradient.
 The references are plain Python written from Fluid 1.8's kernels, sharing nothing with the
 vectorised ones: auc buckets row by row and walks the buckets down with the trapezoid of
 auc_op.h; edit_distance fills the textbook Levenshtein table pair by pair. Every auc case
-carries state in (non-zero counts) so the accumulation and the sliding window are checked,
-not just one batch.
+carries state in (non-zero counts, and for a window a ring in Fluid's flat layout with its
+step counter, NOTE(auc-window)) so the accumulation and the ring are checked, not just one
+batch.
 """
 from __future__ import annotations
 
@@ -18,44 +19,64 @@ NT = 20  # num_thresholds of the auc cases: 21 buckets, so buckets get several r
 
 
 def _auc_ref(i, a):
-    nt, steps = a["num_thresholds"], a["slide_steps"]
+    """Fluid 1.8's auc_op.h, element by element, on the NOTE(auc-window) layout."""
+    nt, s = a["num_thresholds"], a["slide_steps"]
+    buckets = nt + 1
     pos, neg = i["StatPos"].copy(), i["StatNeg"].copy()
-    batch_pos, batch_neg = [0] * (nt + 1), [0] * (nt + 1)
+    fpos, fneg = pos.reshape(-1), neg.reshape(-1)  # views: writes land in pos and neg
+    if s == 0:
+        start = total = 0
+    else:
+        start, total = int(fpos[(s + 1) * buckets]) % s * buckets, s * buckets
+        for k in range(buckets):  # take the slot out of the sum row, then empty it
+            fpos[total + k] -= fpos[start + k]
+            fneg[total + k] -= fneg[start + k]
+            fpos[start + k] = fneg[start + k] = 0
     for row, label in zip(i["Predict"], i["Label"].reshape(-1)):
         b = int(row[-1] * row.dtype.type(nt))
-        (batch_pos if label else batch_neg)[b] += 1
-    if steps == 0:
-        pos[0] += batch_pos
-        neg[0] += batch_neg
-    else:
-        pos, neg = np.vstack([pos[1:], [batch_pos]]), np.vstack([neg[1:], [batch_neg]])
-    total_pos, total_neg = pos.sum(0), neg.sum(0)
+        (fpos if label else fneg)[start + b] += 1
+    if s:
+        for k in range(buckets):
+            fpos[total + k] += fpos[start + k]
+            fneg[total + k] += fneg[start + k]
+        fpos[-1] += 1
+        fneg[-1] += 1
     area, tp, tn = 0.0, 0.0, 0.0
     for idx in range(nt, -1, -1):
         tp_prev, tn_prev = tp, tn
-        tp, tn = tp + float(total_pos[idx]), tn + float(total_neg[idx])
+        tp, tn = tp + float(fpos[total + idx]), tn + float(fneg[total + idx])
         area += abs(tn - tn_prev) * (tp + tp_prev) / 2.0
     if tp > 0 and tn > 0:
         area = area / tp / tn
     return {"AUC": np.array([area]), "StatPosOut": pos, "StatNegOut": neg}
 
 
-def _auc_sample(steps: int, width: int = 2, n: int = 12, labels=None):
+def _ring(r, steps: int, counter: int, stale: int = 0):
+    """A [(steps + 1) * (NT + 1) + 1] state: random slots, their sum row (plus ``stale`` in
+    every bucket, a sum row that disagrees with its slots), and ``counter``."""
+    slots = r.integers(0, 3, (steps, NT + 1))
+    return np.concatenate([slots.reshape(-1), slots.sum(0) + stale, [counter]]).astype(np.int64)
+
+
+def _auc_sample(steps: int, width: int = 2, n: int = 12, labels=None, counters=(5, 5), stale: int = 0,
+                flat: bool = False):
     def sample(r):
         p = r.random((n, 1))
         p[0, 0], p[1, 0] = 0.0, 1.0  # the end buckets 0 and num_thresholds
         pred = np.hstack([1 - p, p]) if width == 2 else p
         lab = r.integers(0, 2, (n, 1)) if labels is None else np.full((n, 1), labels)
-        rows = max(steps, 1)
-        return {"Predict": pred, "Label": lab.astype(np.int64),
-                "StatPos": r.integers(0, 3, (rows, NT + 1)).astype(np.int64),
-                "StatNeg": r.integers(0, 3, (rows, NT + 1)).astype(np.int64)}
+        if steps:
+            pos, neg = (_ring(r, steps, c, stale) for c in counters)
+        else:  # [1, NT + 1], or Fluid's flat [NT + 2] whose last entry stays
+            shape = (NT + 2,) if flat else (1, NT + 1)
+            pos, neg = (r.integers(0, 3, shape).astype(np.int64) for _ in range(2))
+        return {"Predict": pred, "Label": lab.astype(np.int64), "StatPos": pos, "StatNeg": neg}
 
     return sample
 
 
-def _stat(rows=3, dtype="int64"):
-    return spec(rows, NT + 1, dtype=dtype)
+def _stat(steps=3, dtype="int64"):
+    return spec((steps + 1) * (NT + 1) + 1, dtype=dtype)
 
 
 _AUC_ERRORS = (
@@ -64,7 +85,13 @@ _AUC_ERRORS = (
     ({"Predict": spec(4, 2), "Label": spec(4, 2, dtype="int64"), "StatPos": _stat(), "StatNeg": _stat()},
      {"num_thresholds": NT, "slide_steps": 3}, ProgramError, r"Label must be \[N, 1\] .*got Label\[4, 2\]"),
     ({"Predict": spec(4, 2), "Label": spec(4, 1, dtype="int64"), "StatPos": _stat(2), "StatNeg": _stat()},
-     {"num_thresholds": NT, "slide_steps": 3}, ProgramError, r"StatPos must be int64 \[3, 21\] .*got int64 \[2, 21\]"),
+     {"num_thresholds": NT, "slide_steps": 3}, ProgramError, r"StatPos must be int64 \[85\] .*got int64 \[64\]"),
+    ({"Predict": spec(4, 2), "Label": spec(4, 1, dtype="int64"), "StatPos": spec(3, NT + 1, dtype="int64"),
+      "StatNeg": _stat()}, {"num_thresholds": NT, "slide_steps": 3}, ProgramError,
+     r"StatPos must be int64 \[85\] for num_thresholds=20, slide_steps=3 .*got int64 \[3, 21\]"),
+    ({"Predict": spec(4, 2), "Label": spec(4, 1, dtype="int64"), "StatPos": _stat(), "StatNeg": _stat()},
+     {"num_thresholds": NT, "slide_steps": 0}, ProgramError,
+     r"StatPos must be int64 \[1, 21\] or \[22\] .*got int64 \[85\]"),
     ({"Predict": spec(4, 2), "Label": spec(4, 1, dtype="int64"), "StatPos": _stat(), "StatNeg": _stat(dtype="float32")},
      {"num_thresholds": NT, "slide_steps": 3}, ProgramError, r"StatNeg must be int64 .*got float32"),
     ({"Predict": spec(4, 2), "Label": spec(4, 1, dtype="int64"), "StatPos": _stat(), "StatNeg": _stat()},
@@ -144,14 +171,23 @@ def _erase_sample(r):
 CASES: list[OpCase] = [
     OpCase("auc", _auc_sample(0, n=16), _auc_ref, attrs={"num_thresholds": NT, "slide_steps": 0}, name="global",
            batch=("Predict", "Label"), errors=_AUC_ERRORS),
+    OpCase("auc", _auc_sample(0, flat=True), _auc_ref, attrs={"num_thresholds": NT, "slide_steps": 0},
+           name="global_flat", batch=("Predict", "Label")),
     OpCase("auc", _auc_sample(3), _auc_ref, attrs={"num_thresholds": NT, "slide_steps": 3}, name="window3",
            batch=("Predict", "Label")),
+    OpCase("auc", _auc_sample(3, counters=(2, 2)), _auc_ref, attrs={"num_thresholds": NT, "slide_steps": 3},
+           name="window3_last_slot", batch=("Predict", "Label")),
+    OpCase("auc", _auc_sample(3, counters=(7, 4)), _auc_ref, attrs={"num_thresholds": NT, "slide_steps": 3},
+           name="pos_counter_picks_the_slot", batch=("Predict", "Label")),
+    OpCase("auc", _auc_sample(2, stale=3), _auc_ref, attrs={"num_thresholds": NT, "slide_steps": 2},
+           name="stale_sum_row", batch=("Predict", "Label")),
     OpCase("auc", _auc_sample(1, width=1), _auc_ref, attrs={"num_thresholds": NT, "slide_steps": 1},
            name="one_column", batch=("Predict", "Label")),
     OpCase("auc", _auc_sample(1, labels=1), _auc_ref, attrs={"num_thresholds": NT, "slide_steps": 1, "curve": "PR"},
            name="pr_is_roc", batch=("Predict", "Label")),
     OpCase("auc", lambda r: {"Predict": np.array([[0.9, 0.1], [0.2, 0.8]]), "Label": np.array([[1], [1]]),
-                             "StatPos": np.zeros((2, NT + 1), np.int64), "StatNeg": np.zeros((2, NT + 1), np.int64)},
+                             "StatPos": np.zeros(3 * (NT + 1) + 1, np.int64),
+                             "StatNeg": np.zeros(3 * (NT + 1) + 1, np.int64)},
            lambda i, a: {**_auc_ref(i, a), "AUC": np.array([0.0])},
            attrs={"num_thresholds": NT, "slide_steps": 2}, name="no_negatives", batch=("Predict", "Label")),
     OpCase("edit_distance", _ed_sample(), _ed_ref, name="plain", batch=_ED_BATCH, errors=_ED_ERRORS),
