@@ -1,4 +1,4 @@
-"""Metrics: top_k, accuracy, auc, edit_distance and mean_iou. None has a gradient.
+"""Metrics: top_k, accuracy, auc, edit_distance, mean_iou and precision_recall. None has a gradient.
 
 ``layers.accuracy(input, label, k)`` is ``top_k`` then ``accuracy``, as in Fluid: accuracy
 reads the top-k ``Indices`` of each row and counts the rows whose label is among them.
@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from placegroup.ops.registry import Meta, Slot, check, register
+from placegroup.values import scatter_add
 
 
 def _topk_infer(ins, a):
@@ -331,3 +332,148 @@ def mean_iou(xp, ins, a, ctx):
         mean = mean + (iou_sum / np.float32(valid) if valid else xp.asarray(np.float32("nan")))
     return {"OutMeanIou": mean.astype(np.float32), "OutWrong": wrong.astype(np.int32),
             "OutCorrect": correct.astype(np.int32)}
+
+
+# -- precision_recall -----------------------------------------------------------------------
+#
+# NOTE(precision-recall): Fluid 1.8.5's multi-class precision_recall op (what PaddleRec's
+# ``metrics.PrecisionRecall`` appends after ``topk(k=1)``), as its CPU kernel behaves (read off
+# runs of Fluid 1.8.5, tests/test_metrics.py). States are [class_number, 4] of TP, FP, TN, FN.
+# Each row i, with weight w (Weights[i], 1 without Weights), predicted class k = Indices[i] and
+# label l = Labels[i]:
+# - k == l: TP[k] += w, and every other class gets TN += w;
+# - k != l: FP[k] += w, FN[l] += w, and every class but k and l gets TN += w.
+# Fluid counts TN as "+w for every class, then -w for k (and for l)", one row after the
+# other, in MaxProbs' dtype; the TN column here adds exactly that sequence of terms in that
+# order (a -0.0 stands for the missing second -w of a hit), so float32 sums equal Fluid's to
+# the bit (without Weights every partial sum is a small integer, so plain counts are the same).
+# MaxProbs' values are never read: it gives the dtype (float32 or float64; Weights, StatesInfo
+# and AccumStatesInfo share it, as in Fluid's kernel) and the row count.
+# BatchMetrics are the metrics of this batch's states alone; AccumStatesInfo = those states +
+# StatesInfo (zeros without it), and AccumMetrics are the metrics of AccumStatesInfo. Metrics
+# are computed in the states' dtype, summing classes in index order, and stored as float64
+# (Fluid's kernel writes both metric outputs as double whatever MaxProbs' dtype is):
+#   precision(tp, fp) = tp / (tp + fp) if tp > 0 or fp > 0 else 1   (recall: fn for fp)
+#   f1(p, r) = 2 * p * r / (p + r) if p > 0 or r > 0 else 0
+#   [macro P, macro R, f1(macro P, macro R), micro P, micro R, f1(micro P, micro R)]
+# where macro P/R are the means over classes of each class's precision/recall (a class never
+# predicted nor seen counts 1), micro P/R are those of the summed TP, FP and FN, and macro F1 is
+# the F1 of the macro means (not the mean of per-class F1s). Negative weights pass through as in
+# Fluid (a zero denominator then gives inf or nan). Differences: Fluid's kernel reads Indices
+# and Labels as int32 only (int64 fails at run time); int64 works here too. An Indices or Labels
+# value outside [0, class_number) is a ValueError naming the row (Fluid also refuses it).
+
+_PR_COLS = 4  # TP, FP, TN, FN
+_TP, _FP, _TN, _FN = range(_PR_COLS)
+
+
+def _pr_infer(ins, a):
+    c, mp = a["class_number"], ins["MaxProbs"]
+    check(c >= 1, f"precision_recall: class_number must be >= 1, got {c}")
+    check(mp.dtype in ("float32", "float64"), f"precision_recall: MaxProbs must be float32 or float64, got {mp.dtype}")
+    n = mp.shape[0] if len(mp.shape) == 2 else None
+    check(len(mp.shape) == 2 and mp.shape[1] == 1,
+          f"precision_recall: MaxProbs must be [N, 1] (each row's top-1 probability), got MaxProbs{list(mp.shape)}")
+    for slot in ("Indices", "Labels", "Weights"):
+        m = ins.get(slot)
+        if m is None:
+            continue
+        s = tuple(m.shape)
+        check(len(s) == 2 and s[1] == 1 and (s[0] == n or -1 in (s[0], n)),
+              f"precision_recall: {slot} must be [N, 1] for MaxProbs{list(mp.shape)}, got {slot}{list(s)}")
+        want = (mp.dtype,) if slot == "Weights" else ("int32", "int64")
+        check(m.dtype in want, f"precision_recall: {slot} must be {' or '.join(want)}"
+                               f"{' (the dtype of MaxProbs)' if slot == 'Weights' else ''}, got {m.dtype}")
+    st = ins.get("StatesInfo")
+    if st is not None:
+        check(tuple(st.shape) == (c, _PR_COLS) and st.dtype == mp.dtype,
+              f"precision_recall: StatesInfo must be {mp.dtype} [class_number, 4] = [{c}, 4] (TP, FP, TN, FN per "
+              f"class, NOTE(precision-recall)), got {st.dtype} {list(st.shape)}")
+    return {"BatchMetrics": Meta((6,), "float64"), "AccumMetrics": Meta((6,), "float64"),
+            "AccumStatesInfo": Meta((c, _PR_COLS), mp.dtype)}
+
+
+def _pr_ratio(xp, num, other):
+    """num / (num + other) where either is > 0, else 1 (NOTE(precision-recall))."""
+    some = (num > 0) | (other > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return xp.where(some, num / xp.where(some, num + other, 1), xp.ones_like(num))
+
+
+def _pr_f1(xp, p, r):
+    some = (p > 0) | (r > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return xp.where(some, 2 * p * r / xp.where(some, p + r, 1), xp.zeros_like(p))
+
+
+def pr_metrics(xp, states):
+    """The six metrics of NOTE(precision-recall) from [C, 4] states: computed in their dtype,
+    returned as float64."""
+    c = states.shape[0]
+    tp, fp, fn = states[:, _TP], states[:, _FP], states[:, _FN]
+
+    def last(v):  # cumsum adds in class order, as Fluid's loop does (a pairwise sum rounds differently)
+        return xp.cumsum(v)[-1]
+
+    n = xp.asarray(c, dtype=states.dtype)
+    macro_p, macro_r = last(_pr_ratio(xp, tp, fp)) / n, last(_pr_ratio(xp, tp, fn)) / n
+    tot_tp, tot_fp, tot_fn = last(tp), last(fp), last(fn)
+    micro_p, micro_r = _pr_ratio(xp, tot_tp, tot_fp), _pr_ratio(xp, tot_tp, tot_fn)
+    out = xp.stack([macro_p, macro_r, _pr_f1(xp, macro_p, macro_r), micro_p, micro_r, _pr_f1(xp, micro_p, micro_r)])
+    return out.astype("float64")
+
+
+def _pr_classes(xp, slot: str, v, c: int):
+    v = v.reshape(-1).astype("int64")
+    bad = (v < 0) | (v >= c)
+    if bool(bad.any()):
+        row = int(xp.argmax(bad))
+        raise ValueError(f"precision_recall: {slot}[{row}] = {int(v[row])} is not a class in 0..{c - 1} "
+                         f"(class_number={c})")
+    return v
+
+
+@register("precision_recall",
+          ins=(Slot("MaxProbs", no_grad=True), Slot("Indices", no_grad=True), Slot("Labels", no_grad=True),
+               Slot("Weights", dispensable=True, no_grad=True), Slot("StatesInfo", dispensable=True, no_grad=True)),
+          outs=("BatchMetrics", "AccumMetrics", "AccumStatesInfo"), attrs={"class_number": 1}, infer=_pr_infer,
+          lod="drop")
+def precision_recall(xp, ins, a, ctx):
+    """Per-class TP/FP/TN/FN of this batch, added to StatesInfo, and the macro and micro
+    precision, recall and F1 of both (NOTE(precision-recall)).
+
+    Raises:
+        ValueError: an Indices or Labels value outside [0, class_number), naming the row.
+    """
+    c, dt = a["class_number"], ins["MaxProbs"].dtype
+    k = _pr_classes(xp, "Indices", ins["Indices"], c)
+    lab = _pr_classes(xp, "Labels", ins["Labels"], c)
+    states = _pr_batch_states(xp, k, lab, ins.get("Weights"), c, dt)
+    accum = states + ins["StatesInfo"].astype(dt, copy=False) if ins.get("StatesInfo") is not None else states
+    return {"BatchMetrics": pr_metrics(xp, states), "AccumMetrics": pr_metrics(xp, accum), "AccumStatesInfo": accum}
+
+
+def _pr_batch_states(xp, k, lab, weights, c: int, dt):
+    """This batch's [C, 4] TP, FP, TN, FN in dtype ``dt``, each sum in Fluid's order
+    (NOTE(precision-recall))."""
+    n, hit = k.shape[0], k == lab
+    miss = ~hit
+    if weights is None and n < 2 ** 24:
+        # unit weights: every partial sum is an integer below 2^24, exact in any order
+        def count(v):
+            return xp.bincount(v, minlength=c).astype(dt)
+
+        return xp.stack([count(k[hit]), count(k[miss]), n - count(k) - count(lab[miss]), count(lab[miss])], axis=1)
+    w = weights.reshape(-1).astype(dt) if weights is not None else xp.ones(n, dtype=dt)
+    states = xp.zeros((c, _PR_COLS), dtype=dt)
+    flat = states.reshape(-1)  # a view: the adds land in states
+    scatter_add(xp, flat, k[hit] * _PR_COLS + _TP, w[hit])
+    scatter_add(xp, flat, k[miss] * _PR_COLS + _FP, w[miss])
+    scatter_add(xp, flat, lab[miss] * _PR_COLS + _FN, w[miss])
+    # TN: per row, +w to every class, then -w to k and -w (-0.0 for a hit) to l, rows in order
+    cls = xp.concatenate([xp.broadcast_to(xp.arange(c), (n, c)), k[:, None], lab[:, None]], axis=1)
+    neg = -w
+    terms = xp.concatenate([xp.broadcast_to(w[:, None], (n, c)), neg[:, None],
+                            xp.where(hit, xp.asarray(-0.0, dtype=dt), neg)[:, None]], axis=1)
+    scatter_add(xp, flat, (cls * _PR_COLS + _TN).reshape(-1), terms.reshape(-1))
+    return states

@@ -577,3 +577,97 @@ def test_auc_and_edit_distance_match_paddle(paddle_out):
                 want = paddle_out[f"{k}.{step}"]
                 assert g.dtype == want.dtype, f"{k} at step {step}: dtype {g.dtype}, Paddle's {want.dtype}"
                 np.testing.assert_array_equal(g, want, err_msg=f"{k} at step {step}")
+
+
+# -- precision_recall against Fluid 1.8.5 ---------------------------------------------------
+
+# PaddleRec 1.8.5's PrecisionRecall, spelled out: topk(k=1) of the probabilities, casts to
+# int32 (Fluid's kernel reads int32 only), and one precision_recall op per spec["configs"]
+# entry (Weights fed or not; StatesInfo none, fed, or a persistable var carried over the
+# batches by an assign, as PaddleRec does). Every output of every op is written per batch.
+FLUID18_PR_SCRIPT = r"""
+import json, sys
+import numpy as np
+spec = json.loads(sys.argv[1])
+if spec["framework"] == "placegroup":
+    import placegroup as fluid
+else:
+    import paddle.fluid as fluid
+d = np.load(spec["data"])
+c = spec["classes"]
+main, startup = fluid.Program(), fluid.Program()
+fetch = {}
+with fluid.program_guard(main, startup):
+    block = main.global_block()
+    probs = fluid.data(name="probs", shape=[-1, c], dtype="float32")
+    label = fluid.data(name="label", shape=[-1, 1], dtype="int64")
+    weight = fluid.data(name="weight", shape=[-1, 1], dtype="float32")
+    fed = fluid.data(name="fed", shape=[c, 4], dtype="float32")
+    max_probs, indices = fluid.layers.topk(probs, k=1)
+    indices = fluid.layers.cast(indices, dtype="int32")
+    label32 = fluid.layers.cast(label, dtype="int32")
+    fetch["indices"] = indices
+    for k, cfg in enumerate(spec["configs"]):
+        ins = {"MaxProbs": [max_probs], "Indices": [indices], "Labels": [label32]}
+        if cfg["weights"]:
+            ins["Weights"] = [weight]
+        if cfg["states"] == "fed":
+            ins["StatesInfo"] = [fed]
+        elif cfg["states"] == "carried":
+            ins["StatesInfo"] = [fluid.layers.create_global_var([c, 4], 0.0, "float32", persistable=True,
+                                                                name="states%d" % k)]
+        outs = {}
+        for slot, shape in (("BatchMetrics", [6]), ("AccumMetrics", [6]), ("AccumStatesInfo", [c, 4])):
+            outs[slot] = block.create_var(name="%s%d" % (slot, k), shape=shape, dtype="float32")
+            fetch["%s%d" % (slot, k)] = outs[slot]
+        block.append_op(type="precision_recall", inputs=ins, outputs={s: [v] for s, v in outs.items()},
+                        attrs={"class_number": c})
+        if cfg["states"] == "carried":
+            fluid.layers.assign(outs["AccumStatesInfo"], ins["StatesInfo"][0])
+exe = fluid.Executor(fluid.CPUPlace())
+exe.run(startup)
+keys = sorted(fetch)
+out = {}
+for step in range(len(d["probs"])):
+    feed = {"probs": d["probs"][step], "label": d["label"][step], "weight": d["weight"][step], "fed": d["fed"][step]}
+    for key, got in zip(keys, exe.run(main, feed=feed, fetch_list=[fetch[k] for k in keys])):
+        out["%s.%d" % (key, step)] = np.array(got)
+np.savez(spec["out"], **out)
+"""
+
+FLUID18_PR_CONFIGS = ({"weights": False, "states": None}, {"weights": True, "states": None},
+                      {"weights": False, "states": "carried"}, {"weights": True, "states": "carried"},
+                      {"weights": True, "states": "fed"})
+
+
+@pytest.mark.paddle
+def test_precision_recall_matches_fluid_1_8_5(fluid18_python, tmp_path):
+    """The same 4 batches through Fluid 1.8.5's precision_recall op and ours, after topk as in
+    PaddleRec: probabilities on a coarse grid (rows with tied maxima, whose lowest index wins),
+    a class never predicted nor labelled, float weights (some 0), and states none, fed, or
+    carried over the batches. Every output is equal to the bit, the metrics float64 as Fluid's
+    (NOTE(precision-recall))."""
+    import sys
+    rng = np.random.default_rng(3)
+    steps, n, c = 4, 40, 6
+    probs = np.round(rng.random((steps, n, c)), 1).astype(np.float32)  # ties within a row
+    probs[:, :, c - 1] = 0.0  # class c - 1: never predicted
+    probs[0, 0] = [0.5, 0.5, 0.5, 0.5, 0.5, 0.0]
+    data = {"probs": probs, "label": rng.integers(0, c - 1, (steps, n, 1)).astype(np.int64),
+            "weight": (rng.random((steps, n, 1)) * rng.choice([0.0, 1.0, 10.0], (steps, n, 1))).astype(np.float32),
+            "fed": rng.random((steps, c, 4)).astype(np.float32) * 50}
+    (tmp_path / "fluid").mkdir()
+    (tmp_path / "ours").mkdir()
+    common = {"timeout": 300, "classes": c, "configs": list(FLUID18_PR_CONFIGS)}
+    theirs = run_reference(fluid18_python, FLUID18_PR_SCRIPT, tmp_path / "fluid", data, framework="fluid", **common)
+    ours = run_reference(sys.executable, FLUID18_PR_SCRIPT, tmp_path / "ours", data, framework="placegroup", **common)
+    assert sorted(ours) == sorted(theirs) and len(theirs) == steps * (1 + 3 * len(FLUID18_PR_CONFIGS))
+    assert (theirs["indices.0"] == 0).any()  # the tied row took class 0, as did ours (checked below)
+    for key in sorted(theirs):
+        assert ours[key].dtype == theirs[key].dtype, key
+        np.testing.assert_array_equal(ours[key], theirs[key], err_msg=key)
+    assert theirs["BatchMetrics0.0"].dtype == np.float64 and theirs["AccumStatesInfo0.0"].dtype == np.float32
+    # carried states add up every batch; the last one's accumulated TP+FP is every row's weight
+    last = theirs[f"AccumStatesInfo3.{steps - 1}"]
+    assert last[:, :2].sum() == pytest.approx(float(data["weight"].sum()), rel=1e-5)
+    assert (last[c - 1, [0, 1, 3]] == 0).all()

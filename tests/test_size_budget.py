@@ -111,7 +111,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # (math_op_patch.py: scale for numbers, comparisons, pow, floordiv, mod, neg, astype)
 # placegroup/: + ~170 for loading what Fluid 1.x saved (util/fluid_tensor_file.py: its LoDTensor
 # stream, one var a file or sorted in one file) and `placegroup run -m MODULE`
-BUDGET = {"placegroup": 35320, "executor": 2900, "ops": 12960, "comm": 2320}
+# ops/: + ~110 for Fluid 1.8.5's precision_recall op (PaddleRec's PrecisionRecall metric), half
+# of it the NOTE on its counting and rounding rules
+BUDGET = {"placegroup": 35320, "executor": 2900, "ops": 13070, "comm": 2320}
 PASS_LINES = 220
 
 

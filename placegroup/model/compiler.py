@@ -292,6 +292,8 @@ class CompiledProgram:
         batches = reader_batches(self._program, feeds[0] if feeds else None, None, n)
         if batches:  # a reader's batches (at its end maybe fewer than places: so many places run)
             feeds = [{**(feeds[i] if feeds else {}), **b} for i, b in enumerate(batches)]
+        if not feeds and not any(v.is_data for v in self._program.global_block().vars.values()):
+            return self._program, None, scope, None  # nothing to split: one place runs it
         if not feeds:
             raise ProgramError(f"with_data_parallel over {n} places: nothing feeds the program (no feed and no "
                                f"started reader)")

@@ -236,7 +236,7 @@ def expand(program: Program, n: int, loss_name: str | None, coeff: float, own_st
         for i in range(0 if v in per_place else 1, n):
             block.create_var(name=place_name(v, i), shape=var.shape, dtype=var.dtype, type=var.type,
                              lod_level=var.lod_level, is_data=var.is_data, stop_gradient=var.stop_gradient,
-                             persistable=var.persistable, place=var.place)
+                             persistable=var.persistable, place=var.place, attrs=dict(var.attrs))
     # a per-place value another op reads is joined right before its first such reader
     join_at: dict[int, list] = defaultdict(list)
     joined, summed = set(), set()

@@ -1,9 +1,10 @@
-"""OpCases for the metric ops auc and edit_distance (ops/metric.py); tests/op_cases.py
-gathers them. Neither has a gradient.
+"""OpCases for the metric ops auc, edit_distance and precision_recall (ops/metric.py);
+tests/op_cases.py gathers them. None has a gradient.
 
 The references are plain Python written from Fluid 1.8's kernels, sharing nothing with the
 vectorised ones: auc buckets row by row and walks the buckets down with the trapezoid of
-auc_op.h; edit_distance fills the textbook Levenshtein table pair by pair. Every auc case
+auc_op.h; edit_distance fills the textbook Levenshtein table pair by pair; precision_recall
+counts row by row and class by class (NOTE(precision-recall)). Every auc case
 carries state in (non-zero counts, and for a window a ring in Fluid's flat layout with its
 step counter, NOTE(auc-window)) so the accumulation and the ring are checked, not just one
 batch.
@@ -168,6 +169,100 @@ def _erase_sample(r):
     return s
 
 
+
+# -- precision_recall -----------------------------------------------------------------------
+
+
+def _pr_ratio(num, other):
+    return num / (num + other) if num > 0 or other > 0 else np.float32(1.0)
+
+
+def _pr_f1(p, r):
+    return np.float32(2) * p * r / (p + r) if p > 0 or r > 0 else np.float32(0.0)
+
+
+def _pr_metrics(states):
+    """The six metrics, class by class in float32, returned as float64 (NOTE(precision-recall))."""
+    c = len(states)
+    zero = np.float32(0.0)
+    tot_tp = tot_fp = tot_fn = macro_p = macro_r = zero
+    for tp, fp, _tn, fn in states:
+        tot_tp, tot_fp, tot_fn = tot_tp + tp, tot_fp + fp, tot_fn + fn
+        macro_p, macro_r = macro_p + _pr_ratio(tp, fp), macro_r + _pr_ratio(tp, fn)
+    macro_p, macro_r = macro_p / np.float32(c), macro_r / np.float32(c)
+    micro_p, micro_r = _pr_ratio(tot_tp, tot_fp), _pr_ratio(tot_tp, tot_fn)
+    return np.array([macro_p, macro_r, _pr_f1(macro_p, macro_r), micro_p, micro_r, _pr_f1(micro_p, micro_r)],
+                    np.float32).astype(np.float64)
+
+
+def _pr_ref(i, a):
+    c = a["class_number"]
+    states = np.zeros((c, 4), np.float32)
+    w = i["Weights"].reshape(-1) if "Weights" in i else np.ones(len(i["Indices"]), np.float32)
+    for k, lab, wi in zip(i["Indices"].reshape(-1), i["Labels"].reshape(-1), w):
+        if k == lab:
+            states[k, 0] += wi
+        else:
+            states[k, 1] += wi
+            states[lab, 3] += wi
+        for j in range(c):
+            if j not in (k, lab):
+                states[j, 2] += wi
+    accum = states + i["StatesInfo"] if "StatesInfo" in i else states
+    return {"BatchMetrics": _pr_metrics(states), "AccumMetrics": _pr_metrics(accum), "AccumStatesInfo": accum}
+
+
+def _pr_sample(n=16, c=5, seen=4, weights=False, states=False, dtype=np.int32, wrong=False):
+    """Rows over classes 0..seen-1 of c (the others are never predicted nor labelled); the
+    first two rows a hit and a miss; ``wrong``: every row a miss."""
+    def sample(r):
+        k = r.integers(0, seen, (n, 1))
+        lab = r.integers(0, seen, (n, 1))
+        lab[0], lab[1] = k[0], (k[1] + 1) % seen
+        if wrong:
+            lab = (k + 1) % seen
+        out = {"MaxProbs": r.random((n, 1)), "Indices": k.astype(dtype), "Labels": lab.astype(dtype)}
+        if weights:
+            out["Weights"] = r.choice([0.0, 0.5, 1.0, 2.5], (n, 1))  # exact in float32: the sums too
+        if states:
+            out["StatesInfo"] = r.integers(0, 5, (c, 4)).astype(np.float64)
+        return out
+
+    return sample
+
+
+def _pr_specs(mp=(4, 1), idx=(4, 1), lab=(4, 1), w=None, st=None, idt="int32", wdt="float32", sdt="float32"):
+    out = {"MaxProbs": spec(*mp), "Indices": spec(*idx, dtype=idt), "Labels": spec(*lab, dtype="int32")}
+    if w is not None:
+        out["Weights"] = spec(*w, dtype=wdt)
+    if st is not None:
+        out["StatesInfo"] = spec(*st, dtype=sdt)
+    return out
+
+
+def _pr_rows(k, lab):
+    return {"MaxProbs": np.full((len(k), 1), 0.5, np.float32), "Indices": np.array(k, np.int32).reshape(-1, 1),
+            "Labels": np.array(lab, np.int32).reshape(-1, 1)}
+
+
+_PR_BATCH = ("MaxProbs", "Indices", "Labels", "Weights")
+_PR_ERRORS = (
+    (_pr_specs(mp=(4, 2)), {"class_number": 3}, ProgramError, r"MaxProbs must be \[N, 1\] .*got MaxProbs\[4, 2\]"),
+    (_pr_specs(idx=(3, 1)), {"class_number": 3}, ProgramError,
+     r"Indices must be \[N, 1\] for MaxProbs\[4, 1\], got Indices\[3, 1\]"),
+    (_pr_specs(idt="float32"), {"class_number": 3}, ProgramError, "Indices must be int32 or int64, got float32"),
+    (_pr_specs(w=(4, 1), wdt="float64"), {"class_number": 3}, ProgramError,
+     r"Weights must be float32 \(the dtype of MaxProbs\), got float64"),
+    (_pr_specs(st=(4, 4)), {"class_number": 3}, ProgramError,
+     r"StatesInfo must be float32 \[class_number, 4\] = \[3, 4\] .*got float32 \[4, 4\]"),
+    (_pr_specs(st=(3, 4), sdt="float64"), {"class_number": 3}, ProgramError,
+     r"StatesInfo must be float32 .*got float64"),
+    (_pr_specs(), {"class_number": 0}, ProgramError, "class_number must be >= 1, got 0"),
+    (_pr_rows([0, 1, 2], [0, 3, 1]), {"class_number": 3}, ValueError,
+     r"Labels\[1\] = 3 is not a class in 0..2 \(class_number=3\)"),
+    (_pr_rows([0, 1, -1], [0, 2, 1]), {"class_number": 3}, ValueError, r"Indices\[2\] = -1 is not a class in 0..2"),
+)
+
 CASES: list[OpCase] = [
     OpCase("auc", _auc_sample(0, n=16), _auc_ref, attrs={"num_thresholds": NT, "slide_steps": 0}, name="global",
            batch=("Predict", "Label"), errors=_AUC_ERRORS),
@@ -202,4 +297,18 @@ CASES: list[OpCase] = [
                       "HypsLength": np.array([6, 6]), "RefsLength": np.array([7, 8])},
            lambda i, a: {"Out": np.array([[3.0 / 7], [3.0 / 8]], np.float32), "SequenceNum": np.array([2])},
            attrs={"normalized": True}, name="kitten", batch=_ED_BATCH),
+    OpCase("precision_recall", _pr_sample(), _pr_ref, attrs={"class_number": 5}, name="plain", batch=_PR_BATCH,
+           errors=_PR_ERRORS),
+    OpCase("precision_recall", _pr_sample(weights=True, states=True), _pr_ref, attrs={"class_number": 5},
+           name="weights_states", batch=_PR_BATCH),
+    OpCase("precision_recall", _pr_sample(n=9, c=4, seen=4, states=True, dtype=np.int64), _pr_ref,
+           attrs={"class_number": 4}, name="int64_states", batch=_PR_BATCH),
+    OpCase("precision_recall", _pr_sample(n=6, c=3, seen=3, weights=True, wrong=True), _pr_ref,
+           attrs={"class_number": 3}, name="all_wrong", batch=_PR_BATCH),
+    OpCase("precision_recall", lambda r: _pr_rows([0, 1, 1, 2, 0], [0, 2, 1, 2, 1]),
+           lambda i, a: {"BatchMetrics": np.array([0.75, 0.75, 0.75, 0.6, 0.6, 0.6], np.float32).astype(np.float64),
+                         "AccumMetrics": np.array([0.75, 0.75, 0.75, 0.6, 0.6, 0.6], np.float32).astype(np.float64),
+                         "AccumStatesInfo": np.array([[1, 1, 3, 0], [1, 1, 2, 1], [1, 0, 3, 1], [0, 0, 5, 0]],
+                                                     np.float32)},
+           attrs={"class_number": 4}, name="fluid_1_8_5_by_hand", batch=_PR_BATCH),
 ]
