@@ -35,6 +35,7 @@ from typing import Callable
 import numpy as np
 
 from placegroup.errors import PlacementError
+from placegroup.executor.blocks import holds, run_block
 from placegroup.ir.edges import RULES, InEdge, OutEdge
 from placegroup.executor.policy import CARRIED, CONSTANT, SAME
 from placegroup.ir.cluster import Cluster, classify
@@ -152,6 +153,37 @@ class PlannedOp:
         return f"{head}\n  input shapes {shapes}\n  {type(err).__name__}: {err}"
 
 
+class BlockOp(PlannedOp):
+    """A control-flow op with its sub-block planned (NOTE(sub-blocks) in executor/blocks.py):
+    ``while`` runs the block while its Condition holds, ``conditional_block`` once if its Cond does."""
+
+    __slots__ = ("body", "own", "cond", "loop", "scalar")
+
+    def __init__(self, index: int, op, xp, rank: int, body: list, own: frozenset) -> None:
+        super().__init__(index, op, xp, rank)
+        self.body, self.own = body, own
+        self.loop = op.type == "while"
+        self.cond = list(op.inputs.get("Condition" if self.loop else "Cond", ()))
+        self.scalar = self.loop or bool(op.attrs.get("is_scalar_condition"))
+
+    def call(self, ins: dict, vals) -> None:
+        kind, block = self.op.type, self.attrs["sub_block"]
+        if not self.loop:
+            if holds(kind, [vals[c] for c in self.cond], self.scalar):
+                run_block(self.body, self.own, vals, f"block {block}")
+            else:  # a branch not taken leaves its outputs unset, as Fluid does (select_input skips them)
+                for n in self.op.outputs.get("Out", ()):
+                    vals.setdefault(n, None)
+            return
+        n = 0
+        while holds(kind, vals[self.cond[0]]):
+            run_block(self.body, self.own, vals, f"iteration {n} of block {block}")
+            n += 1
+
+    def run(self, vals) -> None:
+        self.call({}, vals)
+
+
 def _shape_of(value) -> tuple | str:
     if isinstance(value, LoDTensor):  # its data's shape and sequence lengths
         return f"{tuple(value.data.shape)} lod={value.recursive_sequence_lengths()}"
@@ -232,15 +264,17 @@ class Plan:
         return bool(holders) and self.me is not None and self.me not in holders
 
 
-def lod_walk(block, fed: dict | None = None) -> tuple[dict, dict] | None:
+def lod_walk(block, fed: dict | None = None, outer: dict | None = None) -> tuple[dict, dict] | None:
     """NOTE(lod-run): var -> lod_level at run time, and var -> the input var whose LoD it
     shares, from one walk over ``block``'s ops in program order; ``fed`` gives the lod_level of
-    data vars fed a deeper LoD than declared (Executor._feed). None for a program with no LoD
-    anywhere (no var declares one, nothing fed has one, no op makes one)."""
-    if not fed and not any(v.lod_level for v in block.vars.values()) and not any(
+    data vars fed a deeper LoD than declared (Executor._feed); ``outer``: the levels of the
+    blocks around a sub-block. None for a program with no LoD anywhere (no var declares one,
+    nothing fed has one, no op makes one)."""
+    if not fed and not any(outer.values() if outer else ()) and not any(
+            v.lod_level for v in block.vars.values()) and not any(
             callable(op.opdef.lod) or op.opdef.wants_lod for op in block.ops):
         return None
-    levels = {n: v.lod_level for n, v in block.vars.items()}
+    levels = {**(outer or {}), **{n: v.lod_level for n, v in block.vars.items()}}
     levels.update(fed or {})
     sources: dict[str, str] = {}
     for op in block.ops:
@@ -257,7 +291,18 @@ def lod_walk(block, fed: dict | None = None) -> tuple[dict, dict] | None:
 
 
 def planned_op(index: int, op, xp, rank: int, lod: tuple | None) -> PlannedOp:
-    """A LoDOp where the op touches a sequence (NOTE(lod-run)), else a PlannedOp."""
+    """A BlockOp for a control-flow op (its sub-block planned once, NOTE(sub-blocks)), a LoDOp
+    where the op touches a sequence (NOTE(lod-run)), else a PlannedOp."""
+    if op.opdef.sub_block:
+        block = op.block.program.block(op.attrs["sub_block"])
+        inner = lod_walk(block, outer=lod[0] if lod is not None else None)
+        body = []
+        for i, sub in enumerate(block.ops):
+            p = planned_op(i, sub, xp, rank, inner)
+            p.grant_inplace(set())
+            p.settle_edges()  # one process's op: a block has no edge of its own
+            body.append(p)
+        return BlockOp(index, op, xp, rank, body, frozenset(block.vars))
     if lod is not None:
         levels, sources = lod
         if op.opdef.wants_lod or any(levels.get(n, 0) for n in op.input_arg_names + op.output_arg_names):

@@ -213,6 +213,9 @@ class OpDef:
     # an initializer's rule for making only part of its output: (attrs, Cut) -> attrs
     # (NOTE(init-cut)); None: it cannot be split
     cut: Callable | None = None
+    # a control-flow op: attr ``sub_block`` names a block the executor runs for it (its kernel
+    # only says so), NOTE(sub-blocks) in executor/plan.py
+    sub_block: bool = False
     doc: str = ""
 
     @property
@@ -246,7 +249,8 @@ def register(type: str, *, ins: Sequence[str | Slot], outs: Sequence[str | Slot]
              grad: Callable | None = None, role: str = "forward", gpu: Callable | None = None,
              inplace: Mapping[str, str] | None = None, wants_comm: bool = False,
              collective_calls: Sequence[str] = ("",), uses_step: bool = False,
-             lod: str | Callable = "share", wants_lod: Sequence[str] = (), cut: Callable | None = None):
+             lod: str | Callable = "share", wants_lod: Sequence[str] = (), cut: Callable | None = None,
+             sub_block: bool = False):
     """Register the decorated function as the cpu kernel of op ``type``.
 
     Every kernel is called as ``f(xp, ins, attrs, ctx)`` (``ctx``: a ``KernelContext``). The
@@ -270,7 +274,8 @@ def register(type: str, *, ins: Sequence[str | Slot], outs: Sequence[str | Slot]
             type=type, inputs=_slots(ins), outputs=_slots(outs), attrs=dict(attrs or {}),
             kernels={"cpu": fn, "gpu": gpu or fn}, infer=infer, grad=grad, role=role,
             inplace=dict(inplace or {}), wants_comm=wants_comm, collective_calls=tuple(collective_calls),
-            uses_step=uses_step, lod=lod, wants_lod=tuple(wants_lod), cut=cut, doc=fn.__doc__ or "")
+            uses_step=uses_step, lod=lod, wants_lod=tuple(wants_lod), cut=cut, sub_block=sub_block,
+            doc=fn.__doc__ or "")
         return fn
 
     return deco

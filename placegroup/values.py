@@ -429,5 +429,15 @@ def to_device(xp, value: Any) -> Any:
     return xp.asarray(value)
 
 
-__all__ = ["LoDTensor", "SelectedRows", "array_module", "as_host", "check_lod", "is_lod_tensor", "is_selected_rows",
-           "lengths_to_offsets", "scatter_add", "to_device"]
+__all__ = ["LoDTensor", "SelectedRows", "TensorArray", "array_module", "as_host", "check_lod", "is_lod_tensor",
+           "is_selected_rows", "is_tensor_array", "lengths_to_offsets", "scatter_add", "to_device"]
+
+
+class TensorArray(list):
+    """The value of a tensor-array var (Fluid's ``LoDTensorArray`` in a program: ``create_array``,
+    ``array_write``, ``array_read``): a list of tensors, index i the i-th written. The ops that
+    write one give a new list unless the executor lets them update it in place."""
+
+
+def is_tensor_array(x) -> bool:
+    return type(x) is TensorArray

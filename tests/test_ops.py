@@ -241,6 +241,9 @@ OWNED_ELSEWHERE: dict[str, str] = {
     "get_tensor_from_selected_rows": "tests/test_misc_layers.py",  # a SelectedRows input  # reads optimizer state: checked over steps there
     "save": "tests/test_fluid_tree_fleet.py",  # writes a file (ops/file_io.py)
     "load": "tests/test_fluid_tree_fleet.py",  # reads a save op's file
+    # control flow runs sub-blocks and tensor arrays, checked as programs, against numpy and Fluid 1.8.5
+    **{t: "tests/test_control_flow.py" for t in ("while", "conditional_block", "select_input", "create_array",
+                                                  "write_to_array", "read_from_array", "lod_array_length")},
 }
 
 

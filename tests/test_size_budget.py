@@ -113,7 +113,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # stream, one var a file or sorted in one file) and `placegroup run -m MODULE`
 # ops/: + ~110 for Fluid 1.8.5's precision_recall op (PaddleRec's PrecisionRecall metric), half
 # of it the NOTE on its counting and rounding rules
-BUDGET = {"placegroup": 35320, "executor": 2900, "ops": 13070, "comm": 2320}
+# executor/: + ~120, ops/: + ~120 and placegroup/: + ~310 for control flow's first slice: sub-blocks
+# run by the executor (executor/blocks.py: the block's scope; plan.py's BlockOp), the control-flow and
+# tensor-array ops (ops/control_flow.py), and While, while_loop, cond and the array layers, the
+# verifier and the placement of sub-blocks
+BUDGET = {"placegroup": 35640, "executor": 3020, "ops": 13200, "comm": 2320}
 PASS_LINES = 220
 
 

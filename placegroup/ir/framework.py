@@ -192,6 +192,8 @@ def infer_lod(op: Operator, levels: Mapping[str, int] | None = None) -> dict[str
         return block.var(name).lod_level if block.has_var(name) else 0
 
     opdef = op.opdef
+    if opdef.sub_block:  # its block's ops say what the vars it writes hold (NOTE(sub-blocks))
+        return {}
     rule = opdef.lod
     outs = [(s.name, n) for s in opdef.outputs for n in op.outputs.get(s.name, ()) if n != EMPTY_VAR]
     if rule == "drop":
@@ -250,6 +252,19 @@ class Program:
 
     def current_block(self) -> Block:
         return self.blocks[self.current_block_idx]
+
+    def _create_block(self, parent_idx: int | None = None) -> Block:
+        """A new block whose parent is ``parent_idx`` (the current block when None); it becomes
+        the current block, where layers append, until ``_rollback`` (Fluid's, for control flow)."""
+        parent = self.current_block() if parent_idx is None else self.block(parent_idx)
+        self.blocks.append(Block(self, len(self.blocks), parent.idx))
+        self.current_block_idx = len(self.blocks) - 1
+        self._bump()
+        return self.current_block()
+
+    def _rollback(self) -> None:
+        """Make the current block's parent current again."""
+        self.current_block_idx = self.current_block().parent_idx
 
     @property
     def num_blocks(self) -> int:

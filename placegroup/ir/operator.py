@@ -84,13 +84,20 @@ def validate_op(opdef, inputs, outputs, attrs) -> None:
                                f"{sorted(opdef.attrs)}")
 
 
+def _meta(var):
+    """A var's meta for shape inference; a tensor array nothing has written yet is shapeless."""
+    if var.shape is None and var.type == "lod_tensor_array":
+        return type(var.meta)((), var.dtype)
+    return var.meta
+
+
 def infer_op(op: Operator) -> dict:
     """Run ``op``'s infer on the metas of its input vars; errors name the op."""
     opdef = op.opdef
     ins: dict[str, Any] = {}
     for s in opdef.inputs:
         names = op.inputs.get(s.name, [])
-        metas = [op.block.var(n).meta for n in names]
+        metas = [_meta(op.block.var(n)) for n in names]
         if any(m.shape is None for m in metas):
             raise ProgramError(f"op {op.type!r}: input {s.name!r} ({names}) has no shape yet")
         ins[s.name] = metas if s.duplicable else (metas[0] if metas else None)

@@ -40,45 +40,57 @@ def _shapes_agree(declared, inferred) -> bool:
 
 
 def verify_program(program) -> None:
-    for block in program.blocks:
-        written: set[str] = set()
-        writers: dict[str, int] = {}
-        for i, op in enumerate(block.ops):
-            opdef = op.opdef
-            try:
-                validate_op(opdef, op.inputs, op.outputs, op.attrs)
-            except ProgramError as e:
-                _fail(block, i, str(e))
-            for name in op.input_arg_names:
-                if not block.has_var(name):
-                    _fail(block, i, f"reads var {name!r}, which is not declared")
-                v = block.var(name)
-                if not (v.persistable or v.is_data or name in written):
-                    _fail(block, i, f"reads {name!r} before any op writes it (and it is neither "
-                                    f"persistable nor fed data)")
-            for name in op.output_arg_names:
-                if not block.has_var(name):
-                    _fail(block, i, f"writes var {name!r}, which is not declared")
-                v = block.var(name)
-                if not v.persistable and name in writers and name not in op.input_arg_names:
-                    _fail(block, i, f"writes {name!r}, already written by op #{writers[name]}; "
-                                    f"a non-persistable var has one writer")
-                writers.setdefault(name, i)
-                written.add(name)
-            if opdef.infer is not None:
-                try:
-                    metas = infer_op(op)
-                except ProgramError as e:
-                    _fail(block, i, str(e))
-                for slot, names in op.outputs.items():
-                    got = metas.get(slot)
-                    got = got if isinstance(got, list) else [got] * len(names)
-                    for name, meta in zip(names, got):
-                        if meta is None or name == EMPTY_VAR:
-                            continue
-                        declared = block.var(name).shape
-                        if not _shapes_agree(declared, tuple(meta.shape)):
-                            _fail(block, i, f"output {slot}={name!r} is declared {list(declared)} "
-                                            f"but the op makes {list(meta.shape)}")
+    seen: set[int] = set()
+    _verify_block(program, program.global_block(), set(), seen)
+    for block in program.blocks:  # a block no op runs still holds valid ops
+        if block.idx not in seen:
+            _verify_block(program, block, set(), seen)
     if program.cluster is not None:  # transpiled: every cross-placement read is a valid edge
         check_placement(program)
+
+
+def _verify_block(program, block, outer: set, seen: set) -> None:
+    """Check ``block``'s ops; ``outer``: the vars written before it runs (a sub-block reads the
+    vars its owning op's block wrote before the op, NOTE(sub-blocks) in executor/blocks.py)."""
+    seen.add(block.idx)
+    written: set[str] = set(outer)
+    writers: dict[str, int] = {}
+    for i, op in enumerate(block.ops):
+        opdef = op.opdef
+        try:
+            validate_op(opdef, op.inputs, op.outputs, op.attrs)
+        except ProgramError as e:
+            _fail(block, i, str(e))
+        for name in op.input_arg_names:
+            if not block.has_var(name):
+                _fail(block, i, f"reads var {name!r}, which is not declared")
+            v = block.var(name)
+            if not (v.persistable or v.is_data or name in written):
+                _fail(block, i, f"reads {name!r} before any op writes it (and it is neither "
+                                f"persistable nor fed data)")
+        for name in op.output_arg_names:
+            if not block.has_var(name):
+                _fail(block, i, f"writes var {name!r}, which is not declared")
+            v = block.var(name)
+            if not v.persistable and name in writers and name not in op.input_arg_names:
+                _fail(block, i, f"writes {name!r}, already written by op #{writers[name]}; "
+                                f"a non-persistable var has one writer")
+            writers.setdefault(name, i)
+            written.add(name)
+        if opdef.sub_block and 0 <= op.attrs.get("sub_block", -1) < len(program.blocks):
+            _verify_block(program, program.block(op.attrs["sub_block"]), written, seen)
+        if opdef.infer is not None:
+            try:
+                metas = infer_op(op)
+            except ProgramError as e:
+                _fail(block, i, str(e))
+            for slot, names in op.outputs.items():
+                got = metas.get(slot)
+                got = got if isinstance(got, list) else [got] * len(names)
+                for name, meta in zip(names, got):
+                    if meta is None or name == EMPTY_VAR:
+                        continue
+                    declared = block.var(name).shape
+                    if not _shapes_agree(declared, tuple(meta.shape)):
+                        _fail(block, i, f"output {slot}={name!r} is declared {list(declared)} "
+                                        f"but the op makes {list(meta.shape)}")

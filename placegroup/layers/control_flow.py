@@ -2,7 +2,11 @@
 
 Scripts import the module by this path. The comparisons Fluid keeps here are the ones of
 placegroup/layers/ops.py, and so is ``increment``; ``Print`` and ``is_empty`` are here, as in
-Fluid 1.8 (ops/misc.py). Every other Fluid 1.8 name of the module (``While``, ``IfElse``,
+Fluid 1.8 (ops/misc.py). Loops and branches: ``While`` (and ``while_loop`` over it), ``cond``,
+and the tensor arrays (``create_array``, ``array_write``, ``array_read``, ``array_length``);
+each builds a sub-block as Fluid 1.8 does, which the executor runs (NOTE(sub-blocks) in
+executor/blocks.py). They run forward; a gradient through them is refused by
+``append_backward`` for now. Every other Fluid 1.8 name of the module (``IfElse``,
 ``Switch``, ``StaticRNN``, ...) raises ``NotImplementedInPlacegroup``.
 
 Example::
@@ -14,12 +18,18 @@ Example::
 """
 from __future__ import annotations
 
+import contextlib
+
+import numpy as np
+
 from placegroup.ir.framework import Variable
 from placegroup.model.layer_helper import LayerHelper
-from placegroup.layers.ops import equal, greater_equal, greater_than, increment, less_equal, less_than, not_equal
+from placegroup.layers.ops import (equal, greater_equal, greater_than, increment, less_equal, less_than,
+                                   logical_not, not_equal)
+from placegroup.layers.tensor import assign, cast
 
 __all__ = ["equal", "greater_equal", "greater_than", "less_equal", "less_than", "not_equal", "increment", "Print",
-           "is_empty"]
+           "is_empty", "While", "while_loop", "cond", "create_array", "array_write", "array_read", "array_length"]
 
 _PRINTABLE = ("float32", "float64", "int32", "int64", "bool")
 _PHASES = ("forward", "backward", "both")
@@ -97,3 +107,222 @@ def is_empty(x, cond=None):
         raise TypeError(f"is_empty: cond must be a bool Variable, got {cond.dtype}")
     helper.append_op("is_empty", {"X": [x]}, {"Out": [cond]})
     return cond
+
+
+# -- tensor arrays ---------------------------------------------------------------------------
+
+TENSOR_ARRAY = "lod_tensor_array"
+
+
+def create_array(dtype):
+    """An empty tensor array of ``dtype`` (a var of type LoDTensorArray), empty again each run.
+
+    Example::
+
+        arr = fluid.layers.create_array("float32")
+        fluid.layers.array_write(x, i, array=arr)
+    """
+    helper = LayerHelper("array")
+    out = helper.block.create_var(f"{helper.name}.out", dtype=str(dtype), type=TENSOR_ARRAY)
+    helper.append_op("create_array", {}, {"Out": [out]}, {"dtype": str(dtype)})
+    return out
+
+
+def array_write(x, i, array=None):
+    """Write ``x`` at index ``i`` (an int64 [1]) of ``array`` (a new one when None); returns the array.
+
+    Example::
+
+        arr = fluid.layers.array_write(x, i)
+    """
+    helper = LayerHelper("array_write")
+    if array is None:
+        array = create_array(x.dtype)
+    helper.append_op("write_to_array", {"X": [x], "I": [i], "Array": [array]}, {"Out": [array]})
+    return array
+
+
+def array_read(array, i):
+    """The tensor at index ``i`` (an int64 [1]) of ``array``.
+
+    Example::
+
+        x = fluid.layers.array_read(arr, i)
+    """
+    helper = LayerHelper("array_read")
+    out = helper.create_variable_for_type_inference(array.dtype)
+    helper.append_op("read_from_array", {"X": [array], "I": [i]}, {"Out": [out]})
+    return out
+
+
+def array_length(array):
+    """The number of entries of ``array``, an int64 [1].
+
+    Example::
+
+        n = fluid.layers.array_length(arr)
+    """
+    helper = LayerHelper("array_length")
+    out = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+    helper.append_op("lod_array_length", {"X": [array]}, {"Out": [out]})
+    return out
+
+
+# -- blocks ----------------------------------------------------------------------------------
+
+def _block_io(block, parent, skip=()) -> tuple[list, list]:
+    """(the outer vars ``block`` reads before it writes them, the outer vars it writes), as
+    Fluid lists them in the op that owns the block."""
+    made, reads = set(skip), []
+    for op in block.ops:
+        for n in op.input_arg_names:
+            if n not in made and n not in reads:
+                reads.append(n)
+        made.update(op.output_arg_names)
+    ins = [parent.var(n) for n in reads if parent.has_var(n)]
+    outs = [parent.var(n) for n in sorted(made) if parent.has_var(n)]
+    return ins, outs
+
+
+class While:
+    """``while cond: <the ops built inside "with loop.block():">``. The block runs while the
+    bool [1] ``cond`` holds; it updates ``cond`` itself (``less_than(i, n, cond=cond)``), and
+    the vars of outer blocks it writes keep their values for the next iteration and after.
+
+    Args:
+        cond: a bool Variable of one element.
+        is_test: accepted for Fluid's signature (it marks an inference loop there).
+        name: accepted for Fluid's signature.
+
+    Raises:
+        TypeError: ``cond`` is not a bool Variable of one element.
+
+    Example::
+
+        i = fluid.layers.fill_constant([1], "int64", 0)
+        n = fluid.layers.fill_constant([1], "int64", 10)
+        cond = fluid.layers.less_than(i, n)
+        loop = fluid.layers.While(cond)
+        with loop.block():
+            fluid.layers.increment(i, in_place=True)
+            fluid.layers.less_than(i, n, cond=cond)
+    """
+
+    def __init__(self, cond, is_test: bool = False, name=None) -> None:
+        if not isinstance(cond, Variable) or cond.dtype != "bool" or (cond.shape and int(np.prod(cond.shape)) != 1):
+            raise TypeError(f"While: cond must be a bool Variable of one element, got {cond!r}")
+        self.cond, self.is_test, self.helper = cond, bool(is_test), LayerHelper("while")
+
+    @contextlib.contextmanager
+    def block(self):
+        program = self.helper.main_program
+        inner = program._create_block()
+        try:
+            yield
+            parent = program.block(inner.parent_idx)
+            ins, outs = _block_io(inner, parent, skip=(self.cond.name,))
+            steps = parent.create_var(None, type="step_scopes")
+            parent.append_op("while", {"X": ins, "Condition": [self.cond]}, {"Out": outs, "StepScopes": [steps]},
+                             {"sub_block": inner.idx, "is_test": self.is_test}, infer=False)
+        finally:
+            program._rollback()
+
+
+def while_loop(cond, body, loop_vars, is_test: bool = False, name=None):
+    """Fluid 1.8's ``while_loop``: ``while cond(*vars): vars = body(*vars)``; returns the vars.
+
+    Args:
+        cond: a function of the loop vars giving a bool Variable of one element.
+        body: a function of the loop vars giving new values for them (as many, as a list or
+            tuple, or one Variable for one var).
+        loop_vars: a list or tuple of Variables.
+
+    Raises:
+        TypeError: ``cond`` or ``body`` is not callable, ``loop_vars`` is empty or not a
+            list, or ``body`` returns another number of values.
+
+    Example::
+
+        i = fluid.layers.fill_constant([1], "int64", 0)
+        ten = fluid.layers.fill_constant([1], "int64", 10)
+        i, = fluid.layers.while_loop(lambda i: i < ten, lambda i: [i + 1], [i])
+    """
+    if not callable(cond) or not callable(body):
+        raise TypeError("while_loop: cond and body must be callable")
+    if not isinstance(loop_vars, (list, tuple)) or not loop_vars:
+        raise TypeError("while_loop: loop_vars must be a non-empty list or tuple of Variables")
+    pre = cond(*loop_vars)
+    loop = While(pre, is_test, name)
+    with loop.block():
+        got = body(*loop_vars)
+        got = list(got) if isinstance(got, (list, tuple)) else [got]
+        if len(got) != len(loop_vars):
+            raise TypeError(f"while_loop: body returns {len(got)} values for {len(loop_vars)} loop vars")
+        for new, old in zip(got, loop_vars):
+            assign(new, old)
+        assign(cond(*loop_vars), pre)
+    return list(loop_vars)
+
+
+def _to_parent(var, helper):
+    """A var of the parent block that holds ``var``'s value after the branch (Fluid's
+    copy_var_to_parent_block)."""
+    program = helper.main_program
+    parent = program.block(program.current_block().parent_idx)
+    out = parent.create_var(None, dtype=var.dtype, shape=var.shape, type=var.type)
+    assign(var, out)
+    return out
+
+
+def _branch(pred_var, fn, helper):
+    """Run ``fn`` inside a conditional_block on ``pred_var``; its outputs copied out."""
+    program = helper.main_program
+    inner = program._create_block()
+    try:
+        got = fn()
+        outs = None if got is None else [_to_parent(v, helper) for v in (got if isinstance(got, (list, tuple)) else [got])]
+        parent = program.block(inner.parent_idx)
+        ins, written = _block_io(inner, parent)
+        scope = parent.create_var(None, type="step_scopes")
+        parent.append_op("conditional_block", {"Cond": [pred_var], "Input": ins}, {"Out": written, "Scope": [scope]},
+                         {"sub_block": inner.idx, "is_scalar_condition": True}, infer=False)
+    finally:
+        program._rollback()
+    return got, outs
+
+
+def cond(pred, true_fn=None, false_fn=None, name=None):
+    """``true_fn()`` if the bool [1] ``pred`` holds, else ``false_fn()``, as Fluid 1.8 builds it:
+    each branch a conditional_block, the result chosen by ``select_input``.
+
+    Raises:
+        TypeError: ``pred`` is not a bool Variable of one element, or a function is not callable.
+        ValueError: one branch returns a value and the other None, or they return different
+            numbers of values.
+
+    Example::
+
+        out = fluid.layers.cond(x_sum > limit, lambda: x * 2.0, lambda: x - 1.0)
+    """
+    if not isinstance(pred, Variable) or pred.dtype != "bool":
+        raise TypeError(f"cond: pred must be a bool Variable of one element, got {pred!r}")
+    for fn in (true_fn, false_fn):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"cond: true_fn and false_fn must be callable or None, got {fn!r}")
+    helper = LayerHelper("cond")
+    true_out = _branch(pred, true_fn, helper)[1] if true_fn is not None else None
+    false_out = _branch(logical_not(pred), false_fn, helper)[1] if false_fn is not None else None
+    if true_out is None and false_out is None:
+        return None
+    if true_out is None or false_out is None:
+        which = "true_fn" if true_out is None else "false_fn"
+        raise ValueError(f"cond: {which} returns None while the other branch returns values")
+    if len(true_out) != len(false_out):
+        raise ValueError(f"cond: true_fn returns {len(true_out)} values and false_fn {len(false_out)}")
+    mask = cast(pred, "int32")
+    merged = []
+    for f, t in zip(false_out, true_out):
+        out = helper.create_variable_for_type_inference(t.dtype)
+        helper.append_op("select_input", {"X": [f, t], "Mask": [mask]}, {"Out": [out]})
+        merged.append(out)
+    return merged[0] if len(merged) == 1 else merged

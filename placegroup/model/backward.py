@@ -266,6 +266,8 @@ def _walk(block, targets, seed, wanted: set, no_grad_set, unwritten: str, callba
         outs = [n for n in op.output_arg_names if n in grads.parts]
         if not outs:
             continue
+        if op.opdef.sub_block:
+            _refuse_gradient_through_block(block, op, outs)
         wanted_here = frozenset(n for n in _differentiable_inputs(op) if n in need and n not in no_grad)
         if not wanted_here or op.opdef.grad is None:
             continue
@@ -287,6 +289,18 @@ def _walk(block, targets, seed, wanted: set, no_grad_set, unwritten: str, callba
             grads.wrote(new)
             _type_sparse_outputs(block, new)
     return grads, need
+
+
+def _refuse_gradient_through_block(block, op, outs) -> None:
+    """The loss depends on what a control-flow op's block writes (``outs``): refuse when a value
+    that can carry a gradient (a parameter, or a var computed from one) enters the block, since
+    its gradient would be lost (while_grad and conditional_block_grad come next)."""
+    carried = sorted(n for n in op.input_arg_names if block.has_var(n) and not block.var(n).stop_gradient)
+    if carried:
+        raise NotImplementedError(
+            f"append_backward: the loss depends on {outs} written by `{op.type}` (block {op.attrs.get('sub_block')}), "
+            f"whose block reads {carried}: gradients through {op.type} are not implemented in placegroup yet. "
+            f"Compute what needs a gradient outside the loop or branch, or mark those vars stop_gradient=True")
 
 
 def gradients_of(block, names: Iterable[str]) -> dict:

@@ -104,6 +104,34 @@ def _place_startup(startup, main) -> None:
         op.place = outs.pop()
 
 
+def _place_block(program, owner) -> None:
+    """A control-flow op's block runs where the op runs (NOTE(sub-blocks) in executor/blocks.py):
+    its ops and vars take the op's place. The block has no edge of its own, so every outer var it
+    reads must be an input of the op, which waits for it before the op runs."""
+    block = program.block(owner.attrs["sub_block"])
+    given = set(owner.input_arg_names)
+    for op in block.ops:
+        op.place = owner.place
+        for n in op.input_arg_names:
+            if n not in block.vars and n not in given and not _declared_between(program, block, n, owner.block):
+                raise PlacementError(f"block {block.idx} of `{owner.type}` reads {n!r}, which is not an input of the "
+                                     f"op: a block has no edge of its own, so list {n!r} in the op's inputs")
+        if op.opdef.sub_block:
+            _place_block(program, op)
+    for var in block.vars.values():
+        var.place = owner.place
+
+
+def _declared_between(program, block, name: str, outer) -> bool:
+    """Whether ``name`` is declared by a block between ``block`` and ``outer`` (exclusive)."""
+    b = program.block(block.parent_idx) if block.parent_idx >= 0 else None
+    while b is not None and b.idx != outer.idx:
+        if name in b.vars:
+            return True
+        b = program.block(b.parent_idx) if b.parent_idx >= 0 else None
+    return False
+
+
 def place(job: Job, ctx) -> PassResult:
     job = job.copy()
     block = job.main.global_block()
@@ -118,6 +146,9 @@ def place(job: Job, ctx) -> PassResult:
             op.place = TRAINER
         for var in block.vars.values():
             var.place = TRAINER
+    for op in block.ops:
+        if op.opdef.sub_block:
+            _place_block(job.main, op)
     _place_startup(job.startup, job.main)
     digest = hashlib.blake2b((str(job.main) + str(job.startup)).encode(), digest_size=16).hexdigest()
     job.main.cluster = ctx.cluster(digest=digest)

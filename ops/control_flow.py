@@ -1,0 +1,117 @@
+"""Control flow and tensor arrays, with Fluid 1.8's op types and slots: ``while``,
+``conditional_block``, ``select_input``, and the array ops ``write_to_array``,
+``read_from_array``, ``lod_array_length`` (and ``create_array``, placegroup's own, below).
+
+``while`` and ``conditional_block`` name a sub-block in attr ``sub_block``; the executor runs
+it (NOTE(sub-blocks) in executor/plan.py), so their kernels only say they were called outside
+it. Their slots are Fluid's: ``X``/``Input`` are the vars the sub-block reads from the blocks
+around it, ``Out`` the ones it writes there; ``while`` runs its block while ``Condition`` holds,
+``conditional_block`` once when ``Cond`` holds (a [1] bool with ``is_scalar_condition``, else
+when every ``Cond`` var has elements).
+
+NOTE(tensor-array-value): a tensor array's value is a ``TensorArray`` (placegroup/values.py),
+a list; its var's shape, as in Fluid, is the shape of what is written into it (the first
+``write_to_array`` sets it, ``read_from_array`` gives it to what it reads). The value is
+Fluid makes an empty array when its var is first used; here ``create_array`` (an op
+Fluid does not have, which the ``create_array`` layer appends) gives the var an empty array
+every run, and ``write_to_array`` also takes the array as input ``Array``, so the op is a
+plain function of its inputs: it writes into a copy unless the executor lets it update the
+array in place (``ctx.inplace``). Writing at index i of an array of length n < i pads the
+gap with empty arrays, as Fluid leaves uninitialised tensors there.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from placegroup.ops.registry import Meta, Slot, check, register
+from placegroup.values import TensorArray, is_lod_tensor
+
+
+def _runs_in_executor(xp, ins, a, ctx):
+    raise RuntimeError("a control-flow op runs its sub-block through the executor (NOTE(sub-blocks) in "
+                       "executor/plan.py), not as a kernel")
+
+
+def _no_outputs(ins, a):
+    return {}
+
+
+register("while", ins=(Slot("X", duplicable=True, dispensable=True, no_grad=True), Slot("Condition", no_grad=True)),
+         outs=(Slot("Out", duplicable=True, dispensable=True), Slot("StepScopes", dispensable=True)),
+         attrs={"sub_block": -1, "is_test": False}, infer=_no_outputs, sub_block=True, lod="drop")(_runs_in_executor)
+register("conditional_block", ins=(Slot("Cond", duplicable=True, no_grad=True),
+                                   Slot("Input", duplicable=True, dispensable=True, no_grad=True)),
+         outs=(Slot("Out", duplicable=True, dispensable=True), Slot("Scope", dispensable=True)),
+         attrs={"sub_block": -1, "is_scalar_condition": False}, infer=_no_outputs, sub_block=True,
+         lod="drop")(_runs_in_executor)
+
+
+def _index(op: str, i) -> int:
+    i = np.asarray(i).reshape(-1)
+    check(i.size == 1 and i.dtype.kind in "iu", f"{op}: I must be one integer, got {i.dtype}{list(i.shape)}")
+    return int(i[0])
+
+
+def _select_infer(ins, a):
+    xs = ins["X"]
+    return {"Out": Meta(xs[0].shape, xs[0].dtype)}
+
+
+@register("select_input", ins=(Slot("X", duplicable=True), Slot("Mask", no_grad=True)), outs=("Out",),
+          infer=_select_infer)
+def select_input(xp, ins, a, ctx):
+    """Out = X[Mask]: the branch value ``cond`` takes (Mask an int32 [1])."""
+    k = _index("select_input", ins["Mask"])
+    xs = ins["X"]
+    if not 0 <= k < len(xs):
+        raise ValueError(f"select_input: Mask {k} is not an index of its {len(xs)} inputs")
+    return {"Out": xs[k]}
+
+
+@register("create_array", ins=(), outs=("Out",), attrs={"dtype": "float32"}, infer=_no_outputs, lod="drop")
+def create_array(xp, ins, a, ctx):
+    """Out = an empty tensor array (NOTE(tensor-array-value))."""
+    return {"Out": TensorArray()}
+
+
+@register("write_to_array", ins=("X", Slot("I", no_grad=True), Slot("Array", no_grad=True)), outs=("Out",),
+          infer=lambda ins, a: {"Out": ins["X"]}, inplace={"Out": "Array"}, lod="drop")
+def write_to_array(xp, ins, a, ctx):
+    """Out = Array with X at index I (NOTE(tensor-array-value))."""
+    i = _index("write_to_array", ins["I"])
+    if i < 0:
+        raise ValueError(f"write_to_array: index {i} is negative")
+    arr = ins["Array"] if ctx.inplace else TensorArray(ins["Array"])
+    while len(arr) <= i:
+        arr.append(None)
+    arr[i] = ins["X"]
+    return {"Out": arr}
+
+
+@register("read_from_array", ins=(Slot("X", no_grad=True), Slot("I", no_grad=True)), outs=("Out",),
+          infer=lambda ins, a: {"Out": ins["X"]}, lod="drop")
+def read_from_array(xp, ins, a, ctx):
+    """Out = X[I], the tensor written at index I."""
+    arr, i = ins["X"], _index("read_from_array", ins["I"])
+    if not 0 <= i < len(arr) or arr[i] is None:
+        raise ValueError(f"read_from_array: index {i} holds no tensor (the array has {len(arr)} entries)")
+    return {"Out": arr[i]}
+
+
+@register("lod_array_length", ins=(Slot("X", no_grad=True),), outs=("Out",), infer=lambda ins, a: {
+    "Out": Meta((1,), "int64")}, lod="drop")
+def lod_array_length(xp, ins, a, ctx):
+    """Out = [len(X)], int64."""
+    return {"Out": xp.asarray([len(ins["X"])], dtype=xp.int64)}
+
+
+def truthy(op: str, cond, scalar: bool = True) -> bool:
+    """Whether a condition holds: a [1] bool (``scalar``), else every tensor has elements."""
+    if not scalar:
+        return all(int(np.prod(getattr(c.data if is_lod_tensor(c) else c, "shape", (1,)))) > 0 for c in cond)
+    c = cond[0] if isinstance(cond, list) else cond
+    c = c.data if is_lod_tensor(c) else c
+    c = c.get() if hasattr(c, "get") and not isinstance(c, np.ndarray) else np.asarray(c)  # cupy: to the host
+    if c.size != 1:
+        raise ValueError(f"{op}: the condition must hold one bool, got {c.dtype}{list(c.shape)}")
+    return bool(c.reshape(-1)[0])
