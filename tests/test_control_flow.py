@@ -11,6 +11,7 @@ import pytest
 
 import placegroup as fluid
 from placegroup.errors import OpError, PassError
+from placegroup.ir.framework import note_transpiled_job
 from tests.inproc import run_cluster, run_local
 from tests.paddle_ref.reference import run_reference
 
@@ -217,3 +218,102 @@ def test_a_block_that_reads_what_its_op_does_not_list_is_refused_by_the_transpil
     t = fluid.DistributeTranspiler()
     with pytest.raises(PassError, match=r"reads 'w0', which is not an input of the op"):
         t.transpile(0, program=main, startup_program=startup, pservers="127.0.0.1:7100", trainers=1)
+    note_transpiled_job(None)
+
+
+SWITCH_SCRIPT = r'''
+import json, sys
+import numpy as np
+spec = json.loads(sys.argv[1])
+if spec["framework"] == "placegroup":
+    import placegroup as fluid
+else:
+    import paddle.fluid as fluid
+main, startup = fluid.Program(), fluid.Program()
+with fluid.program_guard(main, startup):
+    x = fluid.layers.data("x", [1], dtype="float32")
+    lr = fluid.layers.create_global_var(shape=[1], value=0.0, dtype="float32", persistable=True, name="lr")
+    step = fluid.layers.reduce_sum(x)
+    with fluid.layers.Switch() as sw:
+        with sw.case(fluid.layers.less_than(step, fluid.layers.fill_constant([1], "float32", 2.0))):
+            fluid.layers.assign(fluid.layers.fill_constant([1], "float32", 0.1), lr)
+        with sw.case(fluid.layers.less_than(step, fluid.layers.fill_constant([1], "float32", 5.0))):
+            fluid.layers.assign(fluid.layers.fill_constant([1], "float32", 0.2), lr)
+        with sw.default():
+            fluid.layers.assign(fluid.layers.fill_constant([1], "float32", 0.3), lr)
+    idx = fluid.layers.cast(step, "int64")
+    by_index = fluid.layers.switch_case(idx, {1: lambda: step * 10.0, 3: lambda: step * 100.0},
+                                        default=lambda: step * 0.0)
+    by_case = fluid.layers.case([(fluid.layers.less_than(step, fluid.layers.fill_constant([1], "float32", 2.0)),
+                                  lambda: step + 1000.0)], default=lambda: step - 1000.0)
+exe = fluid.Executor(fluid.CPUPlace())
+exe.run(startup)
+out = {}
+for v in spec["values"]:
+    got = exe.run(main, feed={"x": np.array([[v]], "float32")}, fetch_list=[lr, by_index, by_case])
+    for name, g in zip(["lr", "by_index", "by_case"], got):
+        out["%s_%g" % (name, v)] = np.array(g)
+np.savez(spec["out"], **out)
+'''
+
+
+def test_switch_case_and_switch_case_pick_their_branch(tmp_path):
+    ours = run_reference(sys.executable, SWITCH_SCRIPT, tmp_path, None, framework="placegroup", values=[1, 3, 7])
+    want = {1: (0.1, 10.0, 1001.0), 3: (0.2, 300.0, -997.0), 7: (0.3, 0.0, -993.0)}
+    for v, (lr, by_index, by_case) in want.items():
+        np.testing.assert_allclose([ours[f"lr_{v}"][0], ours[f"by_index_{v}"][0], ours[f"by_case_{v}"][0]],
+                                   [lr, by_index, by_case], rtol=1e-6)
+
+
+@pytest.mark.paddle
+def test_switch_case_and_switch_case_equal_fluid_1_8_5(tmp_path, fluid18_python):
+    (tmp_path / "fluid").mkdir()
+    theirs = run_reference(fluid18_python, SWITCH_SCRIPT, tmp_path / "fluid", None, framework="fluid",
+                           values=[0, 1, 2, 3, 4.5, 7])
+    ours = run_reference(sys.executable, SWITCH_SCRIPT, tmp_path, None, framework="placegroup", values=[0, 1, 2, 3, 4.5, 7])
+    for key in theirs:
+        np.testing.assert_array_equal(ours[key], theirs[key], err_msg=key)
+
+
+def _warmup_model():
+    """A model whose learning rate is a schedule written by hand, as ERNIE's and BERT's Fluid
+    scripts write linear warmup: a Switch over the step counter under _lr_schedule_guard."""
+    x, y = fluid.layers.data("x", [4]), fluid.layers.data("y", [1])
+    cost = fluid.layers.mean(fluid.layers.square_error_cost(fluid.layers.fc(x, 1), y))
+    with fluid.default_main_program()._lr_schedule_guard():
+        lr = fluid.layers.create_global_var(shape=[1], value=0.0, dtype="float32", persistable=True,
+                                            name="scheduled_learning_rate")
+        step = fluid.layers.learning_rate_scheduler._decay_step_counter()
+        with fluid.layers.Switch() as switch:
+            with switch.case(step < 3):
+                fluid.layers.assign(0.1 * (step / 3), lr)
+            with switch.default():
+                fluid.layers.assign(fluid.layers.polynomial_decay(0.1, decay_steps=10, end_learning_rate=0.0), lr)
+    fluid.optimizer.SGD(lr).minimize(cost)
+    return [x, y], cost
+
+
+def test_a_hand_written_lr_schedule_runs_with_the_optimizers_on_the_pservers():
+    """Its ops (the Switch's conditional blocks among them) are lr_sched ops, which the
+    transpiler places on the pservers with the optimizers, as Fluid places its lr-decay
+    blocks; 2 trainers + 2 pservers equal one process, step by step."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        _warmup_model()
+    blocks = [op for op in main.global_block().ops if op.type == "conditional_block"]
+    assert len(blocks) == 2 and all(op.role == "lr_sched" for op in blocks)
+    t = fluid.DistributeTranspiler()
+    t.transpile(0, program=main, startup_program=startup, pservers="127.0.0.1:7100,127.0.0.1:7101", trainers=2)
+    ps = t.get_program("127.0.0.1:7100", "pserver")
+    note_transpiled_job(None)  # this test process plays no part in that job
+    placed = [op for op in ps.global_block().ops if op.type == "conditional_block"]
+    assert len(placed) == 2 and all(str(op.place).startswith("pserver") for op in placed)
+    rng = np.random.default_rng(1)
+    batches = [(rng.normal(size=(8, 4)).astype("float32"), rng.normal(size=(8, 1)).astype("float32")) for _ in range(6)]
+    local = run_local(_warmup_model, batches, fetch=("scheduled_learning_rate",))
+    cluster = run_cluster(_warmup_model, trainers=2, pservers=2, batches=batches)
+    lrs = [float(f[0][0]) for f in local.fetched[0]]
+    np.testing.assert_allclose(lrs, [0.0, 0.1 / 3, 0.2 / 3, 0.07, 0.06, 0.05], rtol=1e-6)
+    np.testing.assert_allclose(np.mean([cluster.losses[0], cluster.losses[1]], axis=0), local.losses[0], rtol=1e-5)
+    for name, value in local.params[0].items():
+        np.testing.assert_allclose(cluster.params[0][name], value, rtol=1e-5, err_msg=name)

@@ -117,7 +117,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # run by the executor (executor/blocks.py: the block's scope; plan.py's BlockOp), the control-flow and
 # tensor-array ops (ops/control_flow.py), and While, while_loop, cond and the array layers, the
 # verifier and the placement of sub-blocks
-BUDGET = {"placegroup": 35640, "executor": 3020, "ops": 13200, "comm": 2320}
+# placegroup/: + ~140 for Switch, case, switch_case and ConditionalBlock, and Program's
+# _lr_schedule_guard (a schedule written by hand runs with the optimizers on the pservers)
+BUDGET = {"placegroup": 35780, "executor": 3020, "ops": 13200, "comm": 2320}
 PASS_LINES = 220
 
 

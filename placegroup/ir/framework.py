@@ -119,7 +119,8 @@ class Block:
         outs = {k: _names(v) for k, v in (outputs or {}).items() if _names(v)}
         attrs = dict(attrs or {})
         validate_op(opdef, ins, outs, attrs)
-        op = Operator(self, type, ins, outs, attrs, role, place)
+        guard = self.program._role_guard
+        op = Operator(self, type, ins, outs, attrs, guard if guard and role in (None, "forward") else role, place)
         if infer:
             self._infer_outputs(op)
         for name, (level, _) in infer_lod(op).items():  # NOTE(lod-rule) in ops/registry.py
@@ -240,6 +241,7 @@ class Program:
         self.provenance: list[str] = []
         self.extra: dict[str, Any] = {}
         self._version = 0
+        self._role_guard: str | None = None  # the role of ops appended under _lr_schedule_guard
 
     def _bump(self) -> None:
         self._version += 1
@@ -261,6 +263,18 @@ class Program:
         self.current_block_idx = len(self.blocks) - 1
         self._bump()
         return self.current_block()
+
+    @contextlib.contextmanager
+    def _lr_schedule_guard(self, is_with_opt: bool = False):
+        """Ops appended meanwhile (in any block) that name no role but the forward one are
+        learning-rate schedule ops (role ``lr_sched``), as under Fluid's guard of that name: a
+        schedule written by hand (a ``Switch`` over the step counter) runs where the
+        transpiler runs schedules, with the optimizers on the pservers."""
+        saved, self._role_guard = self._role_guard, "lr_sched"
+        try:
+            yield
+        finally:
+            self._role_guard = saved
 
     def _rollback(self) -> None:
         """Make the current block's parent current again."""

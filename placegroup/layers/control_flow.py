@@ -4,10 +4,10 @@ Scripts import the module by this path. The comparisons Fluid keeps here are the
 placegroup/layers/ops.py, and so is ``increment``; ``Print`` and ``is_empty`` are here, as in
 Fluid 1.8 (ops/misc.py). Loops and branches: ``While`` (and ``while_loop`` over it), ``cond``,
 and the tensor arrays (``create_array``, ``array_write``, ``array_read``, ``array_length``);
-each builds a sub-block as Fluid 1.8 does, which the executor runs (NOTE(sub-blocks) in
-executor/blocks.py). They run forward; a gradient through them is refused by
-``append_backward`` for now. Every other Fluid 1.8 name of the module (``IfElse``,
-``Switch``, ``StaticRNN``, ...) raises ``NotImplementedInPlacegroup``.
+``Switch``, ``case``, ``switch_case`` and ``ConditionalBlock``; each builds a sub-block as Fluid
+1.8 does, which the executor runs (NOTE(sub-blocks) in executor/blocks.py). They run forward; a
+gradient through them is refused by ``append_backward`` for now. Every other Fluid 1.8 name of
+the module (``IfElse``, ``StaticRNN``, ``DynamicRNN``, ...) raises ``NotImplementedInPlacegroup``.
 
 Example::
 
@@ -25,11 +25,12 @@ import numpy as np
 from placegroup.ir.framework import Variable
 from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers.ops import (equal, greater_equal, greater_than, increment, less_equal, less_than,
-                                   logical_not, not_equal)
-from placegroup.layers.tensor import assign, cast
+                                   logical_and, logical_not, not_equal)
+from placegroup.layers.tensor import assign, cast, fill_constant
 
 __all__ = ["equal", "greater_equal", "greater_than", "less_equal", "less_than", "not_equal", "increment", "Print",
-           "is_empty", "While", "while_loop", "cond", "create_array", "array_write", "array_read", "array_length"]
+           "is_empty", "While", "while_loop", "cond", "case", "switch_case", "Switch", "ConditionalBlock",
+           "create_array", "array_write", "array_read", "array_length"]
 
 _PRINTABLE = ("float32", "float64", "int32", "int64", "bool")
 _PHASES = ("forward", "backward", "both")
@@ -274,21 +275,152 @@ def _to_parent(var, helper):
     return out
 
 
+class ConditionalBlock:
+    """Fluid's ``ConditionalBlock``: the ops built inside ``with cb.block():`` run once if the
+    condition holds: ``inputs`` a bool [1] with ``is_scalar_condition``, else tensors that all
+    have elements. ``Switch`` and ``cond`` are built on it.
+
+    Example::
+
+        cb = ConditionalBlock([flag], is_scalar_condition=True)
+        with cb.block():
+            fluid.layers.assign(fluid.layers.fill_constant([1], "float32", 0.5), lr)
+    """
+
+    def __init__(self, inputs, is_scalar_condition: bool = False, name=None) -> None:
+        if not isinstance(inputs, (list, tuple)) or not all(isinstance(v, Variable) for v in inputs):
+            raise TypeError(f"ConditionalBlock: inputs must be a list of Variables, got {inputs!r}")
+        if is_scalar_condition and (len(inputs) != 1 or inputs[0].dtype != "bool"):
+            raise TypeError("ConditionalBlock: a scalar condition is one bool Variable")
+        self.inputs, self.is_scalar_condition = list(inputs), bool(is_scalar_condition)
+        self.helper = LayerHelper("conditional_block", name=name)
+
+    @contextlib.contextmanager
+    def block(self):
+        program = self.helper.main_program
+        inner = program._create_block()
+        try:
+            yield
+            parent = program.block(inner.parent_idx)
+            ins, written = _block_io(inner, parent)
+            scope = parent.create_var(None, type="step_scopes")
+            parent.append_op("conditional_block", {"Cond": self.inputs, "Input": ins}, {"Out": written, "Scope": [scope]},
+                             {"sub_block": inner.idx, "is_scalar_condition": self.is_scalar_condition}, infer=False)
+        finally:
+            program._rollback()
+
+
 def _branch(pred_var, fn, helper):
     """Run ``fn`` inside a conditional_block on ``pred_var``; its outputs copied out."""
-    program = helper.main_program
-    inner = program._create_block()
-    try:
+    outs = None
+    with ConditionalBlock([pred_var], is_scalar_condition=True).block():
         got = fn()
-        outs = None if got is None else [_to_parent(v, helper) for v in (got if isinstance(got, (list, tuple)) else [got])]
-        parent = program.block(inner.parent_idx)
-        ins, written = _block_io(inner, parent)
-        scope = parent.create_var(None, type="step_scopes")
-        parent.append_op("conditional_block", {"Cond": [pred_var], "Input": ins}, {"Out": written, "Scope": [scope]},
-                         {"sub_block": inner.idx, "is_scalar_condition": True}, infer=False)
-    finally:
-        program._rollback()
+        if got is not None:
+            outs = [_to_parent(v, helper) for v in (got if isinstance(got, (list, tuple)) else [got])]
     return got, outs
+
+
+class Switch:
+    """Fluid's ``Switch``: the first ``case`` whose condition holds runs, else ``default``; each
+    a conditional_block on that case's condition and-ed with the negation of the ones before,
+    as Fluid builds it. Learning-rate schedules are its common use.
+
+    Raises:
+        ValueError: ``default`` before any ``case``; TypeError: a condition that is not a bool
+            Variable of one element.
+
+    Example::
+
+        with fluid.layers.Switch() as switch:
+            with switch.case(step < warmup):
+                fluid.layers.assign(warmup_lr, lr)
+            with switch.default():
+                fluid.layers.assign(base_lr, lr)
+    """
+
+    def __init__(self, name=None) -> None:
+        self.helper = LayerHelper("switch", name=name)
+        self.inside_scope = False
+        self.pre_not_conditions: list = []
+
+    def case(self, condition):
+        if not self.inside_scope:
+            raise ValueError("Switch: case must be used inside `with Switch() as switch:`")
+        if not isinstance(condition, Variable) or condition.dtype != "bool":
+            raise TypeError(f"Switch.case: the condition must be a bool Variable, got {condition!r}")
+        if not self.pre_not_conditions:
+            block = ConditionalBlock([condition], is_scalar_condition=True)
+            self.pre_not_conditions.append(logical_not(condition))
+        else:
+            pre = self.pre_not_conditions[-1]
+            self.pre_not_conditions.append(logical_and(pre, logical_not(condition)))
+            block = ConditionalBlock([logical_and(pre, condition)], is_scalar_condition=True)
+        return block.block()
+
+    def default(self):
+        if not self.pre_not_conditions:
+            raise ValueError("Switch: there should be at least one case before default")
+        return ConditionalBlock([self.pre_not_conditions[-1]], is_scalar_condition=True).block()
+
+    def __enter__(self):
+        self.inside_scope = True
+        return self
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        self.inside_scope = False
+        return exc_type is None
+
+
+def case(pred_fn_pairs, default=None, name=None):
+    """Fluid 1.8's ``case``: the function of the first pair whose bool [1] predicate holds, else
+    ``default`` (else the last pair's function), built as nested ``cond``.
+
+    Raises:
+        TypeError: ``pred_fn_pairs`` is not a non-empty list of (bool Variable, callable) pairs.
+
+    Example::
+
+        out = fluid.layers.case([(x < y, lambda: a), (x == y, lambda: b)], default=lambda: c)
+    """
+    if not isinstance(pred_fn_pairs, (list, tuple)) or not pred_fn_pairs or not all(
+            isinstance(p, (list, tuple)) and len(p) == 2 and callable(p[1]) for p in pred_fn_pairs):
+        raise TypeError("case: pred_fn_pairs must be a non-empty list of (pred, fn) pairs")
+    pairs = list(pred_fn_pairs)
+    if default is None:
+        pairs, (_, default) = pairs[:-1], pairs[-1]
+        if not pairs:
+            return default()
+    pred, fn = pairs[0]
+    rest = pairs[1:]
+    return cond(pred, fn, (lambda: case(rest, default)) if rest else default)
+
+
+def switch_case(branch_index, branch_fns, default=None, name=None):
+    """Fluid 1.8's ``switch_case``: the function whose key equals the int [1] ``branch_index``,
+    else ``default`` (else the one of the largest key). ``branch_fns``: a dict key -> fn, or a
+    list of fns (keys 0, 1, ...) or of (key, fn) pairs.
+
+    Raises:
+        TypeError: ``branch_index`` is not an int Variable, or ``branch_fns`` has a function
+            that is not callable or a key that is not an int.
+
+    Example::
+
+        out = fluid.layers.switch_case(index, {1: lambda: a, 2: lambda: b}, default=lambda: c)
+    """
+    if not isinstance(branch_index, Variable) or branch_index.dtype not in ("int32", "int64", "uint8"):
+        raise TypeError(f"switch_case: branch_index must be an int Variable, got {branch_index!r}")
+    if isinstance(branch_fns, dict):
+        items = list(branch_fns.items())
+    else:
+        items = [p if isinstance(p, (list, tuple)) else (k, p) for k, p in enumerate(branch_fns)]
+    if not items or not all(isinstance(k, int) and callable(f) for k, f in items):
+        raise TypeError("switch_case: branch_fns must map int keys to callables")
+    items.sort(key=lambda kf: kf[0])
+    if default is None:
+        items, (_, default) = items[:-1], items[-1]
+    pairs = [(equal(branch_index, fill_constant([1], branch_index.dtype, k)), f) for k, f in items]
+    return case(pairs, default) if pairs else default()
 
 
 def cond(pred, true_fn=None, false_fn=None, name=None):

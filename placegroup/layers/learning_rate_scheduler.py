@@ -26,6 +26,7 @@ from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable
 from placegroup.model.initializer import ConstantInitializer
 from placegroup.model.layer_helper import LayerHelper
+from placegroup.layers.tensor import cast
 
 __all__ = ["piecewise_decay", "exponential_decay", "natural_exp_decay", "inverse_time_decay",
            "polynomial_decay", "cosine_decay", "noam_decay", "linear_lr_warmup", "autoincreased_step_counter"]
@@ -70,8 +71,9 @@ def autoincreased_step_counter(counter_name=None, begin: int = 1, step: int = 1)
 
 
 def _decay_step_counter(begin: int = 0) -> Variable:
-    """The default main program's decay step counter, made on first use (NOTE(lr-counter))."""
-    return autoincreased_step_counter(LR_DECAY_COUNTER, begin=begin, step=1)
+    """The default main program's decay step counter (made on first use, NOTE(lr-counter)) as
+    float32, as Fluid's gives it to the schedules written by hand (``step / warmup_steps``)."""
+    return cast(autoincreased_step_counter(LR_DECAY_COUNTER, begin=begin, step=1), "float32")
 
 
 def _rate(value, what: str, fn: str) -> float:
@@ -83,7 +85,7 @@ def _rate(value, what: str, fn: str) -> float:
 
 def _schedule(op_type: str, attrs: dict, begin: int = 0, inputs=None, dtype: str = "float32") -> Variable:
     """Append ``op_type(Step=counter, **inputs) -> lr`` and return the lr var ([1])."""
-    counter = _decay_step_counter(begin)
+    counter = autoincreased_step_counter(LR_DECAY_COUNTER, begin=begin, step=1)
     block = LayerHelper(op_type).main_program.global_block()
     lr = block.create_var(unique_name.generate("learning_rate"), shape=[1], dtype=dtype, stop_gradient=True)
     block.append_op(op_type, {"Step": [counter], **(inputs or {})}, {"Out": [lr]}, attrs, role="lr_sched")
