@@ -17,7 +17,8 @@ from tests.paddle_ref.reference import run_reference
 
 # one script for both frameworks: a While loop that sums, writes a tensor array and counts;
 # array reads and length; cond on the result; a while_loop; and a cond inside a While
-SCRIPT = r'''
+# both scripts start so: the framework the spec names, fresh programs
+HEAD = r'''
 import json, sys
 import numpy as np
 spec = json.loads(sys.argv[1])
@@ -26,6 +27,8 @@ if spec["framework"] == "placegroup":
 else:
     import paddle.fluid as fluid
 main, startup = fluid.Program(), fluid.Program()
+'''
+SCRIPT = HEAD + r'''
 with fluid.program_guard(main, startup):
     x = fluid.layers.data("x", [3], dtype="float32")
     i = fluid.layers.fill_constant([1], "int64", 0)
@@ -221,15 +224,7 @@ def test_a_block_that_reads_what_its_op_does_not_list_is_refused_by_the_transpil
     note_transpiled_job(None)
 
 
-SWITCH_SCRIPT = r'''
-import json, sys
-import numpy as np
-spec = json.loads(sys.argv[1])
-if spec["framework"] == "placegroup":
-    import placegroup as fluid
-else:
-    import paddle.fluid as fluid
-main, startup = fluid.Program(), fluid.Program()
+SWITCH_SCRIPT = HEAD + r'''
 with fluid.program_guard(main, startup):
     x = fluid.layers.data("x", [1], dtype="float32")
     lr = fluid.layers.create_global_var(shape=[1], value=0.0, dtype="float32", persistable=True, name="lr")

@@ -15,10 +15,10 @@ entry, ``python -m paddlerec.run -m config.yaml``, under placegroup's ``paddle``
 Marked slow: it installs a package and starts many processes."""
 import json
 import os
+import runpy
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -30,28 +30,9 @@ from placegroup.util.var_format import read
 
 pytestmark = pytest.mark.slow
 MODELS = Path(__file__).resolve().parent / "paddlerec_models"
-# PaddleRec's runner saves what its startup made when asked; this wrapper saves it and stops,
-# so both frameworks start from Fluid's initial values (PaddleRec's trainer imports its
-# framework modules by file name, as the module "startup").
-INIT_DUMP = textwrap.dedent('''
-    import os, runpy, sys
-    import paddle.fluid as fluid
-    import paddlerec.core.trainers.framework as fw
-    sys.path.append(os.path.dirname(fw.__file__))
-    import startup
-    run = startup.SingleStartup.startup
-    def save_and_stop(self, context):
-        run(self, context)
-        for phase in context["phases"]:
-            model = context["model"][phase["name"]]
-            with fluid.scope_guard(model["scope"]):
-                fluid.io.save_persistables(context["exe"], os.environ["INIT_DIR"], model["main_program"])
-        sys.stdout.flush()
-        os._exit(0)
-    startup.SingleStartup.startup = save_and_stop
-    sys.argv = ["paddlerec.run"] + sys.argv[1:]
-    runpy.run_module("paddlerec.run", run_name="__main__", alter_sys=True)
-''')
+# the wrapper scripts/paddlerec_zoo.py runs PaddleRec through: with INIT_DIR set it saves what the
+# startup made and stops, so both frameworks can start from Fluid's initial values
+INIT_DUMP = runpy.run_path(str(Path(__file__).resolve().parent.parent / "scripts" / "paddlerec_zoo.py"))["SEEDED"]
 
 
 @pytest.fixture(scope="module")

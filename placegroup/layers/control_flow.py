@@ -185,6 +185,21 @@ def _block_io(block, parent, skip=()) -> tuple[list, list]:
     return ins, outs
 
 
+@contextlib.contextmanager
+def _sub_block(program, owner, skip=()):
+    """Build a sub-block: the ops appended inside go to a new block, then ``owner(parent,
+    block, inputs, outputs, scope var)`` appends the op that owns it to the parent block, with
+    the outer vars the block reads and writes (``_block_io``)."""
+    inner = program._create_block()
+    try:
+        yield
+        parent = program.block(inner.parent_idx)
+        ins, outs = _block_io(inner, parent, skip)
+        owner(parent, inner, ins, outs, parent.create_var(None, type="step_scopes"))
+    finally:
+        program._rollback()
+
+
 class While:
     """``while cond: <the ops built inside "with loop.block():">``. The block runs while the
     bool [1] ``cond`` holds; it updates ``cond`` itself (``less_than(i, n, cond=cond)``), and
@@ -214,19 +229,11 @@ class While:
             raise TypeError(f"While: cond must be a bool Variable of one element, got {cond!r}")
         self.cond, self.is_test, self.helper = cond, bool(is_test), LayerHelper("while")
 
-    @contextlib.contextmanager
     def block(self):
-        program = self.helper.main_program
-        inner = program._create_block()
-        try:
-            yield
-            parent = program.block(inner.parent_idx)
-            ins, outs = _block_io(inner, parent, skip=(self.cond.name,))
-            steps = parent.create_var(None, type="step_scopes")
-            parent.append_op("while", {"X": ins, "Condition": [self.cond]}, {"Out": outs, "StepScopes": [steps]},
+        def owner(parent, inner, ins, outs, scope):
+            parent.append_op("while", {"X": ins, "Condition": [self.cond]}, {"Out": outs, "StepScopes": [scope]},
                              {"sub_block": inner.idx, "is_test": self.is_test}, infer=False)
-        finally:
-            program._rollback()
+        return _sub_block(self.helper.main_program, owner, skip=(self.cond.name,))
 
 
 def while_loop(cond, body, loop_vars, is_test: bool = False, name=None):
@@ -295,19 +302,11 @@ class ConditionalBlock:
         self.inputs, self.is_scalar_condition = list(inputs), bool(is_scalar_condition)
         self.helper = LayerHelper("conditional_block", name=name)
 
-    @contextlib.contextmanager
     def block(self):
-        program = self.helper.main_program
-        inner = program._create_block()
-        try:
-            yield
-            parent = program.block(inner.parent_idx)
-            ins, written = _block_io(inner, parent)
-            scope = parent.create_var(None, type="step_scopes")
-            parent.append_op("conditional_block", {"Cond": self.inputs, "Input": ins}, {"Out": written, "Scope": [scope]},
+        def owner(parent, inner, ins, outs, scope):
+            parent.append_op("conditional_block", {"Cond": self.inputs, "Input": ins}, {"Out": outs, "Scope": [scope]},
                              {"sub_block": inner.idx, "is_scalar_condition": self.is_scalar_condition}, infer=False)
-        finally:
-            program._rollback()
+        return _sub_block(self.helper.main_program, owner)
 
 
 def _branch(pred_var, fn, helper):
