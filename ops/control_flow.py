@@ -1,6 +1,7 @@
 """Control flow and tensor arrays, with Fluid 1.8's op types and slots: ``while``,
-``conditional_block``, ``select_input``, and the array ops ``write_to_array``,
-``read_from_array``, ``lod_array_length`` (and ``create_array``, placegroup's own, below).
+``conditional_block``, ``select_input``, IfElse's ``split_lod_tensor`` and ``merge_lod_tensor``
+(batches of rows), and the array ops ``write_to_array``, ``read_from_array``,
+``lod_array_length`` (and ``create_array``, placegroup's own, below).
 
 ``while`` and ``conditional_block`` name a sub-block in attr ``sub_block``; the executor runs
 it (NOTE(sub-blocks) in executor/plan.py), so their kernels only say they were called outside
@@ -115,3 +116,52 @@ def truthy(op: str, cond, scalar: bool = True) -> bool:
     if c.size != 1:
         raise ValueError(f"{op}: the condition must hold one bool, got {c.dtype}{list(c.shape)}")
     return bool(c.reshape(-1)[0])
+
+
+# -- IfElse's row split and merge -------------------------------------------------------------
+
+def _rows_mask(op: str, x, mask):
+    if is_lod_tensor(x):
+        raise NotImplementedError(f"{op}: splitting a sequence batch (a LoDTensor) by a mask is not implemented "
+                                  f"in placegroup yet; IfElse takes a batch of rows")
+    m = np.asarray(mask.get() if hasattr(mask, "get") and not isinstance(mask, np.ndarray) else mask)
+    m = m.reshape(-1).astype(bool)
+    if m.shape[0] != x.shape[0]:
+        raise ValueError(f"{op}: Mask has {m.shape[0]} rows, X has {x.shape[0]}")
+    return m
+
+
+def _split_infer(ins, a):
+    x = ins["X"]
+    meta = Meta((-1,) + tuple(x.shape[1:]), x.dtype)
+    return {"OutTrue": meta, "OutFalse": meta}
+
+
+@register("split_lod_tensor", ins=("X", Slot("Mask", no_grad=True)), outs=("OutTrue", "OutFalse"),
+          attrs={"level": 0}, infer=_split_infer, lod="drop")
+def split_lod_tensor(xp, ins, a, ctx):
+    """OutTrue = the rows of X whose Mask is true, OutFalse the others, in order (IfElse's input)."""
+    x = ins["X"]
+    m = xp.asarray(_rows_mask("split_lod_tensor", x, ins["Mask"]))
+    return {"OutTrue": x[m], "OutFalse": x[~m]}
+
+
+def _merge_infer(ins, a):
+    t = ins["InTrue"]
+    return {"Out": Meta((-1,) + tuple(t.shape[1:]), t.dtype)}
+
+
+@register("merge_lod_tensor", ins=(Slot("X", no_grad=True), Slot("Mask", no_grad=True), "InTrue", "InFalse"),
+          outs=("Out",), attrs={"level": 0}, infer=_merge_infer, lod="drop")
+def merge_lod_tensor(xp, ins, a, ctx):
+    """Out = InTrue's rows where Mask is true and InFalse's elsewhere, in the rows' order (IfElse's
+    result): the inverse of split_lod_tensor."""
+    t, f = ins["InTrue"], ins["InFalse"]
+    m = _rows_mask("merge_lod_tensor", ins["X"], ins["Mask"])
+    if int(m.sum()) != t.shape[0] or int((~m).sum()) != f.shape[0]:
+        raise ValueError(f"merge_lod_tensor: Mask has {int(m.sum())} true and {int((~m).sum())} false rows, but "
+                         f"InTrue has {t.shape[0]} and InFalse {f.shape[0]}")
+    out = xp.empty((m.shape[0],) + tuple(t.shape[1:]), dtype=t.dtype)
+    xm = xp.asarray(m)
+    out[xm], out[~xm] = t, f.astype(t.dtype, copy=False)
+    return {"Out": out}

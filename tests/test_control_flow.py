@@ -312,3 +312,45 @@ def test_a_hand_written_lr_schedule_runs_with_the_optimizers_on_the_pservers():
     np.testing.assert_allclose(np.mean([cluster.losses[0], cluster.losses[1]], axis=0), local.losses[0], rtol=1e-5)
     for name, value in local.params[0].items():
         np.testing.assert_allclose(cluster.params[0][name], value, rtol=1e-5, err_msg=name)
+
+
+IFELSE_SCRIPT = HEAD + r'''
+with fluid.program_guard(main, startup):
+    x = fluid.layers.data("x", [3], dtype="float32")
+    col = fluid.layers.slice(x, axes=[1], starts=[0], ends=[1])
+    cond = fluid.layers.less_than(col, fluid.layers.fill_constant([1], "float32", 0.0))
+    ie = fluid.layers.IfElse(cond)
+    with ie.true_block():
+        rows = ie.input(x)
+        ie.output(fluid.layers.scale(rows, 2.0), fluid.layers.reduce_sum(rows, dim=1, keep_dim=True))
+    with ie.false_block():
+        rows = ie.input(x)
+        ie.output(fluid.layers.scale(rows, 1.0, bias=-1.0), fluid.layers.reduce_max(rows, dim=1, keep_dim=True))
+    out, side = ie()
+exe = fluid.Executor(fluid.CPUPlace())
+exe.run(startup)
+got = {}
+for k, xv in enumerate(spec["xs"]):
+    o, s = exe.run(main, feed={"x": np.array(xv, "float32")}, fetch_list=[out, side])
+    got["out%d" % k], got["side%d" % k] = np.array(o), np.array(s)
+np.savez(spec["out"], **got)
+'''
+IFELSE_XS = [[[1, 2, 3], [-1, 5, 6], [2, 0, 1], [-3, 1, 1]], [[1, 2, 3], [2, 0, 1]], [[-1, -2, -3]]]
+
+
+def test_ifelse_sends_each_row_through_its_block_and_merges_them_back(tmp_path):
+    ours = run_reference(sys.executable, IFELSE_SCRIPT, tmp_path, None, framework="placegroup", xs=IFELSE_XS)
+    for k, xv in enumerate(IFELSE_XS):
+        x = np.array(xv, "float32")
+        neg = x[:, :1] < 0
+        np.testing.assert_array_equal(ours[f"out{k}"], np.where(neg, x * 2, x - 1))
+        np.testing.assert_array_equal(ours[f"side{k}"], np.where(neg, x.sum(1, keepdims=True), x.max(1, keepdims=True)))
+
+
+@pytest.mark.paddle
+def test_ifelse_equals_fluid_1_8_5(tmp_path, fluid18_python):
+    (tmp_path / "fluid").mkdir()
+    theirs = run_reference(fluid18_python, IFELSE_SCRIPT, tmp_path / "fluid", None, framework="fluid", xs=IFELSE_XS)
+    ours = run_reference(sys.executable, IFELSE_SCRIPT, tmp_path, None, framework="placegroup", xs=IFELSE_XS)
+    for key in theirs:
+        np.testing.assert_array_equal(ours[key], theirs[key], err_msg=key)

@@ -243,7 +243,8 @@ OWNED_ELSEWHERE: dict[str, str] = {
     "load": "tests/test_fluid_tree_fleet.py",  # reads a save op's file
     # control flow runs sub-blocks and tensor arrays, checked as programs, against numpy and Fluid 1.8.5
     **{t: "tests/test_control_flow.py" for t in ("while", "conditional_block", "select_input", "create_array",
-                                                  "write_to_array", "read_from_array", "lod_array_length")},
+                                                  "write_to_array", "read_from_array", "lod_array_length",
+                                                  "split_lod_tensor", "merge_lod_tensor")},
 }
 
 

@@ -7,7 +7,8 @@ and the tensor arrays (``create_array``, ``array_write``, ``array_read``, ``arra
 ``Switch``, ``case``, ``switch_case`` and ``ConditionalBlock``; each builds a sub-block as Fluid
 1.8 does, which the executor runs (NOTE(sub-blocks) in executor/blocks.py). They run forward; a
 gradient through them is refused by ``append_backward`` for now. Every other Fluid 1.8 name of
-the module (``IfElse``, ``StaticRNN``, ``DynamicRNN``, ...) raises ``NotImplementedInPlacegroup``.
+the module (``StaticRNN``, ``DynamicRNN``, ...) raises ``NotImplementedInPlacegroup``.
+``IfElse`` splits a batch of rows by a mask (``split_lod_tensor``, ``merge_lod_tensor``).
 
 Example::
 
@@ -22,6 +23,7 @@ import contextlib
 
 import numpy as np
 
+from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable
 from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers.ops import (equal, greater_equal, greater_than, increment, less_equal, less_than,
@@ -29,7 +31,7 @@ from placegroup.layers.ops import (equal, greater_equal, greater_than, increment
 from placegroup.layers.tensor import assign, cast, fill_constant
 
 __all__ = ["equal", "greater_equal", "greater_than", "less_equal", "less_than", "not_equal", "increment", "Print",
-           "is_empty", "While", "while_loop", "cond", "case", "switch_case", "Switch", "ConditionalBlock",
+           "is_empty", "While", "while_loop", "cond", "case", "switch_case", "Switch", "ConditionalBlock", "IfElse",
            "create_array", "array_write", "array_read", "array_length"]
 
 _PRINTABLE = ("float32", "float64", "int32", "int64", "bool")
@@ -368,6 +370,101 @@ class Switch:
     def __exit__(self, exc_type, exc_val, exc_tb):
         self.inside_scope = False
         return exc_type is None
+
+
+class IfElse:
+    """Fluid's ``IfElse``: the rows of a batch whose bool ``cond`` [N, 1] holds go through the
+    true block, the others through the false block, and ``ie()`` merges each block's outputs
+    back into the rows' order. ``ie.input(x)`` inside a block gives that block's rows of ``x``
+    (``split_lod_tensor``); ``ie.output(*vars)`` names the block's results. Each block is a
+    conditional_block on ``cond`` that runs when the batch has rows, as in Fluid.
+
+    Raises:
+        ValueError: ``input`` or ``output`` outside a block, ``ie()`` inside one or before any
+            block, or blocks with different numbers of outputs.
+
+    Example::
+
+        ie = fluid.layers.IfElse(fluid.layers.less_than(x_col, limit))
+        with ie.true_block():
+            ie.output(ie.input(x) * 2.0)
+        with ie.false_block():
+            ie.output(ie.input(x) - 1.0)
+        out, = ie()
+    """
+
+    OUT_IF_ELSE_BLOCKS, IN_IF_ELSE_TRUE_BLOCKS, IN_IF_ELSE_FALSE_BLOCKS = 0, 1, 2
+
+    def __init__(self, cond, name=None) -> None:
+        if not isinstance(cond, Variable) or cond.dtype != "bool":
+            raise TypeError(f"IfElse: cond must be a bool Variable, got {cond!r}")
+        self.cond, self.helper = cond, LayerHelper("ifelse", name=name)
+        self.status = self.OUT_IF_ELSE_BLOCKS
+        self.input_table: dict = {}
+        self.output_table: tuple = ([], [])  # the false block's outputs, the true block's
+
+    def _parent(self):
+        program = self.helper.main_program
+        return program.block(program.current_block().parent_idx)
+
+    def input(self, x):
+        if self.status == self.OUT_IF_ELSE_BLOCKS:
+            raise ValueError("IfElse.input must be called inside true_block() or false_block()")
+        if id(x) not in self.input_table:
+            parent = self._parent()
+            halves = [parent.create_var(unique_name.generate(f"ifelse_input_{self.helper.name}"), dtype=x.dtype)
+                      for _ in range(2)]
+            parent.append_op("split_lod_tensor", {"X": [x], "Mask": [self.cond]},
+                             {"OutTrue": [halves[0]], "OutFalse": [halves[1]]}, {"level": 0})
+            self.input_table[id(x)] = halves
+        true_rows, false_rows = self.input_table[id(x)]
+        return true_rows if self.status == self.IN_IF_ELSE_TRUE_BLOCKS else false_rows
+
+    def output(self, *outs) -> None:
+        if self.status == self.OUT_IF_ELSE_BLOCKS:
+            raise ValueError("IfElse.output must be called inside true_block() or false_block()")
+        table = self.output_table[1 if self.status == self.IN_IF_ELSE_TRUE_BLOCKS else 0]
+        parent = self._parent()
+        for out in outs:
+            outside = parent.create_var(unique_name.generate(f"{self.helper.name}_output"), dtype=out.dtype)
+            assign(out, outside)
+            table.append(outside)
+
+    @contextlib.contextmanager
+    def _block(self, is_true: bool):
+        if self.status != self.OUT_IF_ELSE_BLOCKS:
+            raise ValueError("IfElse: a block cannot be opened inside another")
+        with ConditionalBlock([self.cond]).block():
+            self.status = self.IN_IF_ELSE_TRUE_BLOCKS if is_true else self.IN_IF_ELSE_FALSE_BLOCKS
+            try:
+                yield
+            finally:
+                self.status = self.OUT_IF_ELSE_BLOCKS
+
+    def true_block(self):
+        return self._block(True)
+
+    def false_block(self):
+        return self._block(False)
+
+    def __call__(self) -> list:
+        if self.status != self.OUT_IF_ELSE_BLOCKS:
+            raise ValueError("IfElse() must be called outside its blocks")
+        false_outs, true_outs = self.output_table
+        if not false_outs and not true_outs:
+            raise ValueError("IfElse: open true_block() or false_block() and call output() before IfElse()")
+        if false_outs and true_outs and len(false_outs) != len(true_outs):
+            raise ValueError(f"IfElse: the true block gives {len(true_outs)} outputs and the false block "
+                             f"{len(false_outs)}; they must give as many")
+        if not false_outs or not true_outs:
+            return list(false_outs or true_outs)
+        merged = []
+        for f, t in zip(false_outs, true_outs):
+            out = self.helper.create_variable_for_type_inference(t.dtype)
+            self.helper.append_op("merge_lod_tensor", {"X": [self.cond], "Mask": [self.cond], "InTrue": [t],
+                                                       "InFalse": [f]}, {"Out": [out]}, {"level": 0})
+            merged.append(out)
+        return merged
 
 
 def case(pred_fn_pairs, default=None, name=None):
