@@ -354,3 +354,21 @@ def test_ifelse_equals_fluid_1_8_5(tmp_path, fluid18_python):
     ours = run_reference(sys.executable, IFELSE_SCRIPT, tmp_path, None, framework="placegroup", xs=IFELSE_XS)
     for key in theirs:
         np.testing.assert_array_equal(ours[key], theirs[key], err_msg=key)
+
+
+def test_select_input_picks_the_input_its_mask_names():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        a = fluid.layers.fill_constant([2], "float32", 1.0)
+        b = fluid.layers.fill_constant([2], "float32", 2.0)
+        k = fluid.layers.data("k", [1], dtype="int32", append_batch_size=False)
+        out = fluid.layers.control_flow.select_input([a, b], k)
+        with pytest.raises(TypeError, match="mask must be an int32 Variable"):
+            fluid.layers.control_flow.select_input([a], a)
+    exe = fluid.Executor()
+    exe.run(startup)
+    for k, want in ((0, 1.0), (1, 2.0)):
+        got, = exe.run(main, feed={"k": np.array([k], "int32")}, fetch_list=[out])
+        np.testing.assert_array_equal(got, [want, want])
+    with pytest.raises(OpError, match="Mask 2 is not an index of its 2 inputs"):
+        exe.run(main, feed={"k": np.array([2], "int32")}, fetch_list=[out])

@@ -119,8 +119,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # verifier and the placement of sub-blocks
 # placegroup/: + ~140 for Switch, case, switch_case and ConditionalBlock, and Program's
 # _lr_schedule_guard (a schedule written by hand runs with the optimizers on the pservers)
-# placegroup/: + ~95 and ops/: + ~45 for IfElse (its layer; split_lod_tensor, merge_lod_tensor)
-BUDGET = {"placegroup": 35880, "executor": 3020, "ops": 13250, "comm": 2320}
+# placegroup/: + ~120 and ops/: + ~45 for IfElse (its layer; split_lod_tensor, merge_lod_tensor) and
+# fluid.layers.control_flow.select_input
+BUDGET = {"placegroup": 35910, "executor": 3020, "ops": 13250, "comm": 2320}
 PASS_LINES = 220
 
 

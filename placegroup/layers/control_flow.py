@@ -274,6 +274,28 @@ def while_loop(cond, body, loop_vars, is_test: bool = False, name=None):
     return list(loop_vars)
 
 
+def select_input(inputs, mask):
+    """``inputs[mask]``: the one of ``inputs`` an int32 [1] ``mask`` picks (what ``cond`` merges
+    its branches with; a branch not taken leaves its outputs set to nothing, NOTE(sub-blocks)).
+
+    Raises:
+        TypeError: ``inputs`` is not a non-empty list of Variables, or ``mask`` is not int32.
+
+    Example::
+
+        out = fluid.layers.select_input([false_value, true_value], fluid.layers.cast(pred, "int32"))
+    """
+    if not isinstance(inputs, (list, tuple)) or not inputs or not all(isinstance(v, Variable) for v in inputs):
+        raise TypeError(f"select_input: inputs must be a non-empty list of Variables, got {inputs!r}")
+    if not isinstance(mask, Variable) or mask.dtype != "int32":
+        raise TypeError(f"select_input: mask must be an int32 Variable, got {mask!r}")
+    helper = LayerHelper("select_input")
+    out = helper.block.create_var(unique_name.generate("select_input.tmp"), dtype=inputs[0].dtype,
+                                  shape=inputs[0].shape, type=inputs[0].type)
+    helper.append_op("select_input", {"X": list(inputs), "Mask": [mask]}, {"Out": [out]})
+    return out
+
+
 def _to_parent(var, helper):
     """A var of the parent block that holds ``var``'s value after the branch (Fluid's
     copy_var_to_parent_block)."""
@@ -548,9 +570,5 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
     if len(true_out) != len(false_out):
         raise ValueError(f"cond: true_fn returns {len(true_out)} values and false_fn {len(false_out)}")
     mask = cast(pred, "int32")
-    merged = []
-    for f, t in zip(false_out, true_out):
-        out = helper.create_variable_for_type_inference(t.dtype)
-        helper.append_op("select_input", {"X": [f, t], "Mask": [mask]}, {"Out": [out]})
-        merged.append(out)
+    merged = [select_input([f, t], mask) for f, t in zip(false_out, true_out)]
     return merged[0] if len(merged) == 1 else merged
