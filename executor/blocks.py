@@ -20,7 +20,6 @@ Thread-safety: a plan is built once and then only read; a BlockScope lives for o
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-from placegroup.ops.control_flow import truthy
 
 
 class BlockScope(MutableMapping):
@@ -67,8 +66,3 @@ def run_block(body: list, own: frozenset, vals, where: str) -> None:
             p.run(scope)
         except Exception as e:  # the block's op and the run; the owning op adds its own context
             raise RuntimeError(f"in {where}: {p.explain(scope, e)}") from e
-
-
-def holds(kind: str, cond, scalar: bool = True) -> bool:
-    """Whether a control-flow op's condition holds (ops/control_flow.py, ``truthy``)."""
-    return truthy(kind, cond, scalar)

@@ -35,12 +35,13 @@ from typing import Callable
 import numpy as np
 
 from placegroup.errors import PlacementError
-from placegroup.executor.blocks import holds, run_block
+from placegroup.executor.blocks import run_block
 from placegroup.ir.edges import RULES, InEdge, OutEdge
 from placegroup.executor.policy import CARRIED, CONSTANT, SAME
 from placegroup.ir.cluster import Cluster, classify
 from placegroup.ir.framework import infer_lod
 from placegroup.ir.place_group import ExecutorRole
+from placegroup.ops.control_flow import truthy
 from placegroup.ops.registry import EMPTY_VAR, ROUND_END, KernelContext
 from placegroup.values import LoDTensor
 
@@ -169,14 +170,14 @@ class BlockOp(PlannedOp):
     def call(self, ins: dict, vals) -> None:
         kind, block = self.op.type, self.attrs["sub_block"]
         if not self.loop:
-            if holds(kind, [vals[c] for c in self.cond], self.scalar):
+            if truthy(kind, [vals[c] for c in self.cond], self.scalar):
                 run_block(self.body, self.own, vals, f"block {block}")
             else:  # a branch not taken leaves its outputs unset, as Fluid does (select_input skips them)
                 for n in self.op.outputs.get("Out", ()):
                     vals.setdefault(n, None)
             return
         n = 0
-        while holds(kind, vals[self.cond[0]]):
+        while truthy(kind, vals[self.cond[0]]):
             run_block(self.body, self.own, vals, f"iteration {n} of block {block}")
             n += 1
 

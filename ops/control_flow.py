@@ -28,6 +28,11 @@ from placegroup.ops.registry import Meta, Slot, check, register
 from placegroup.values import TensorArray, is_lod_tensor
 
 
+def _host(x) -> np.ndarray:
+    """A small value (a condition, a mask) on the host: a cupy array copied there."""
+    return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else np.asarray(x)
+
+
 def _runs_in_executor(xp, ins, a, ctx):
     raise RuntimeError("a control-flow op runs its sub-block through the executor (NOTE(sub-blocks) in "
                        "executor/plan.py), not as a kernel")
@@ -111,8 +116,7 @@ def truthy(op: str, cond, scalar: bool = True) -> bool:
     if not scalar:
         return all(int(np.prod(getattr(c.data if is_lod_tensor(c) else c, "shape", (1,)))) > 0 for c in cond)
     c = cond[0] if isinstance(cond, list) else cond
-    c = c.data if is_lod_tensor(c) else c
-    c = c.get() if hasattr(c, "get") and not isinstance(c, np.ndarray) else np.asarray(c)  # cupy: to the host
+    c = _host(c.data if is_lod_tensor(c) else c)
     if c.size != 1:
         raise ValueError(f"{op}: the condition must hold one bool, got {c.dtype}{list(c.shape)}")
     return bool(c.reshape(-1)[0])
@@ -124,8 +128,7 @@ def _rows_mask(op: str, x, mask):
     if is_lod_tensor(x):
         raise NotImplementedError(f"{op}: splitting a sequence batch (a LoDTensor) by a mask is not implemented "
                                   f"in placegroup yet; IfElse takes a batch of rows")
-    m = np.asarray(mask.get() if hasattr(mask, "get") and not isinstance(mask, np.ndarray) else mask)
-    m = m.reshape(-1).astype(bool)
+    m = _host(mask).reshape(-1).astype(bool)
     if m.shape[0] != x.shape[0]:
         raise ValueError(f"{op}: Mask has {m.shape[0]} rows, X has {x.shape[0]}")
     return m

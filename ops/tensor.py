@@ -7,7 +7,8 @@ import math
 import numpy as np
 
 from placegroup.ops.registry import Cut, Meta, OpSpec, Slot, check, grad_name, grad_of, register
-from placegroup.values import LoDTensor, SelectedRows, is_lod_tensor, is_selected_rows
+from placegroup.ops.sparse import concat_rows
+from placegroup.values import concat_lod_tensors, is_lod_tensor, is_selected_rows
 
 
 def _cut_shape(a, cut: Cut) -> dict:
@@ -229,19 +230,10 @@ def concat_places(xp, ins, a, ctx):
     placegroup/model/data_parallel.py)."""
     xs = ins["X"]
     if is_selected_rows(xs[0]):
-        return {"Out": SelectedRows(xp.concatenate([x.rows for x in xs]), xp.concatenate([x.values for x in xs]),
-                                    xs[0].height)}
+        return {"Out": concat_rows(xp, "concat_places", xs)}
     if not is_lod_tensor(xs[0]):
         return {"Out": xp.concatenate(xs, axis=0)}
-    levels = []
-    for k in range(len(xs[0].offsets)):
-        parts, end = [np.zeros(1, np.int64)], 0
-        for x in xs:
-            o = x.offsets[k]
-            parts.append(o[1:] + end)
-            end += int(o[-1])
-        levels.append(np.concatenate(parts))
-    return {"Out": LoDTensor(xp.concatenate([x.data for x in xs], axis=0), tuple(levels), check=False)}
+    return {"Out": concat_lod_tensors(xp, xs)}
 
 
 @register("concat_grad", ins=(Slot("X", duplicable=True), "Out@GRAD"),

@@ -429,8 +429,22 @@ def to_device(xp, value: Any) -> Any:
     return xp.asarray(value)
 
 
-__all__ = ["LoDTensor", "SelectedRows", "TensorArray", "array_module", "as_host", "check_lod", "is_lod_tensor",
+__all__ = ["LoDTensor", "SelectedRows", "TensorArray", "array_module", "as_host", "check_lod", "concat_lod_tensors",
+           "is_lod_tensor",
            "is_selected_rows", "is_tensor_array", "lengths_to_offsets", "scatter_add", "to_device"]
+
+
+def concat_lod_tensors(xp, parts: list) -> "LoDTensor":
+    """LoD tensors joined along dim 0, their LoDs too: each level's offsets shifted past the
+    parts before it (how a data-parallel step's places' batches make one batch)."""
+    levels = []
+    for k in range(len(parts[0].offsets)):
+        pieces, end = [numpy.zeros(1, numpy.int64)], 0
+        for t in parts:
+            pieces.append(t.offsets[k][1:] + end)
+            end += int(t.offsets[k][-1])
+        levels.append(numpy.concatenate(pieces))
+    return LoDTensor(xp.concatenate([t.data for t in parts], axis=0), tuple(levels), check=False)
 
 
 class TensorArray(list):

@@ -132,11 +132,11 @@ def save_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
     return [name for name, _ in items]
 
 
-def _check(var, arr: np.ndarray, path: str, saved: dict) -> None:
+def _check(var, arr: np.ndarray, path: str, fluid: bool) -> None:
     if arr.dtype.name != var.dtype:
         raise SerializationError(f"var {var.name!r} in {path!r} is {arr.dtype.name}, but the "
                                  f"program declares {var.dtype}")
-    fluid = isinstance(saved, FluidVars)  # a file Fluid wrote loads in its own shape, as in Fluid
+    # a file Fluid wrote (``fluid``) loads in its own shape, as Fluid's load op takes it
     if var.shape is not None and not fluid and (len(var.shape) != arr.ndim or any(
             d != -1 and d != a for d, a in zip(var.shape, arr.shape))):
         raise SerializationError(f"var {var.name!r} in {path!r} has shape {list(arr.shape)}, but "
@@ -170,7 +170,7 @@ def load_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
             if v.name not in saved:
                 raise SerializationError(f"var {v.name!r} is not in {path!r}, which holds "
                                          f"{sorted(saved)}")
-            _check(v, saved[v.name], path, saved)
+            _check(v, saved[v.name], path, isinstance(saved, FluidVars))
             loaded[v.name] = saved[v.name]
     else:
         for v in chosen:
@@ -178,7 +178,7 @@ def load_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
             saved = read(path, v.name)
             if v.name not in saved:
                 raise SerializationError(f"{path!r} holds {sorted(saved)}, not var {v.name!r}")
-            _check(v, saved[v.name], path, saved)
+            _check(v, saved[v.name], path, isinstance(saved, FluidVars))
             loaded[v.name] = saved[v.name]
     target = _scope(executor, scope)
     place = getattr(executor, "place", None)

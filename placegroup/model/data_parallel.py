@@ -45,7 +45,7 @@ from placegroup.errors import ProgramError
 from placegroup.ir.cluster import Cluster
 from placegroup.ir.framework import Program
 from placegroup.ops.registry import EMPTY_VAR, GRAD_SUFFIX, grad_name
-from placegroup.values import LoDTensor
+from placegroup.values import LoDTensor, concat_lod_tensors
 
 _PER_PLACE_ROLES = ("forward", "loss", "backward")
 
@@ -64,8 +64,7 @@ class Expanded:
         n: the number of places.
         per_place: the vars each place has its own copy of, named ``place_name(v, i)``.
         own_state: persistable vars each place keeps its own copy of (place 0's is the var).
-        summed: per-place vars joined as a sum (the gradients others read).
-        joined: per-place vars joined under their own name, for another op to read.
+        summed: per-place vars joined as a sum under their own name (the gradients others read).
     """
 
     program: Program
@@ -73,11 +72,10 @@ class Expanded:
     per_place: frozenset
     own_state: frozenset
     summed: frozenset
-    joined: frozenset
 
     def names(self, name: str) -> list[str]:
         """Each place's name for var ``name``, place 0 first."""
-        if name in self.per_place and not (name in self.summed and name in self.joined):
+        if name in self.per_place and name not in self.summed:  # a summed one: N copies of the sum
             return [place_name(name, i) for i in range(self.n)]
         if name in self.own_state:
             return [name] + [place_name(name, i) for i in range(1, self.n)]
@@ -149,14 +147,7 @@ def merge_fetched(values: list):
     """The places' values of one fetch joined along dim 0, as Fluid joins them (their LoDs
     too); a value that is not an array (a SelectedRows) is place 0's."""
     if all(isinstance(v, LoDTensor) for v in values):
-        levels = []
-        for k in range(len(values[0].offsets)):
-            parts, end = [np.zeros(1, np.int64)], 0
-            for v in values:
-                parts.append(v.offsets[k][1:] + end)
-                end += int(v.offsets[k][-1])
-            levels.append(np.concatenate(parts))
-        return LoDTensor(np.concatenate([np.asarray(v.data) for v in values]), tuple(levels), check=False)
+        return concat_lod_tensors(np, values)
     if all(isinstance(v, np.ndarray) for v in values):  # a fetch's own ndarray type is kept
         return np.concatenate([np.atleast_1d(v) for v in values], axis=0).view(type(values[0]))
     return values[0]
@@ -239,11 +230,10 @@ def expand(program: Program, n: int, loss_name: str | None, coeff: float, own_st
                              persistable=var.persistable, place=var.place, attrs=dict(var.attrs))
     # a per-place value another op reads is joined right before its first such reader
     join_at: dict[int, list] = defaultdict(list)
-    joined, summed = set(), set()
+    summed = set()
     for v in sorted(per_place):
         outside = [j for j, op in enumerate(ops) if j not in per_op and v in op.input_arg_names]
         if outside:
-            joined.add(v)
             if GRAD_SUFFIX in v:
                 summed.add(v)
             join_at[min(outside)].append(v)
@@ -274,4 +264,4 @@ def expand(program: Program, n: int, loss_name: str | None, coeff: float, own_st
     p.extra = {k: v for k, v in p.extra.items() if k != "readers"}
     p.provenance = [*p.provenance, f"data_parallel({n})"]
     p._bump()
-    return Expanded(p, n, frozenset(per_place), frozenset(state), frozenset(summed), frozenset(joined))
+    return Expanded(p, n, frozenset(per_place), frozenset(state), frozenset(summed))
