@@ -11,6 +11,19 @@ lives in the block's own scope for one run of it (one iteration), and a var of a
 that the block writes is written there: that is how ``increment(i)`` and the loop's condition
 reach the next iteration, and how a branch hands out its result. ``BlockScope`` is that view.
 
+NOTE(step-records): when the program differentiates through the op (a ``while_grad`` or
+``conditional_block_grad`` reads its ``StepScopes`` / ``Scope`` var), each run of the block is
+kept as a record: the run's own vars, and the values the vars of outer blocks it writes had at
+the end of the run, all by reference (a value is never changed in place once written, but for
+a tensor array, which the gradient does not read). The gradient op runs its gradient block once
+per record, last first, in a scope whose own values start as the record: so a gradient op reads
+what its forward op saw, and the ``assign`` ops append_backward adds to both blocks put back an
+outer var a forward op overwrote (``i`` before ``increment(i)``), as Fluid's ``increment`` grad
+does for a counter. The output gradients reach each run through ``carry``: a var of an outer
+block the block reads and writes passes on the gradient of its value at the start of the run
+(what the gradient block wrote under its gradient name); a var it only writes passes zero, since
+the run overwrote it. A var it only reads sums its gradient over the runs.
+
 A sub-block has no edge of its own: a value another executor holds reaches it as an input of
 the op that owns the block (Fluid lists every outer var a block reads in that op's ``X`` or
 ``Input``), which the op waits for before it runs, like any op's.
@@ -21,21 +34,24 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 
+from placegroup.ops.registry import EMPTY_VAR, GRAD_SUFFIX, grad_name
+from placegroup.values import TensorArray, is_lod_tensor
+
 
 class BlockScope(MutableMapping):
     """The values a block's ops see: its own vars (``own``) here, every other var in ``outer``."""
 
     __slots__ = ("outer", "own", "local")
 
-    def __init__(self, outer, own: frozenset) -> None:
-        self.outer, self.own, self.local = outer, own, {}
+    def __init__(self, outer, own: frozenset, local: dict | None = None) -> None:
+        self.outer, self.own, self.local = outer, own, {} if local is None else local
 
     def __getitem__(self, name: str):
         local = self.local
         return local[name] if name in local else self.outer[name]
 
     def __setitem__(self, name: str, value) -> None:
-        if name in self.own:
+        if name in self.own or name in self.local:
             self.local[name] = value
         else:
             self.outer[name] = value
@@ -57,12 +73,103 @@ class BlockScope(MutableMapping):
         return len(set(self.local) | set(self.outer))
 
 
-def run_block(body: list, own: frozenset, vals, where: str) -> None:
+def run_block(body: list, own: frozenset, vals, where: str, local: dict | None = None) -> dict:
     """Run the planned ops ``body`` of a block once over ``vals`` (a fresh scope for the
-    block's own vars ``own``); ``where`` names the run in an error ("iteration 3 of block 1")."""
-    scope = BlockScope(vals, own)
+    block's own vars ``own``, starting as ``local``); ``where`` names the run in an error
+    ("iteration 3 of block 1"). Returns the scope's own values."""
+    scope = BlockScope(vals, own, local)
     for p in body:
         try:
             p.run(scope)
         except Exception as e:  # the block's op and the run; the owning op adds its own context
             raise RuntimeError(f"in {where}: {p.explain(scope, e)}") from e
+    return scope.local
+
+
+def record(local: dict, vals, written: tuple) -> dict:
+    """NOTE(step-records): a run's own values and the end values of the outer vars it writes."""
+    for n in written:
+        if n not in local and n in vals:
+            local[n] = vals[n]
+    return local
+
+
+def _zeros_like(xp, value):
+    if value is None or isinstance(value, TensorArray):
+        return TensorArray()
+    data = value.data if is_lod_tensor(value) else value
+    return xp.zeros_like(data)
+
+
+def _add(a, b):
+    if isinstance(a, TensorArray):
+        out = TensorArray(a)
+        for i, v in enumerate(b):
+            if i >= len(out):
+                out.append(v)
+            elif v is not None:
+                out[i] = v if out[i] is None else out[i] + v
+        return out
+    return a + b
+
+
+def run_grad(xp, grad: BlockGrad, vals, records: list, where: str) -> None:
+    """Run a ``while_grad`` / ``conditional_block_grad`` (NOTE(step-records)): the gradient
+    block once per record, last first; then each input's gradient into ``vals``."""
+    carry = {}
+    for outer, inner, fwd in grad.ogs:
+        g = vals.get(outer) if outer is not None else None
+        g = _zeros_like(xp, vals.get(fwd)) if g is None else g
+        carry[inner] = TensorArray(g) if isinstance(g, TensorArray) else g
+    sums: dict = {}
+    local: dict = {}
+    for k in range(len(records) - 1, -1, -1):
+        local = run_block(grad.body, grad.own, vals, f"{where}, run {k} backwards", {**records[k], **carry})
+        carry = {n: (local[n] if n in grad.rewritten else _zeros_like(xp, v)) for n, v in carry.items()}
+        for x, out, inner in grad.summed:
+            g = local.get(inner)
+            if g is not None:
+                sums[out] = g if out not in sums else _add(sums[out], g)
+    for n in grad.restored:  # the outer vars put back, as the ops before the op saw them
+        if n in local:
+            vals[n] = local[n]
+    for x, out, inner in grad.carried:
+        vals[out] = carry[inner]
+    for x, out, inner in grad.summed:
+        vals[out] = sums[out] if out in sums else _zeros_like(xp, vals.get(x))
+
+
+class BlockGrad:
+    """What ``run_grad`` needs of a gradient op, worked out once when it is planned.
+
+    Attributes:
+        body: the gradient block's planned ops; own: its own vars.
+        ogs: (outer name, name in the block, forward var) of each output gradient.
+        rewritten: the output gradients the block writes (a var it reads and writes).
+        restored: the outer vars the block puts back (NOTE(block-grad)); after the first run,
+            backwards, they hold what they held before the forward op, as in Fluid, where
+            ``increment``'s grad counts the loop's counter back down.
+        carried: (input, output gradient var, name in the block) of the inputs the forward block
+            also writes, whose gradient is carried from run to run.
+        summed: the same for the inputs it only reads, whose gradient sums over the runs.
+    """
+
+    __slots__ = ("body", "own", "ogs", "rewritten", "carried", "summed", "restored")
+
+    def __init__(self, op, body: list, own: frozenset, x_slot: str) -> None:
+        self.body, self.own = body, own
+        fwd_of = {grad_name(n): n for n in op.inputs.get("Out", ())}
+        outer = op.inputs.get("Out" + GRAD_SUFFIX, [])
+        inner = op.attrs.get("original_output_grad") or outer
+        ogs = [(o, i, fwd_of.get(i, i)) for o, i in zip(outer, inner)]
+        pairs = [(x, g, grad_name(x)) for x, g in zip(op.inputs.get(x_slot, ()), op.outputs.get(x_slot + GRAD_SUFFIX, ()))
+                 if g != EMPTY_VAR]
+        outs = set(op.inputs.get("Out", ()))
+        self.carried = tuple(p for p in pairs if p[0] in outs)
+        self.summed = tuple(p for p in pairs if p[0] not in outs)
+        seeded = {i for _, i, _ in ogs}
+        ogs += [(None, i, x) for x, _, i in self.carried if i not in seeded]  # no gradient from after the op
+        self.ogs = tuple(ogs)
+        written = {n for p in body for n in p.op.output_arg_names}
+        self.rewritten = frozenset(i for _, i, _ in self.ogs if i in written)
+        self.restored = tuple(sorted(written - own - {i for _, i, _ in self.ogs}))

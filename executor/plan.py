@@ -35,7 +35,7 @@ from typing import Callable
 import numpy as np
 
 from placegroup.errors import PlacementError
-from placegroup.executor.blocks import run_block
+from placegroup.executor.blocks import BlockGrad, record, run_block, run_grad
 from placegroup.ir.edges import RULES, InEdge, OutEdge
 from placegroup.executor.policy import CARRIED, CONSTANT, SAME
 from placegroup.ir.cluster import Cluster, classify
@@ -156,30 +156,52 @@ class PlannedOp:
 
 class BlockOp(PlannedOp):
     """A control-flow op with its sub-block planned (NOTE(sub-blocks) in executor/blocks.py):
-    ``while`` runs the block while its Condition holds, ``conditional_block`` once if its Cond does."""
+    ``while`` runs the block while its Condition holds, ``conditional_block`` once if its Cond
+    does, each keeping its runs when the program differentiates through it; their ``_grad``
+    ops run the gradient block over those runs (NOTE(step-records))."""
 
-    __slots__ = ("body", "own", "cond", "loop", "scalar")
+    __slots__ = ("body", "own", "cond", "loop", "scalar", "keep", "written", "grad")
 
     def __init__(self, index: int, op, xp, rank: int, body: list, own: frozenset) -> None:
         super().__init__(index, op, xp, rank)
         self.body, self.own = body, own
-        self.loop = op.type == "while"
+        self.loop = op.type in ("while", "while_grad")
         self.cond = list(op.inputs.get("Condition" if self.loop else "Cond", ()))
         self.scalar = self.loop or bool(op.attrs.get("is_scalar_condition"))
+        self.grad = BlockGrad(op, body, own, "X" if self.loop else "Input") if op.type.endswith("_grad") else None
+        runs = op.outputs.get("StepScopes" if self.loop else "Scope", ())
+        readers = (n for b in op.block.program.blocks for o in b.ops if o.type.endswith("_grad")
+                   for n in o.input_arg_names)
+        self.keep = runs[0] if runs and runs[0] in set(readers) else None
+        self.written = tuple(sorted({n for p in body for n in p.op.output_arg_names} - own))
 
     def call(self, ins: dict, vals) -> None:
         kind, block = self.op.type, self.attrs["sub_block"]
+        if self.grad is not None:
+            runs = vals.get(self.op.inputs["StepScopes" if self.loop else "Scope"][0])
+            if runs is None:
+                raise RuntimeError(f"{kind}: the forward op kept no runs to differentiate (was it run with "
+                                   f"is_test, or in another program?)")
+            run_grad(self.xp, self.grad, vals, runs, f"block {block}")
+            return
+        runs = []
         if not self.loop:
             if truthy(kind, [vals[c] for c in self.cond], self.scalar):
-                run_block(self.body, self.own, vals, f"block {block}")
+                local = run_block(self.body, self.own, vals, f"block {block}")
+                if self.keep:
+                    runs.append(record(local, vals, self.written))
             else:  # a branch not taken leaves its outputs unset, as Fluid does (select_input skips them)
                 for n in self.op.outputs.get("Out", ()):
                     vals.setdefault(n, None)
-            return
-        n = 0
-        while truthy(kind, vals[self.cond[0]]):
-            run_block(self.body, self.own, vals, f"iteration {n} of block {block}")
-            n += 1
+        else:
+            n = 0
+            while truthy(kind, vals[self.cond[0]]):
+                local = run_block(self.body, self.own, vals, f"iteration {n} of block {block}")
+                if self.keep:
+                    runs.append(record(local, vals, self.written))
+                n += 1
+        if self.keep:
+            vals[self.keep] = runs
 
     def run(self, vals) -> None:
         self.call({}, vals)

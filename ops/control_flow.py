@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from placegroup.ops.registry import Meta, Slot, check, register
+from placegroup.ops.registry import EMPTY_VAR, GRAD_SUFFIX, Meta, OpSpec, Slot, check, grad_name, register
 from placegroup.values import TensorArray, is_lod_tensor
 
 
@@ -42,14 +42,29 @@ def _no_outputs(ins, a):
     return {}
 
 
-register("while", ins=(Slot("X", duplicable=True, dispensable=True, no_grad=True), Slot("Condition", no_grad=True)),
-         outs=(Slot("Out", duplicable=True, dispensable=True), Slot("StepScopes", dispensable=True)),
+# X / Input carry gradients: a var that needs one makes the op's outputs need one, and
+# append_backward builds the op's gradient from its block (NOTE(block-grad) in
+# placegroup/model/backward_blocks.py), not from an OpDef ``grad``.
+register("while", ins=(Slot("X", duplicable=True, dispensable=True), Slot("Condition", no_grad=True)),
+         outs=(Slot("Out", duplicable=True, dispensable=True), Slot("StepScopes", dispensable=True, no_grad=True)),
          attrs={"sub_block": -1, "is_test": False}, infer=_no_outputs, sub_block=True, lod="drop")(_runs_in_executor)
 register("conditional_block", ins=(Slot("Cond", duplicable=True, no_grad=True),
-                                   Slot("Input", duplicable=True, dispensable=True, no_grad=True)),
-         outs=(Slot("Out", duplicable=True, dispensable=True), Slot("Scope", dispensable=True)),
+                                   Slot("Input", duplicable=True, dispensable=True)),
+         outs=(Slot("Out", duplicable=True, dispensable=True), Slot("Scope", dispensable=True, no_grad=True)),
          attrs={"sub_block": -1, "is_scalar_condition": False}, infer=_no_outputs, sub_block=True,
          lod="drop")(_runs_in_executor)
+# Their gradients run the gradient block once per recorded run, last first (executor/blocks.py).
+register("while_grad", ins=(Slot("X", duplicable=True, dispensable=True), Slot("Out", duplicable=True, dispensable=True),
+                            Slot("Out" + GRAD_SUFFIX, duplicable=True, dispensable=True), Slot("StepScopes")),
+         outs=(Slot("X" + GRAD_SUFFIX, duplicable=True, dispensable=True),),
+         attrs={"sub_block": -1, "is_test": False, "original_output_grad": []}, sub_block=True,
+         lod="drop", role="backward")(_runs_in_executor)
+register("conditional_block_grad", ins=(Slot("Cond", duplicable=True), Slot("Input", duplicable=True, dispensable=True),
+                                        Slot("Out", duplicable=True, dispensable=True),
+                                        Slot("Out" + GRAD_SUFFIX, duplicable=True, dispensable=True), Slot("Scope")),
+         outs=(Slot("Input" + GRAD_SUFFIX, duplicable=True, dispensable=True),),
+         attrs={"sub_block": -1, "is_scalar_condition": False, "original_output_grad": []}, sub_block=True,
+         lod="drop", role="backward")(_runs_in_executor)
 
 
 def _index(op: str, i) -> int:
@@ -64,7 +79,9 @@ def _select_infer(ins, a):
 
 
 @register("select_input", ins=(Slot("X", duplicable=True), Slot("Mask", no_grad=True)), outs=("Out",),
-          infer=_select_infer)
+          infer=_select_infer, grad=lambda op: [OpSpec(
+              "select_output", {"X": [grad_name(op.outputs["Out"][0])], "Mask": op.inputs["Mask"]},
+              {"Out": [op.grad_of(n) if n in op.need else EMPTY_VAR for n in op.inputs["X"]]})])
 def select_input(xp, ins, a, ctx):
     """Out = X[Mask]: the branch value ``cond`` takes (Mask an int32 [1])."""
     k = _index("select_input", ins["Mask"])
@@ -74,14 +91,40 @@ def select_input(xp, ins, a, ctx):
     return {"Out": xs[k]}
 
 
+@register("select_output", ins=("X", Slot("Mask", no_grad=True)), outs=(Slot("Out", duplicable=True),),
+          infer=lambda ins, a: {}, grad=lambda op: [OpSpec(
+              "select_input", {"X": [grad_name(n) for n in op.outputs["Out"]], "Mask": op.inputs["Mask"]},
+              {"Out": [op.grad_of(op.inputs["X"][0])]})] if op.inputs["X"][0] in op.need else [])
+def select_output(xp, ins, a, ctx):
+    """Out[Mask] = X; the outputs before it hold nothing, those after it are not written (the
+    branches that do not run)."""
+    k = _index("select_output", ins["Mask"])
+    if k < 0:
+        raise ValueError(f"select_output: Mask {k} is negative")
+    return {"Out": [None] * k + [ins["X"]]}
+
+
 @register("create_array", ins=(), outs=("Out",), attrs={"dtype": "float32"}, infer=_no_outputs, lod="drop")
 def create_array(xp, ins, a, ctx):
     """Out = an empty tensor array (NOTE(tensor-array-value))."""
     return {"Out": TensorArray()}
 
 
-@register("write_to_array", ins=("X", Slot("I", no_grad=True), Slot("Array", no_grad=True)), outs=("Out",),
-          infer=lambda ins, a: {"Out": ins["X"]}, inplace={"Out": "Array"}, lod="drop")
+def _write_grad(op):
+    x, arr, out = op.inputs["X"][0], op.inputs["Array"][0], op.outputs["Out"][0]
+    outs = {}
+    if x in op.need:
+        outs["X" + GRAD_SUFFIX] = [op.grad_of(x)]
+    if arr in op.need:
+        outs["Array" + GRAD_SUFFIX] = [op.grad_of(arr)]
+    if not outs:
+        return []
+    return [OpSpec("write_to_array_grad", {"X": [x], "I": op.inputs["I"], "Out" + GRAD_SUFFIX: [grad_name(out)]},
+                   outs)]
+
+
+@register("write_to_array", ins=("X", Slot("I", no_grad=True), "Array"), outs=("Out",),
+          infer=lambda ins, a: {"Out": ins["X"]}, inplace={"Out": "Array"}, lod="drop", grad=_write_grad)
 def write_to_array(xp, ins, a, ctx):
     """Out = Array with X at index I (NOTE(tensor-array-value))."""
     i = _index("write_to_array", ins["I"])
@@ -94,14 +137,51 @@ def write_to_array(xp, ins, a, ctx):
     return {"Out": arr}
 
 
-@register("read_from_array", ins=(Slot("X", no_grad=True), Slot("I", no_grad=True)), outs=("Out",),
-          infer=lambda ins, a: {"Out": ins["X"]}, lod="drop")
+def _entry(xp, arr, i: int, like):
+    """The gradient at index i of a gradient array: zeros shaped as the forward tensor ``like``
+    where nothing reached that entry (Fluid's read_from_array with ``X_W``)."""
+    g = arr[i] if arr is not None and 0 <= i < len(arr) else None
+    return xp.zeros_like(like) if g is None else g
+
+
+@register("write_to_array_grad", ins=("X", "I", "Out@GRAD"), outs=(Slot("X@GRAD", dispensable=True),
+                                                                   Slot("Array@GRAD", dispensable=True)),
+          infer=_no_outputs, lod="drop", role="backward")
+def write_to_array_grad(xp, ins, a, ctx):
+    """X@GRAD = Out@GRAD[I]; Array@GRAD = Out@GRAD with entry I emptied, since the write
+    replaced what the array held there."""
+    g, i = ins["Out@GRAD"], _index("write_to_array_grad", ins["I"])
+    outs = {"X@GRAD": _entry(xp, g, i, ins["X"])}
+    if "Array@GRAD" in ctx.outputs:
+        rest = TensorArray(g or ())
+        if i < len(rest):
+            rest[i] = None
+        outs["Array@GRAD"] = rest
+    return outs
+
+
+@register("read_from_array", ins=("X", Slot("I", no_grad=True)), outs=("Out",),
+          infer=lambda ins, a: {"Out": ins["X"]}, lod="drop",
+          grad=lambda op: [OpSpec("read_from_array_grad", {"I": op.inputs["I"], "Out" + GRAD_SUFFIX: [
+              grad_name(op.outputs["Out"][0])]}, {"X" + GRAD_SUFFIX: [op.grad_of(op.inputs["X"][0])]})]
+          if op.inputs["X"][0] in op.need else [])
 def read_from_array(xp, ins, a, ctx):
     """Out = X[I], the tensor written at index I."""
     arr, i = ins["X"], _index("read_from_array", ins["I"])
     if not 0 <= i < len(arr) or arr[i] is None:
         raise ValueError(f"read_from_array: index {i} holds no tensor (the array has {len(arr)} entries)")
     return {"Out": arr[i]}
+
+
+@register("read_from_array_grad", ins=("I", "Out@GRAD"), outs=("X@GRAD",), infer=_no_outputs, lod="drop",
+          role="backward")
+def read_from_array_grad(xp, ins, a, ctx):
+    """X@GRAD = an array holding Out@GRAD at index I, nothing elsewhere (``sum`` adds arrays
+    entry by entry, NOTE(sum-sparse))."""
+    i = _index("read_from_array_grad", ins["I"])
+    arr = TensorArray([None] * i)
+    arr.append(ins["Out@GRAD"])
+    return {"X@GRAD": arr}
 
 
 @register("lod_array_length", ins=(Slot("X", no_grad=True),), outs=("Out",), infer=lambda ins, a: {
@@ -140,8 +220,26 @@ def _split_infer(ins, a):
     return {"OutTrue": meta, "OutFalse": meta}
 
 
+def _split_grad(op):
+    x = op.inputs["X"][0]
+    if x not in op.need:
+        return []
+    t, f = (grad_name(op.outputs[s][0]) for s in ("OutTrue", "OutFalse"))
+    return [OpSpec("merge_lod_tensor", {"X": [x], "Mask": op.inputs["Mask"], "InTrue": [t], "InFalse": [f]},
+                   {"Out": [op.grad_of(x)]}, dict(op.attrs))]
+
+
+def _merge_grad(op):
+    t, f = op.inputs["InTrue"][0], op.inputs["InFalse"][0]
+    if t not in op.need and f not in op.need:
+        return []
+    return [OpSpec("split_lod_tensor", {"X": [grad_name(op.outputs["Out"][0])], "Mask": op.inputs["Mask"]},
+                   {"OutTrue": [op.grad_of(t) if t in op.need else EMPTY_VAR],
+                    "OutFalse": [op.grad_of(f) if f in op.need else EMPTY_VAR]}, dict(op.attrs))]
+
+
 @register("split_lod_tensor", ins=("X", Slot("Mask", no_grad=True)), outs=("OutTrue", "OutFalse"),
-          attrs={"level": 0}, infer=_split_infer, lod="drop")
+          attrs={"level": 0}, infer=_split_infer, lod="drop", grad=_split_grad)
 def split_lod_tensor(xp, ins, a, ctx):
     """OutTrue = the rows of X whose Mask is true, OutFalse the others, in order (IfElse's input)."""
     x = ins["X"]
@@ -155,7 +253,7 @@ def _merge_infer(ins, a):
 
 
 @register("merge_lod_tensor", ins=(Slot("X", no_grad=True), Slot("Mask", no_grad=True), "InTrue", "InFalse"),
-          outs=("Out",), attrs={"level": 0}, infer=_merge_infer, lod="drop")
+          outs=("Out",), attrs={"level": 0}, infer=_merge_infer, lod="drop", grad=_merge_grad)
 def merge_lod_tensor(xp, ins, a, ctx):
     """Out = InTrue's rows where Mask is true and InFalse's elsewhere, in the rows' order (IfElse's
     result): the inverse of split_lod_tensor."""

@@ -11,7 +11,7 @@ import math
 
 from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, grad_of, register
 from placegroup.ops.sparse import concat_rows
-from placegroup.values import is_selected_rows, scatter_add
+from placegroup.values import TensorArray, is_selected_rows, is_tensor_array, scatter_add
 
 
 # -- mean, sum -------------------------------------------------------------------------------
@@ -54,6 +54,8 @@ def _sum_grad(op):
 def sum_(xp, ins, a, ctx):
     """Out = X[0] + X[1] + ... (same shapes); SelectedRows inputs as NOTE(sum-sparse) says."""
     xs = ins["X"]
+    if any(is_tensor_array(x) for x in xs):
+        return {"Out": _sum_arrays(xs)}
     sparse = [x for x in xs if is_selected_rows(x)]
     if sparse:
         if len(sparse) == len(xs):
@@ -72,6 +74,17 @@ def sum_(xp, ins, a, ctx):
     for x in xs[1:]:
         out += x
     return {"Out": out}
+
+
+def _sum_arrays(xs) -> TensorArray:
+    """Tensor arrays added entry by entry, an empty entry counting as zero (the gradient of an
+    array read at several indices, NOTE(block-grad) in placegroup/model/backward_blocks.py)."""
+    out = TensorArray([None] * max(len(x) for x in xs))
+    for x in xs:
+        for i, v in enumerate(x):
+            if v is not None:
+                out[i] = v if out[i] is None else out[i] + v
+    return out
 
 
 # -- scale ----------------------------------------------------------------------------------

@@ -79,7 +79,7 @@ def test_paddle_fluid_builds_a_model(aliased):
 
 
 @pytest.mark.parametrize("expr, label", [
-    ("fluid.layers.StaticRNN", "fluid.layers.StaticRNN"),  # control flow still to come, detection and dygraph: out of scope
+    ("fluid.layers.DynamicRNN", "fluid.layers.DynamicRNN"),  # control flow still to come, detection and dygraph: out of scope
     ("fluid.layers.multiclass_nms", "fluid.layers.multiclass_nms"),
     ("fluid.dygraph", "fluid.dygraph"),
     ("fluid.optimizer.PipelineOptimizer", "fluid.optimizer.PipelineOptimizer"),
@@ -153,4 +153,4 @@ def test_the_compat_table_is_generated_from_the_code():
     assert page == compat_table.render(), \
         "docs/fluid_compat.md is out of date: run `python -m placegroup.tools.compat_table`"
     layers = compat_table.coverage()["fluid.layers"]
-    assert "fc" in layers.present and layers.excluded["StaticRNN"].category == "control-flow"
+    assert "fc" in layers.present and layers.excluded["DynamicRNN"].category == "control-flow"

@@ -1,6 +1,7 @@
 """Loops, branches and tensor arrays (issue: control flow, first slice): ``While``,
 ``while_loop``, ``cond``, ``create_array`` / ``array_write`` / ``array_read`` / ``array_length``,
-run by the executor as sub-blocks (NOTE(sub-blocks) in executor/blocks.py), forward only.
+run by the executor as sub-blocks (NOTE(sub-blocks) in executor/blocks.py); their gradients are
+tests/test_control_flow_grad.py's.
 
 Checked against numpy, against Fluid 1.8.5 running the same script, across a prog.bin round
 trip, and across processes: a loop that reads a parameter the pservers hold."""
@@ -158,23 +159,6 @@ def test_errors_name_the_block_and_the_iteration():
     with pytest.raises(OpError, match=r"(?s)`while`.*in iteration 0 of block 1: While executing op #0 `read_from_array`.*"
                                       r"index 0 holds no tensor"):
         exe.run(main)
-
-
-def test_a_gradient_through_a_loop_is_refused_not_lost():
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup):
-        x = fluid.layers.data("x", [3])
-        h = fluid.layers.fc(x, 3)
-        i = fluid.layers.fill_constant([1], "int64", 0)
-        n = fluid.layers.fill_constant([1], "int64", 2)
-        c = fluid.layers.less_than(i, n)
-        loop = fluid.layers.While(c)
-        with loop.block():
-            fluid.layers.assign(fluid.layers.fc(h, 3), h)
-            fluid.layers.increment(i, in_place=True)
-            fluid.layers.less_than(i, n, cond=c)
-        with pytest.raises(NotImplementedError, match=r"gradients through while are not implemented"):
-            fluid.optimizer.SGD(0.1).minimize(fluid.layers.mean(h))
 
 
 def _looping_model():

@@ -88,8 +88,8 @@ def test_a_path_fluid_1_5_had_and_1_7_moved_is_the_object_at_its_new_path():
 
 
 def test_a_name_or_module_left_out_says_why():
-    with pytest.raises(NotImplementedInPlacegroup, match=r"fluid.layers.StaticRNN: control-flow blocks .*control-flow"):
-        placegroup.layers.StaticRNN  # noqa: B018
+    with pytest.raises(NotImplementedInPlacegroup, match=r"fluid.layers.DynamicRNN: control-flow blocks .*control-flow"):
+        placegroup.layers.DynamicRNN  # noqa: B018
     with pytest.raises(NotImplementedInPlacegroup, match=r"fluid.Conv2D: imperative mode \(dygraph"):
         placegroup.Conv2D  # noqa: B018
     alias_paddle()
@@ -108,8 +108,8 @@ def test_a_layer_module_has_fluids_names_as_the_same_objects_and_the_rest_say_so
     assert nn.reduce_max is placegroup.layers.reduce_max and nn.cos_sim is placegroup.layers.cos_sim
     assert control_flow.less_than is placegroup.layers.less_than
     assert sequence_lod.sequence_pool is placegroup.layers.sequence_pool
-    with pytest.raises(NotImplementedInPlacegroup, match="fluid.layers.control_flow.StaticRNN"):
-        control_flow.StaticRNN  # noqa: B018
+    with pytest.raises(NotImplementedInPlacegroup, match="fluid.layers.control_flow.DynamicRNN"):
+        control_flow.DynamicRNN  # noqa: B018
     with pytest.raises(AttributeError, match="no attribute 'not_a_fluid_name'"):
         nn.not_a_fluid_name  # noqa: B018
 

@@ -245,6 +245,7 @@ OWNED_ELSEWHERE: dict[str, str] = {
     **{t: "tests/test_control_flow.py" for t in ("while", "conditional_block", "select_input", "create_array",
                                                   "write_to_array", "read_from_array", "lod_array_length",
                                                   "split_lod_tensor", "merge_lod_tensor")},
+    "select_output": "tests/test_control_flow_grad.py",  # select_input's gradient, through cond
 }
 
 

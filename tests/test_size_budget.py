@@ -121,7 +121,14 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # _lr_schedule_guard (a schedule written by hand runs with the optimizers on the pservers)
 # placegroup/: + ~120 and ops/: + ~45 for IfElse (its layer; split_lod_tensor, merge_lod_tensor) and
 # fluid.layers.control_flow.select_input
-BUDGET = {"placegroup": 35910, "executor": 3020, "ops": 13250, "comm": 2320}
+# executor/: + ~130, ops/: + ~100 and placegroup/: + ~110 for gradients through loops and branches:
+# each run of a block kept and the gradient block run over the runs, last first (executor/blocks.py),
+# while_grad, conditional_block_grad, the tensor-array ops' gradients and select_output, and the
+# gradient blocks append_backward builds (model/backward_blocks.py, grad_parts.py: moved out of
+# backward.py)
+# placegroup/: + ~380 for StaticRNN, unrolled into T copies of its step (layers/static_rnn.py, 40%
+# docstrings)
+BUDGET = {"placegroup": 36420, "executor": 3150, "ops": 13350, "comm": 2320}
 PASS_LINES = 220
 
 

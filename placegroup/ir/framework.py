@@ -32,11 +32,11 @@ from placegroup.ir.op_proto import OpProtoHolder, get_all_op_protos
 from placegroup.ir.operator import Operator, infer_op, validate_op
 from placegroup.ir.place_group import ExecutorId
 from placegroup.ir.printer import format_program
-from placegroup.ir.variable import LOD_TENSOR, SELECTED_ROWS, Parameter, Variable, normalize_dtype
+from placegroup.ir.variable import LOD_TENSOR, SELECTED_ROWS, TENSOR_ARRAY, Parameter, Variable, normalize_dtype
 from placegroup.ir.verify import verify_program
 from placegroup.ops.registry import EMPTY_VAR, ROLES, get_op_def
 
-__all__ = ["Block", "Operator", "Parameter", "Program", "Variable", "LOD_TENSOR", "SELECTED_ROWS",
+__all__ = ["Block", "Operator", "Parameter", "Program", "Variable", "LOD_TENSOR", "SELECTED_ROWS", "TENSOR_ARRAY",
            "default_main_program", "default_startup_program", "infer_lod", "infer_op", "normalize_dtype",
            "note_transpiled_job", "program_guard", "switch_main_program", "switch_startup_program",
            "transpiled_job"]

@@ -15,6 +15,7 @@ from placegroup.ops.registry import Meta
 
 LOD_TENSOR = "lod_tensor"
 SELECTED_ROWS = "selected_rows"
+TENSOR_ARRAY = "lod_tensor_array"
 
 
 def normalize_dtype(dtype: Any) -> str:

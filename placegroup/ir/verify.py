@@ -78,7 +78,11 @@ def _verify_block(program, block, outer: set, seen: set) -> None:
             writers.setdefault(name, i)
             written.add(name)
         if opdef.sub_block and 0 <= op.attrs.get("sub_block", -1) < len(program.blocks):
-            _verify_block(program, program.block(op.attrs["sub_block"]), written, seen)
+            sub = program.block(op.attrs["sub_block"])
+            before = written
+            if op.type.endswith("_grad") and sub.parent_idx >= 0:  # a gradient block reads its forward block's
+                before = written | {n for o in program.block(sub.parent_idx).ops for n in o.output_arg_names}
+            _verify_block(program, sub, before, seen)
         if opdef.infer is not None:
             try:
                 metas = infer_op(op)

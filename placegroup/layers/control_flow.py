@@ -6,8 +6,9 @@ Fluid 1.8 (ops/misc.py). Loops and branches: ``While`` (and ``while_loop`` over 
 and the tensor arrays (``create_array``, ``array_write``, ``array_read``, ``array_length``);
 ``Switch``, ``case``, ``switch_case`` and ``ConditionalBlock``; each builds a sub-block as Fluid
 1.8 does, which the executor runs (NOTE(sub-blocks) in executor/blocks.py). They run forward; a
-gradient through them is refused by ``append_backward`` for now. Every other Fluid 1.8 name of
-the module (``StaticRNN``, ``DynamicRNN``, ...) raises ``NotImplementedInPlacegroup``.
+gradient through them is refused by ``append_backward`` for now. ``StaticRNN`` is unrolled
+instead (placegroup/layers/static_rnn.py), so it trains. Every other Fluid 1.8 name of the
+module (``DynamicRNN``, ...) raises ``NotImplementedInPlacegroup``.
 ``IfElse`` splits a batch of rows by a mask (``split_lod_tensor``, ``merge_lod_tensor``).
 
 Example::
@@ -24,15 +25,16 @@ import contextlib
 import numpy as np
 
 from placegroup.ir import unique_name
-from placegroup.ir.framework import Variable
+from placegroup.ir.framework import TENSOR_ARRAY, Variable
 from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers.ops import (equal, greater_equal, greater_than, increment, less_equal, less_than,
                                    logical_and, logical_not, not_equal)
+from placegroup.layers.static_rnn import StaticRNN, StaticRNNMemoryLink  # noqa: F401  (Fluid binds both here)
 from placegroup.layers.tensor import assign, cast, fill_constant
 
 __all__ = ["equal", "greater_equal", "greater_than", "less_equal", "less_than", "not_equal", "increment", "Print",
            "is_empty", "While", "while_loop", "cond", "case", "switch_case", "Switch", "ConditionalBlock", "IfElse",
-           "create_array", "array_write", "array_read", "array_length"]
+           "create_array", "array_write", "array_read", "array_length", "StaticRNN"]
 
 _PRINTABLE = ("float32", "float64", "int32", "int64", "bool")
 _PHASES = ("forward", "backward", "both")
@@ -114,7 +116,6 @@ def is_empty(x, cond=None):
 
 # -- tensor arrays ---------------------------------------------------------------------------
 
-TENSOR_ARRAY = "lod_tensor_array"
 
 
 def create_array(dtype):

@@ -28,112 +28,12 @@ from __future__ import annotations
 from typing import Iterable
 
 from placegroup.errors import ProgramError
-from placegroup.ir.framework import SELECTED_ROWS
 from placegroup.ir.op_proto import op_desc_text
+from placegroup.model.backward_blocks import append_block_grad
+from placegroup.model.grad_parts import (Grads, differentiable_inputs, leaves_wanting_grad, type_sparse_outputs,
+                                         vars_needing_grad)
 from placegroup.ops.registry import EMPTY_VAR, GradOpView, grad_name
 from placegroup.util.program_stats import ProgramStats
-
-
-def _differentiable_inputs(op) -> list[str]:
-    names = []
-    for s in op.opdef.inputs:
-        if not s.no_grad:
-            names += op.inputs.get(s.name, [])
-    return names
-
-
-def _vars_needing_grad(block, ops, params: set[str], no_grad: set[str]) -> set[str]:
-    need = set(params)
-    for op in ops:
-        if any(n in need for n in _differentiable_inputs(op)):
-            for n in op.output_arg_names:
-                v = block.var(n)
-                if n not in no_grad and not (v.stop_gradient and not v.is_parameter):
-                    need.add(n)
-    return need
-
-
-def _leaves_wanting_grad(block) -> set[str]:
-    """Vars no op writes that ask for a gradient (``stop_gradient=False``), as Fluid gives one:
-    typically a data var the user marked so, for the gradient of the loss with respect to the
-    input. Parameters are chosen by ``parameter_list`` instead, and other persistable vars
-    (learning rates, running statistics) never get one."""
-    written = {n for op in block.ops for n in op.output_arg_names}
-    leaves = set()
-    for op in block.ops:
-        for n in _differentiable_inputs(op):
-            if n in written or n in leaves or not block.has_var(n):
-                continue
-            v = block.var(n)
-            if not v.stop_gradient and not v.persistable and not v.is_parameter:
-                leaves.add(n)
-    return leaves
-
-
-class _Grads:
-    """Tracks the partial gradients of each var; ``finish`` turns them into ``x@GRAD``.
-
-    Every contribution is first written under a fresh name ``x@GRAD@RENAME@k``. When the
-    first reader of ``x@GRAD`` comes, a single part is renamed in place in the op that wrote
-    it, and several parts are summed by a ``sum`` op.
-    """
-
-    def __init__(self, block, callbacks=()) -> None:
-        self.block = block
-        self.callbacks = tuple(callbacks)  # NOTE(backward-callbacks)
-        self.parts: dict[str, list[str]] = {}
-        self.pending: set[str] = set()  # part names not yet renamed or summed
-        self.writer: dict[str, object] = {}  # part name -> the op that writes it
-        self.done: set[str] = set()
-
-    def _make(self, fwd: str, name: str, type: str | None = None) -> str:
-        v = self.block.var(fwd)
-        self.block.create_var(name, shape=v.shape, dtype=v.dtype, type=type or v.type, lod_level=v.lod_level)
-        return name
-
-    def name_for(self, fwd: str) -> str:
-        parts = self.parts.setdefault(fwd, [])
-        parts.append(self._make(fwd, f"{grad_name(fwd)}@RENAME@{len(parts)}"))
-        self.pending.add(parts[-1])
-        return parts[-1]
-
-    def wrote(self, op) -> None:
-        for n in op.output_arg_names:
-            if n in self.pending:
-                self.writer[n] = op
-
-    def finish(self, fwd: str) -> bool:
-        """Make ``fwd@GRAD`` from its parts; False if it has none."""
-        parts = self.parts.get(fwd)
-        if not parts:
-            return False
-        if fwd in self.done:
-            return True
-        final = grad_name(fwd)
-        # SelectedRows parts sum to a SelectedRows (NOTE(sum-sparse) in ops/math.py)
-        sparse = all(self.block.var(p).type == SELECTED_ROWS for p in parts)
-        self._make(fwd, final, SELECTED_ROWS if sparse else None)
-        if len(parts) == 1:
-            op = self.writer[parts[0]]
-            for slot, names in op.outputs.items():
-                op.outputs[slot] = [final if n == parts[0] else n for n in names]
-            self.block.remove_var(parts[0])
-        else:
-            self.block.append_op("sum", {"X": parts}, {"Out": [final]}, role="backward", infer=False)
-        self.parts[fwd] = [final]
-        self.done.add(fwd)
-        for cb in self.callbacks:
-            cb(block=self.block, context={final: fwd})
-        return True
-
-
-def _type_sparse_outputs(block, op) -> None:
-    """Outputs of a slot with ``sparse_if`` are SelectedRows when the op's attr says so."""
-    for s in op.opdef.outputs:
-        if s.sparse_if and op.attrs.get(s.sparse_if):
-            for n in op.outputs.get(s.name, ()):
-                if n != EMPTY_VAR:
-                    block.var(n).type = SELECTED_ROWS
 
 
 def append_backward(loss, parameter_list: Iterable | None = None, no_grad_set: Iterable | None = None,
@@ -167,7 +67,7 @@ def append_backward(loss, parameter_list: Iterable | None = None, no_grad_set: I
                         attrs={"shape": list(target.shape), "value": 1.0, "dtype": target.dtype,
                                "_loss": target.name}, infer=False)
 
-    leaves = _leaves_wanting_grad(block)
+    leaves = leaves_wanting_grad(block)
     grads, need = _walk(block, [loss], seed, params | leaves, no_grad_set,
                         "append_backward: no op of the program writes the loss", callbacks or ())
     for name in sorted(leaves & need):
@@ -256,51 +156,52 @@ def _walk(block, targets, seed, wanted: set, no_grad_set, unwritten: str, callba
         last = max(last, writers[-1])
     fwd_ops = [op for op in block.ops[: last + 1] if op.role == "forward"]
     no_grad = {getattr(n, "name", n) for n in (no_grad_set or ())}
-    need = _vars_needing_grad(block, fwd_ops, wanted, no_grad)
-    grads = _Grads(block, callbacks)
+    need = vars_needing_grad(block, fwd_ops, wanted, no_grad)
+    grads = Grads(block, callbacks)
     for t in targets:
         seed(t)
         grads.parts[t.name] = [grad_name(t.name)]
         grads.done.add(t.name)
-    for op in reversed(fwd_ops):
-        outs = [n for n in op.output_arg_names if n in grads.parts]
-        if not outs:
-            continue
-        if op.opdef.sub_block:
-            _refuse_gradient_through_block(block, op, outs)
-        wanted_here = frozenset(n for n in _differentiable_inputs(op) if n in need and n not in no_grad)
-        if not wanted_here or op.opdef.grad is None:
-            continue
-        silent = {n for slot in op.opdef.outputs if slot.no_grad for n in op.outputs.get(slot.name, ())}
-        for n in op.output_arg_names:
-            # an output nobody differentiated: its gradient is zero (none for a slot that never
-            # has one: batch_norm's running statistics, dropout's mask, an XShape)
-            if not grads.finish(n) and n not in silent:
-                v = block.var(n)
-                block.create_var(grad_name(n), shape=v.shape, dtype=v.dtype)
-                block.append_op("fill_zeros_like", {"X": [n]}, {"Out": [grad_name(n)]},
-                                role="backward", infer=False)
-                grads.parts[n] = [grad_name(n)]
-                grads.done.add(n)
-        view = GradOpView(op.type, op.inputs, op.outputs, op.attrs, wanted_here, grads.name_for)
-        for spec in op.opdef.grad(view):
-            new = block.append_op(spec.type, spec.inputs, spec.outputs, spec.attrs,
-                                  role="backward", infer=False)
-            grads.wrote(new)
-            _type_sparse_outputs(block, new)
+    _append_grad_ops(block, fwd_ops, grads, need, no_grad)
     return grads, need
 
 
-def _refuse_gradient_through_block(block, op, outs) -> None:
-    """The loss depends on what a control-flow op's block writes (``outs``): refuse when a value
-    that can carry a gradient (a parameter, or a var computed from one) enters the block, since
-    its gradient would be lost (while_grad and conditional_block_grad come next)."""
-    carried = sorted(n for n in op.input_arg_names if block.has_var(n) and not block.var(n).stop_gradient)
-    if carried:
-        raise NotImplementedError(
-            f"append_backward: the loss depends on {outs} written by `{op.type}` (block {op.attrs.get('sub_block')}), "
-            f"whose block reads {carried}: gradients through {op.type} are not implemented in placegroup yet. "
-            f"Compute what needs a gradient outside the loop or branch, or mark those vars stop_gradient=True")
+def _append_grad_ops(target, fwd_ops, grads, need, no_grad, outer=None, after=None) -> None:
+    """Append to ``target`` the grad ops of ``fwd_ops``, last first. ``outer``: in a block's
+    gradient, the vars of the blocks around it, whose writes start new parts (``renew``);
+    ``after(op)`` is called once each forward op is done with."""
+    for op in reversed(fwd_ops):
+        outs = [n for n in op.output_arg_names if n in grads.parts]
+        wanted_here = frozenset(n for n in differentiable_inputs(op) if n in need and n not in no_grad)
+        if outs and wanted_here and op.opdef.sub_block:
+            append_block_grad(target, op, grads, need, no_grad, wanted_here, _append_grad_ops)
+        elif outs and wanted_here and op.opdef.grad is not None:
+            silent = {n for slot in op.opdef.outputs if slot.no_grad for n in op.outputs.get(slot.name, ())}
+            for n in op.output_arg_names:
+                # an output nobody differentiated: its gradient is zero (none for a slot that never
+                # has one: batch_norm's running statistics, dropout's mask, an XShape)
+                if not grads.finish(n) and n not in silent:
+                    v = target.var(n)
+                    target.create_var(grad_name(n), shape=v.shape, dtype=v.dtype, type=v.type)
+                    target.append_op("fill_zeros_like", {"X": [n]}, {"Out": [grad_name(n)]},
+                                     role="backward", infer=False)
+                    grads.parts[n] = [grad_name(n)]
+                    grads.done.add(n)
+            for n in op.output_arg_names:
+                if n in op.input_arg_names or (outer is not None and n in outer):
+                    grads.renew(n)
+            view = GradOpView(op.type, op.inputs, op.outputs, op.attrs, wanted_here, grads.name_for)
+            for spec in op.opdef.grad(view):
+                new = target.append_op(spec.type, spec.inputs, spec.outputs, spec.attrs,
+                                       role="backward", infer=False)
+                grads.wrote(new)
+                type_sparse_outputs(target, new)
+        elif outer is not None:
+            for n in op.output_arg_names:
+                if n in outer:
+                    grads.renew(n)
+        if after is not None:
+            after(op)
 
 
 def gradients_of(block, names: Iterable[str]) -> dict:
