@@ -191,6 +191,54 @@ def lod_array_length(xp, ins, a, ctx):
     return {"Out": xp.asarray([len(ins["X"])], dtype=xp.int64)}
 
 
+def _joined_infer(ins, a):
+    x = ins["X"]
+    if x.shape is None:  # an array nothing was written into yet, as the program was built
+        return {}
+    shape = list(x.shape)
+    axis = a["axis"] % (len(shape) + (1 if a["use_stack"] else 0)) if shape else 0
+    if a["use_stack"]:
+        shape.insert(axis, -1)
+    elif shape:
+        shape[axis] = -1
+    return {"Out": Meta(tuple(shape), x.dtype), "OutIndex": Meta((-1,), "int32")}
+
+
+def _axis(a, ndim: int) -> int:
+    return a["axis"] % (ndim + 1 if a["use_stack"] else ndim)
+
+
+@register("tensor_array_to_tensor", ins=("X",), outs=("Out", Slot("OutIndex", no_grad=True)),
+          attrs={"axis": 0, "use_stack": False}, infer=_joined_infer, lod="drop",
+          grad=lambda op: [OpSpec("tensor_array_to_tensor_grad", {
+              "X": op.inputs["X"], "OutIndex": op.outputs["OutIndex"],
+              "Out" + GRAD_SUFFIX: [grad_name(op.outputs["Out"][0])]},
+              {"X" + GRAD_SUFFIX: [op.grad_of(op.inputs["X"][0])]}, dict(op.attrs))] if op.inputs["X"][0] in op.need else [])
+def tensor_array_to_tensor(xp, ins, a, ctx):
+    """Out = the array's tensors concatenated along ``axis`` (stacked with ``use_stack``);
+    OutIndex = each entry's size along ``axis``, int32 (when stacked too, as Fluid gives it)."""
+    arr = ins["X"]
+    if not arr or any(t is None for t in arr):
+        raise ValueError(f"tensor_array_to_tensor: every entry of the array must hold a tensor, got "
+                         f"{len(arr)} entries with {sum(t is None for t in arr)} empty")
+    axis = _axis(a, arr[0].ndim)
+    out = xp.stack(arr, axis) if a["use_stack"] else xp.concatenate(arr, axis)
+    sizes = [t.shape[axis] if axis < t.ndim else 1 for t in arr]  # stacked too, as Fluid counts
+    return {"Out": out, "OutIndex": np.asarray(sizes, np.int32)}
+
+
+@register("tensor_array_to_tensor_grad", ins=("X", "OutIndex", "Out@GRAD"), outs=("X@GRAD",),
+          attrs={"axis": 0, "use_stack": False}, infer=_no_outputs, lod="drop", role="backward")
+def tensor_array_to_tensor_grad(xp, ins, a, ctx):
+    """X@GRAD = Out@GRAD cut back into the array's entries."""
+    g, arr = ins["Out@GRAD"], ins["X"]
+    axis = _axis(a, arr[0].ndim)
+    if a["use_stack"]:
+        return {"X@GRAD": TensorArray(xp.take(g, i, axis=axis) for i in range(g.shape[axis]))}
+    cuts = np.cumsum(_host(ins["OutIndex"]))[:-1]
+    return {"X@GRAD": TensorArray(xp.split(g, [int(c) for c in cuts], axis=axis))}
+
+
 def truthy(op: str, cond, scalar: bool = True) -> bool:
     """Whether a condition holds: a [1] bool (``scalar``), else every tensor has elements."""
     if not scalar:

@@ -340,6 +340,77 @@ def test_ifelse_equals_fluid_1_8_5(tmp_path, fluid18_python):
         np.testing.assert_array_equal(ours[key], theirs[key], err_msg=key)
 
 
+PIECES_SCRIPT = HEAD + r'''
+cf = fluid.layers.control_flow
+with fluid.program_guard(main, startup):
+    x = fluid.layers.data("x", [3], dtype="float32")
+    mask = fluid.layers.less_than(fluid.layers.slice(x, axes=[1], starts=[0], ends=[1]),
+                                  fluid.layers.fill_constant([1], "float32", 0.0))
+    neg, pos = cf.split_lod_tensor(x, mask)
+    merged = cf.merge_lod_tensor(neg * 10.0, pos, x, mask)
+    i = fluid.layers.fill_constant([1], "int64", 0)
+    n = fluid.layers.fill_constant([1], "int64", 3)
+    arr = fluid.layers.create_array("float32")
+    c = fluid.layers.less_than(i, n)
+    loop = fluid.layers.While(c)
+    with cf.WhileGuard(loop):
+        fluid.layers.array_write(x * fluid.layers.cast(i + 1, "float32"), i, array=arr)
+        fluid.layers.increment(i, in_place=True)
+        fluid.layers.less_than(i, n, cond=c)
+    joined, sizes = fluid.layers.tensor_array_to_tensor(arr, axis=1)
+    stacked, ones = fluid.layers.tensor_array_to_tensor(arr, axis=0, use_stack=True)
+    flag = fluid.layers.reduce_sum(x) > 0.0
+    block = cf.ConditionalBlock([flag], is_scalar_condition=True)
+    with cf.ConditionalBlockGuard(block):
+        doubled = cf.copy_var_to_parent_block(x * 2.0, fluid.layer_helper.LayerHelper("pieces"))
+    k = fluid.layers.cast(flag, "int32")
+    outs = [fluid.default_main_program().global_block().create_var(name="sel%d" % j, shape=[-1, 3], dtype="float32")
+            for j in range(2)]
+    cf.select_output(x, outs, k)
+exe = fluid.Executor(fluid.CPUPlace())
+exe.run(startup)
+got = {}
+for step, xv in enumerate(spec["xs"]):
+    xv = np.array(xv, "float32")
+    names = ["neg", "pos", "merged", "joined", "sizes", "stacked", "ones"]
+    vals = exe.run(main, feed={"x": xv}, fetch_list=[neg, pos, merged, joined, sizes, stacked, ones])
+    if xv.sum() > 0:
+        names, vals = names + ["doubled", "sel"], vals + exe.run(main, feed={"x": xv}, fetch_list=[doubled, outs[1]])
+    for name, v in zip(names, vals):  # Fluid fetches a split with no rows as None
+        got["%s%d" % (name, step)] = np.zeros((0, 3), "float32") if v is None else np.array(v)
+np.savez(spec["out"], **got)
+'''
+
+
+def test_fluid_pieces_split_merge_select_and_join_as_numpy_says(tmp_path):
+    """split_lod_tensor, merge_lod_tensor, select_output, tensor_array_to_tensor, the guards and
+    copy_var_to_parent_block, as fluid.layers.control_flow has them."""
+    ours = run_reference(sys.executable, PIECES_SCRIPT, tmp_path, None, framework="placegroup", xs=IFELSE_XS)
+    for k, xv in enumerate(IFELSE_XS):
+        x = np.array(xv, "float32")
+        neg = x[:, 0] < 0
+        np.testing.assert_array_equal(ours[f"neg{k}"], x[neg])
+        np.testing.assert_array_equal(ours[f"merged{k}"], np.where(neg[:, None], x * 10, x))
+        np.testing.assert_array_equal(ours[f"joined{k}"], np.concatenate([x, 2 * x, 3 * x], axis=1))
+        np.testing.assert_array_equal(ours[f"stacked{k}"], np.stack([x, 2 * x, 3 * x]))
+        np.testing.assert_array_equal(ours[f"sizes{k}"], [3, 3, 3])
+        np.testing.assert_array_equal(ours[f"ones{k}"], [len(x)] * 3)
+        if x.sum() > 0:
+            np.testing.assert_array_equal(ours[f"doubled{k}"], 2 * x)
+            np.testing.assert_array_equal(ours[f"sel{k}"], x)
+
+
+@pytest.mark.paddle
+def test_fluid_pieces_equal_fluid_1_8_5(tmp_path, fluid18_python):
+    (tmp_path / "fluid").mkdir()
+    theirs = run_reference(fluid18_python, PIECES_SCRIPT, tmp_path / "fluid", None, framework="fluid", xs=IFELSE_XS)
+    ours = run_reference(sys.executable, PIECES_SCRIPT, tmp_path, None, framework="placegroup", xs=IFELSE_XS)
+    assert sorted(ours) == sorted(theirs)
+    for key in theirs:
+        assert ours[key].dtype == theirs[key].dtype, key
+        np.testing.assert_array_equal(ours[key], theirs[key], err_msg=key)
+
+
 def test_select_input_picks_the_input_its_mask_names():
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):

@@ -93,7 +93,24 @@ def _cond_in_loop(x):
     return L.mean(out)
 
 
-MODELS = {"array_loop": _array_loop, "loop_var": _loop_var, "cond_true": lambda x: _cond(x, 100.0),
+def _array_to_tensor(x):
+    """A loop's states joined by tensor_array_to_tensor, concatenated and stacked."""
+    i, n = L.fill_constant([1], "int64", 0), L.fill_constant([1], "int64", 3)
+    states = L.create_array("float64")
+    h = L.scale(x, 1.0)
+    cond = L.less_than(i, n)
+    loop = L.While(cond)
+    with loop.block():
+        L.assign(L.tanh(L.fc(h, 3, param_attr=fluid.ParamAttr(name="w"), bias_attr=False)), h)
+        L.array_write(h, i, array=states)
+        L.increment(i, in_place=True)
+        L.less_than(i, n, cond=cond)
+    joined, _ = L.tensor_array_to_tensor(states, axis=1)
+    stacked, _ = L.tensor_array_to_tensor(states, axis=0, use_stack=True)
+    return L.mean(L.elementwise_mul(joined, L.concat([x, x * 2.0, x * 3.0], axis=1))) + L.reduce_sum(stacked[2])
+
+
+MODELS = {"array_loop": _array_loop, "array_to_tensor": _array_to_tensor, "loop_var": _loop_var, "cond_true": lambda x: _cond(x, 100.0),
           "cond_false": lambda x: _cond(x, -100.0), "ifelse": _ifelse, "cond_in_loop": _cond_in_loop}
 
 

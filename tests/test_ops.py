@@ -246,6 +246,7 @@ OWNED_ELSEWHERE: dict[str, str] = {
                                                   "write_to_array", "read_from_array", "lod_array_length",
                                                   "split_lod_tensor", "merge_lod_tensor")},
     "select_output": "tests/test_control_flow_grad.py",  # select_input's gradient, through cond
+    "tensor_array_to_tensor": "tests/test_control_flow_grad.py",  # an array's value; and test_control_flow.py
 }
 
 

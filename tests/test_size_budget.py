@@ -128,7 +128,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # backward.py)
 # placegroup/: + ~380 for StaticRNN, unrolled into T copies of its step (layers/static_rnn.py, 40%
 # docstrings)
-BUDGET = {"placegroup": 36420, "executor": 3150, "ops": 13350, "comm": 2320}
+# placegroup/: + ~480 for basic_gru, basic_lstm and their units on StaticRNN (contrib/layers/rnn_impl.py, 45% docs)
+# placegroup/: + ~160 and ops/: + ~50 for the rest of fluid.layers.control_flow's names (split_lod_tensor,
+# merge_lod_tensor, select_output, copy_var_to_parent_block, the block guards) and tensor_array_to_tensor
+BUDGET = {"placegroup": 37060, "executor": 3150, "ops": 13400, "comm": 2320}
 PASS_LINES = 220
 
 

@@ -25,7 +25,7 @@ import contextlib
 import numpy as np
 
 from placegroup.ir import unique_name
-from placegroup.ir.framework import TENSOR_ARRAY, Variable
+from placegroup.ir.framework import TENSOR_ARRAY, Program, Variable
 from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers.ops import (equal, greater_equal, greater_than, increment, less_equal, less_than,
                                    logical_and, logical_not, not_equal)
@@ -297,12 +297,98 @@ def select_input(inputs, mask):
     return out
 
 
-def _to_parent(var, helper):
-    """A var of the parent block that holds ``var``'s value after the branch (Fluid's
-    copy_var_to_parent_block)."""
-    program = helper.main_program
-    parent = program.block(program.current_block().parent_idx)
-    out = parent.create_var(None, dtype=var.dtype, shape=var.shape, type=var.type)
+def select_output(input, outputs, mask):
+    """``outputs[mask] = input``: the one of ``outputs`` an int32 [1] ``mask`` picks gets
+    ``input``; the others are not written (``select_input``'s gradient). Returns ``outputs``.
+
+    Raises:
+        TypeError: ``input`` is not a Variable, ``outputs`` not a non-empty list of them, or
+            ``mask`` not int32.
+
+    Example::
+
+        fluid.layers.control_flow.select_output(x, [out_false, out_true], fluid.layers.cast(pred, "int32"))
+    """
+    if not isinstance(input, Variable):
+        raise TypeError(f"select_output: input must be a Variable, got {input!r}")
+    if not isinstance(outputs, (list, tuple)) or not outputs or not all(isinstance(v, Variable) for v in outputs):
+        raise TypeError(f"select_output: outputs must be a non-empty list of Variables, got {outputs!r}")
+    if not isinstance(mask, Variable) or mask.dtype != "int32":
+        raise TypeError(f"select_output: mask must be an int32 Variable, got {mask!r}")
+    LayerHelper("select_output").append_op("select_output", {"X": [input], "Mask": [mask]}, {"Out": list(outputs)})
+    return outputs
+
+
+def split_lod_tensor(input, mask, level: int = 0):
+    """``(the rows of input whose bool mask [N, 1] holds, the others)``, each in the rows' order:
+    what IfElse's ``input`` gives its two blocks. A batch of rows; ``level`` is Fluid's, for a
+    batch of sequences, which placegroup does not split yet.
+
+    Raises:
+        TypeError: ``input`` or ``mask`` is not a Variable, or ``mask`` is not bool.
+
+    Example::
+
+        positive, negative = fluid.layers.split_lod_tensor(x, fluid.layers.greater_than(col, zero))
+    """
+    _rows_check("split_lod_tensor", input, mask)
+    helper = LayerHelper("split_lod_tensor")
+    halves = [helper.create_variable_for_type_inference(input.dtype) for _ in range(2)]
+    helper.append_op("split_lod_tensor", {"X": [input], "Mask": [mask]},
+                     {"OutTrue": [halves[0]], "OutFalse": [halves[1]]}, {"level": int(level)})
+    return tuple(halves)
+
+
+def merge_lod_tensor(in_true, in_false, x, mask, level: int = 0):
+    """The rows of ``in_true`` where the bool ``mask`` [N, 1] holds and of ``in_false``
+    elsewhere, in the rows' order: the inverse of ``split_lod_tensor`` (``x`` is the batch that
+    was split, as in Fluid).
+
+    Raises:
+        TypeError: an argument is not a Variable, or ``mask`` is not bool.
+
+    Example::
+
+        out = fluid.layers.merge_lod_tensor(positive * 2.0, negative, x, mask)
+    """
+    _rows_check("merge_lod_tensor", x, mask)
+    for name, v in (("in_true", in_true), ("in_false", in_false)):
+        if not isinstance(v, Variable):
+            raise TypeError(f"merge_lod_tensor: {name} must be a Variable, got {v!r}")
+    helper = LayerHelper("merge_lod_tensor")
+    out = helper.create_variable_for_type_inference(in_true.dtype)
+    helper.append_op("merge_lod_tensor", {"X": [x], "Mask": [mask], "InTrue": [in_true], "InFalse": [in_false]},
+                     {"Out": [out]}, {"level": int(level)})
+    return out
+
+
+def _rows_check(layer: str, x, mask) -> None:
+    if not isinstance(x, Variable):
+        raise TypeError(f"{layer}: the input must be a Variable, got {x!r}")
+    if not isinstance(mask, Variable) or mask.dtype != "bool":
+        raise TypeError(f"{layer}: mask must be a bool Variable, got {mask!r}")
+
+
+def copy_var_to_parent_block(var, layer_helper):
+    """A var of the parent block that holds ``var``'s value after the block being built (an
+    ``assign`` to it, appended here); None for None. What ``cond`` hands its branches' results
+    out with.
+
+    Raises:
+        ValueError: called outside a sub-block.
+
+    Example::
+
+        with fluid.layers.control_flow.ConditionalBlock([flag], is_scalar_condition=True).block():
+            out = copy_var_to_parent_block(x * 2.0, LayerHelper("branch"))
+    """
+    if var is None:
+        return None
+    program = layer_helper.main_program
+    parent_idx = program.current_block().parent_idx
+    if parent_idx < 0:
+        raise ValueError("copy_var_to_parent_block: the current block is the global block, which has no parent")
+    out = program.block(parent_idx).create_var(None, dtype=var.dtype, shape=var.shape, type=var.type)
     assign(var, out)
     return out
 
@@ -340,7 +426,7 @@ def _branch(pred_var, fn, helper):
     with ConditionalBlock([pred_var], is_scalar_condition=True).block():
         got = fn()
         if got is not None:
-            outs = [_to_parent(v, helper) for v in (got if isinstance(got, (list, tuple)) else [got])]
+            outs = [copy_var_to_parent_block(v, helper) for v in (got if isinstance(got, (list, tuple)) else [got])]
     return got, outs
 
 
@@ -481,13 +567,7 @@ class IfElse:
                              f"{len(false_outs)}; they must give as many")
         if not false_outs or not true_outs:
             return list(false_outs or true_outs)
-        merged = []
-        for f, t in zip(false_outs, true_outs):
-            out = self.helper.create_variable_for_type_inference(t.dtype)
-            self.helper.append_op("merge_lod_tensor", {"X": [self.cond], "Mask": [self.cond], "InTrue": [t],
-                                                       "InFalse": [f]}, {"Out": [out]}, {"level": 0})
-            merged.append(out)
-        return merged
+        return [merge_lod_tensor(t, f, self.cond, self.cond) for f, t in zip(false_outs, true_outs)]
 
 
 def case(pred_fn_pairs, default=None, name=None):
@@ -573,3 +653,76 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
     mask = cast(pred, "int32")
     merged = [select_input([f, t], mask) for f, t in zip(false_out, true_out)]
     return merged[0] if len(merged) == 1 else merged
+
+
+# -- Fluid's block guards: the ``with`` objects its layers open blocks with -------------------
+
+class BlockGuard:
+    """``with BlockGuard(program):`` builds a new block of ``program`` (a child of the current
+    one); the block before it is current again after. The guards below open a layer's block.
+
+    Raises:
+        TypeError: ``main_program`` is not a Program.
+    """
+
+    def __init__(self, main_program) -> None:
+        if not isinstance(main_program, Program):
+            raise TypeError("BlockGuard takes a program")
+        self.main_program = main_program
+
+    def __enter__(self):
+        self.main_program._create_block()
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        self.main_program._rollback()
+        return False
+
+
+class _LayerGuard:
+    """A guard over a layer's own block context (``self._cm``), as Fluid's guards wrap theirs."""
+
+    _cm = None
+
+    def __enter__(self):
+        return self._cm.__enter__()
+
+    def __exit__(self, exc_type, exc_val, exc_tb):
+        return self._cm.__exit__(exc_type, exc_val, exc_tb)
+
+
+class WhileGuard(_LayerGuard):
+    """``with WhileGuard(loop):`` is ``with loop.block():``."""
+
+    def __init__(self, while_op) -> None:
+        if not isinstance(while_op, While):
+            raise TypeError("WhileGuard takes a while op")
+        self._cm = while_op.block()
+
+
+class ConditionalBlockGuard(_LayerGuard):
+    """``with ConditionalBlockGuard(cb):`` is ``with cb.block():``."""
+
+    def __init__(self, block) -> None:
+        if not isinstance(block, ConditionalBlock):
+            raise TypeError(f"ConditionalBlockGuard: block must be a ConditionalBlock, got {block!r}")
+        self._cm = block.block()
+
+
+class IfElseBlockGuard(_LayerGuard):
+    """``with IfElseBlockGuard(True, ie):`` is ``with ie.true_block():`` (False: the false block)."""
+
+    def __init__(self, is_true: bool, ifelse) -> None:
+        if not isinstance(ifelse, IfElse):
+            raise TypeError("ifelse must be an instance of IfElse class")
+        if ifelse.status != IfElse.OUT_IF_ELSE_BLOCKS:
+            raise ValueError("You cannot invoke IfElse.block() inside a block")
+        self._cm = ifelse.true_block() if is_true else ifelse.false_block()
+
+
+class BlockGuardWithCompletion(_LayerGuard):
+    """``with BlockGuardWithCompletion(rnn):`` is ``with rnn.step():`` (a StaticRNN)."""
+
+    def __init__(self, rnn) -> None:
+        if not isinstance(rnn, StaticRNN):
+            raise TypeError("BlockGuardWithCompletion takes a StaticRNN")
+        self._cm = rnn.step()

@@ -14,7 +14,10 @@ reads:
 * for every other var made inside the step: the copy's own var, named ``<name>@step<t>``.
 
 Parameters (fc weights, ...) are made once, in the global block, with Fluid's names, and every
-copy reads them. Each step output is ``stack``-ed along axis 0 after the copies. The program
+copy reads them. A random op of the step (``dropout``, ``uniform_random``, ...) whose seed is not
+fixed gets a seed of its own in each copy after the first, derived from its seed and the step,
+so each step draws anew, as Fluid's ``recurrent`` op does when it runs the op again each step;
+a seed the user fixed stays the same in every copy, as it does there. Each step output is ``stack``-ed along axis 0 after the copies. The program
 thus holds only ordinary ops, so ``append_backward`` differentiates it with their own gradient
 rules; a parameter's gradient is the sum over the copies (its fan-in). The price: the program
 holds T copies of the step, and T must be known when the program is built.
@@ -22,6 +25,7 @@ holds T copies of the step, and T must be known when the program is built.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 
 from placegroup.datafeed.dtype_checks import check_type
 from placegroup.errors import ProgramError
@@ -357,7 +361,7 @@ def unroll(step, parent, seq_len: int, inputs, links, outputs) -> None:
             for op in step.ops:
                 copy = parent.append_op(op.type, {s: [at(n, t) for n in ns] for s, ns in op.inputs.items()},
                                         {s: [at(n, t) for n in ns] for s, ns in op.outputs.items()},
-                                        dict(op.attrs), role=op.role, place=op.place)
+                                        _step_seed(op.attrs, t), role=op.role, place=op.place)
                 copy.edges, copy.param = dict(op.edges), op.param
         for inner, outer in outputs:
             parent.append_op("stack", {"X": [at(inner.name, t) for t in range(seq_len)]}, {"Y": [outer]}, {"axis": 0})
@@ -367,6 +371,16 @@ def unroll(step, parent, seq_len: int, inputs, links, outputs) -> None:
         parent.vars.update(kept_vars)
         parent.program._bump()
         raise
+
+
+def _step_seed(attrs, t: int) -> dict:
+    """The attrs of step ``t``'s copy of an op: a random op whose seed is not fixed (dropout
+    without ``fix_seed``, a random op with ``per_step``) gets its own seed after step 0."""
+    attrs = dict(attrs)
+    if t and attrs.get("seed") and not attrs.get("fix_seed", False) and attrs.get("per_step", True):
+        digest = hashlib.blake2b(f"{attrs['seed']}@step{t}".encode(), digest_size=4).digest()
+        attrs["seed"] = int.from_bytes(digest, "little") & 0x7FFFFFFF or 1
+    return attrs
 
 
 def _copy_var(block, var, name: str) -> None:

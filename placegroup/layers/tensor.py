@@ -22,7 +22,7 @@ import hashlib
 import numpy as np
 
 from placegroup.ir import unique_name
-from placegroup.ir.framework import Variable, normalize_dtype
+from placegroup.ir.framework import TENSOR_ARRAY, Variable, normalize_dtype
 from placegroup.model.initializer import ConstantInitializer
 from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers.file_ops import load_combine, save, save_combine  # noqa: F401  (Fluid binds them here)
@@ -31,7 +31,7 @@ from placegroup.model.param_attr import ParamAttr
 __all__ = ["create_tensor", "create_parameter", "create_global_var", "cast", "concat", "sums", "assign",
            "fill_constant", "zeros", "ones", "eye", "linspace", "full", "full_like", "arange", "gaussian_random",
            "uniform_random", "gaussian_random_batch_size_like", "uniform_random_batch_size_like", "randint", "randn",
-           "randperm", "sampling_id", "random_crop"]
+           "randperm", "sampling_id", "random_crop", "tensor_array_to_tensor"]
 
 
 def create_tensor(dtype, name=None, persistable: bool = False):
@@ -530,3 +530,30 @@ def random_crop(x, shape, seed=None):
     helper.append_op("random_crop", inputs, outputs,
                      {"shape": _like_shape("random_crop", shape), "startup_seed": start})
     return out
+
+
+def tensor_array_to_tensor(input, axis: int = 1, name=None, use_stack: bool = False):
+    """The tensors of the tensor array ``input`` concatenated along ``axis`` (stacked along a new
+    ``axis`` with ``use_stack``), and each entry's size along ``axis`` (int32, also when stacked, as
+    Fluid gives it).
+
+    Returns:
+        ``(Variable, Variable)``: the joined tensor and the sizes.
+
+    Raises:
+        TypeError: ``input`` is not a tensor-array Variable.
+
+    Example::
+
+        arr = fluid.layers.array_write(x0, i0)
+        fluid.layers.array_write(x1, i1, array=arr)
+        joined, sizes = fluid.layers.tensor_array_to_tensor(arr, axis=0)   # [x0; x1], [n0, n1]
+    """
+    if not isinstance(input, Variable) or input.type != TENSOR_ARRAY:
+        raise TypeError(f"tensor_array_to_tensor: input must be a tensor array (create_array), got {input!r}")
+    helper = LayerHelper("tensor_array_to_tensor", name=name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    index = helper.create_variable_for_type_inference("int32", stop_gradient=True)
+    helper.append_op("tensor_array_to_tensor", {"X": [input]}, {"Out": [out], "OutIndex": [index]},
+                     {"axis": int(axis), "use_stack": bool(use_stack)})
+    return out, index
