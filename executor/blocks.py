@@ -110,6 +110,8 @@ def _add(a, b):
             elif v is not None:
                 out[i] = v if out[i] is None else out[i] + v
         return out
+    if is_lod_tensor(a):  # a static input's gradient: every run's has the input's rows and LoD
+        return a.with_data(a.data + (b.data if is_lod_tensor(b) else b))
     return a + b
 
 
@@ -158,13 +160,14 @@ class BlockGrad:
 
     def __init__(self, op, body: list, own: frozenset, x_slot: str) -> None:
         self.body, self.own = body, own
-        fwd_of = {grad_name(n): n for n in op.inputs.get("Out", ())}
+        outs = set(op.inputs.get("Out", ()))
         outer = op.inputs.get("Out" + GRAD_SUFFIX, [])
         inner = op.attrs.get("original_output_grad") or outer
-        ogs = [(o, i, fwd_of.get(i, i)) for o, i in zip(outer, inner)]
-        pairs = [(x, g, grad_name(x)) for x, g in zip(op.inputs.get(x_slot, ()), op.outputs.get(x_slot + GRAD_SUFFIX, ()))
-                 if g != EMPTY_VAR]
-        outs = set(op.inputs.get("Out", ()))
+        # each output gradient's forward var: x@GRAD's x (x@GRAD@PLACE1's x@PLACE1, per place)
+        ogs = [(o, i, o.replace(GRAD_SUFFIX, "", 1)) for o, i in zip(outer, inner)]
+        xs = op.inputs.get(x_slot, ())
+        inner_x = op.attrs.get("original_input_grad") or [grad_name(x) for x in xs]
+        pairs = [(x, g, i) for x, g, i in zip(xs, op.outputs.get(x_slot + GRAD_SUFFIX, ()), inner_x) if g != EMPTY_VAR]
         self.carried = tuple(p for p in pairs if p[0] in outs)
         self.summed = tuple(p for p in pairs if p[0] not in outs)
         seeded = {i for _, i, _ in ogs}

@@ -25,12 +25,8 @@ from __future__ import annotations
 import numpy as np
 
 from placegroup.ops.registry import EMPTY_VAR, GRAD_SUFFIX, Meta, OpSpec, Slot, check, grad_name, register
-from placegroup.values import TensorArray, is_lod_tensor
+from placegroup.values import TensorArray, host_array, is_lod_tensor
 
-
-def _host(x) -> np.ndarray:
-    """A small value (a condition, a mask) on the host: a cupy array copied there."""
-    return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else np.asarray(x)
 
 
 def _runs_in_executor(xp, ins, a, ctx):
@@ -57,13 +53,14 @@ register("conditional_block", ins=(Slot("Cond", duplicable=True, no_grad=True),
 register("while_grad", ins=(Slot("X", duplicable=True, dispensable=True), Slot("Out", duplicable=True, dispensable=True),
                             Slot("Out" + GRAD_SUFFIX, duplicable=True, dispensable=True), Slot("StepScopes")),
          outs=(Slot("X" + GRAD_SUFFIX, duplicable=True, dispensable=True),),
-         attrs={"sub_block": -1, "is_test": False, "original_output_grad": []}, sub_block=True,
+         attrs={"sub_block": -1, "is_test": False, "original_output_grad": [], "original_input_grad": []}, sub_block=True,
          lod="drop", role="backward")(_runs_in_executor)
 register("conditional_block_grad", ins=(Slot("Cond", duplicable=True), Slot("Input", duplicable=True, dispensable=True),
                                         Slot("Out", duplicable=True, dispensable=True),
                                         Slot("Out" + GRAD_SUFFIX, duplicable=True, dispensable=True), Slot("Scope")),
          outs=(Slot("Input" + GRAD_SUFFIX, duplicable=True, dispensable=True),),
-         attrs={"sub_block": -1, "is_scalar_condition": False, "original_output_grad": []}, sub_block=True,
+         attrs={"sub_block": -1, "is_scalar_condition": False, "original_output_grad": [], "original_input_grad": []},
+         sub_block=True,
          lod="drop", role="backward")(_runs_in_executor)
 
 
@@ -123,17 +120,25 @@ def _write_grad(op):
                    outs)]
 
 
+def _array_lod(levels, a):
+    """NOTE(lod-rule): an array holds what is written into it, LoD included: its var gets the
+    lod_level of X (write_to_array), and what is read from it that of the array (read_from_array)."""
+    return {"Out": (levels.get("X") or [0])[0]}
+
+
 @register("write_to_array", ins=("X", Slot("I", no_grad=True), "Array"), outs=("Out",),
-          infer=lambda ins, a: {"Out": ins["X"]}, inplace={"Out": "Array"}, lod="drop", grad=_write_grad)
+          infer=lambda ins, a: {"Out": ins["X"]}, inplace={"Out": "Array"}, lod=_array_lod, wants_lod=("X",),
+          grad=_write_grad)
 def write_to_array(xp, ins, a, ctx):
-    """Out = Array with X at index I (NOTE(tensor-array-value))."""
+    """Out = Array with X at index I (NOTE(tensor-array-value)); a sequence keeps its LoD."""
     i = _index("write_to_array", ins["I"])
     if i < 0:
         raise ValueError(f"write_to_array: index {i} is negative")
     arr = ins["Array"] if ctx.inplace else TensorArray(ins["Array"])
     while len(arr) <= i:
         arr.append(None)
-    arr[i] = ins["X"]
+    x = ins["X"]
+    arr[i] = x if not is_lod_tensor(x) or x.offsets else x.data
     return {"Out": arr}
 
 
@@ -161,7 +166,7 @@ def write_to_array_grad(xp, ins, a, ctx):
 
 
 @register("read_from_array", ins=("X", Slot("I", no_grad=True)), outs=("Out",),
-          infer=lambda ins, a: {"Out": ins["X"]}, lod="drop",
+          infer=lambda ins, a: {"Out": ins["X"]}, lod=_array_lod, wants_lod=("X",),
           grad=lambda op: [OpSpec("read_from_array_grad", {"I": op.inputs["I"], "Out" + GRAD_SUFFIX: [
               grad_name(op.outputs["Out"][0])]}, {"X" + GRAD_SUFFIX: [op.grad_of(op.inputs["X"][0])]})]
           if op.inputs["X"][0] in op.need else [])
@@ -217,7 +222,7 @@ def _axis(a, ndim: int) -> int:
 def tensor_array_to_tensor(xp, ins, a, ctx):
     """Out = the array's tensors concatenated along ``axis`` (stacked with ``use_stack``);
     OutIndex = each entry's size along ``axis``, int32 (when stacked too, as Fluid gives it)."""
-    arr = ins["X"]
+    arr = [t.data if is_lod_tensor(t) else t for t in ins["X"]]
     if not arr or any(t is None for t in arr):
         raise ValueError(f"tensor_array_to_tensor: every entry of the array must hold a tensor, got "
                          f"{len(arr)} entries with {sum(t is None for t in arr)} empty")
@@ -235,7 +240,7 @@ def tensor_array_to_tensor_grad(xp, ins, a, ctx):
     axis = _axis(a, arr[0].ndim)
     if a["use_stack"]:
         return {"X@GRAD": TensorArray(xp.take(g, i, axis=axis) for i in range(g.shape[axis]))}
-    cuts = np.cumsum(_host(ins["OutIndex"]))[:-1]
+    cuts = np.cumsum(host_array(ins["OutIndex"]))[:-1]
     return {"X@GRAD": TensorArray(xp.split(g, [int(c) for c in cuts], axis=axis))}
 
 
@@ -244,7 +249,7 @@ def truthy(op: str, cond, scalar: bool = True) -> bool:
     if not scalar:
         return all(int(np.prod(getattr(c.data if is_lod_tensor(c) else c, "shape", (1,)))) > 0 for c in cond)
     c = cond[0] if isinstance(cond, list) else cond
-    c = _host(c.data if is_lod_tensor(c) else c)
+    c = host_array(c.data if is_lod_tensor(c) else c)
     if c.size != 1:
         raise ValueError(f"{op}: the condition must hold one bool, got {c.dtype}{list(c.shape)}")
     return bool(c.reshape(-1)[0])
@@ -256,7 +261,7 @@ def _rows_mask(op: str, x, mask):
     if is_lod_tensor(x):
         raise NotImplementedError(f"{op}: splitting a sequence batch (a LoDTensor) by a mask is not implemented "
                                   f"in placegroup yet; IfElse takes a batch of rows")
-    m = _host(mask).reshape(-1).astype(bool)
+    m = host_array(mask).reshape(-1).astype(bool)
     if m.shape[0] != x.shape[0]:
         raise ValueError(f"{op}: Mask has {m.shape[0]} rows, X has {x.shape[0]}")
     return m

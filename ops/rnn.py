@@ -512,7 +512,7 @@ _GRU_UNIT_ATTRS = {"activation": 2, "gate_activation": 1, "origin_mode": False}
 
 @register("gru_unit", ins=("Input", "HiddenPrev", "Weight", Slot("Bias", dispensable=True)),
           outs=(Slot("Gate", no_grad=True), Slot("ResetHiddenPrev", no_grad=True), "Hidden"),
-          attrs=_GRU_UNIT_ATTRS, infer=_gru_unit_infer,
+          attrs=_GRU_UNIT_ATTRS, infer=_gru_unit_infer, lod="drop",  # Fluid's GRUUnitOp shares no LoD
           grad=grad_of(("Input", "HiddenPrev", "Weight", "Bias"), out="Hidden", outs=("Gate", "ResetHiddenPrev")))
 def gru_unit(xp, ins, a, ctx):
     """One GRU step (NOTE(rnn-gates)); Gate holds the activated [u, r, c]."""

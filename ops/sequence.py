@@ -50,7 +50,7 @@ from typing import Callable
 import numpy as np
 
 from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, grad_of, register
-from placegroup.values import LoDTensor, scatter_add
+from placegroup.values import LoDTensor, host_array, scatter_add
 
 POOL_TYPES = ("AVERAGE", "SUM", "SQRT", "MAX", "LAST", "FIRST")
 
@@ -287,10 +287,6 @@ def lod_at_most(op: str, slot: str, most: int, out: dict) -> Callable:
 
     return rule
 
-
-def _host(a) -> np.ndarray:
-    """A small index array on the host (a cupy array's ``.get()``)."""
-    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 # -- sequence_conv ---------------------------------------------------------------------------
@@ -623,8 +619,8 @@ def _slice_infer(ins, a):
 def _slice_index(op: str, x, off, length):
     """(gather index into X's rows, Out's offsets): NOTE(seq-slice)."""
     o = one_level(op, x)
-    off = _host(off).reshape(-1).astype(np.int64)
-    length = _host(length).reshape(-1).astype(np.int64)
+    off = host_array(off).reshape(-1).astype(np.int64)
+    length = host_array(length).reshape(-1).astype(np.int64)
     n = o.shape[0] - 1
     if off.shape[0] != n or length.shape[0] != n:
         raise ValueError(f"{op}: X has {n} sequences but Offset has {off.shape[0]} and Length {length.shape[0]} "

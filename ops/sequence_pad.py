@@ -34,13 +34,10 @@ import numpy as np
 from placegroup.errors import ProgramError
 from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, register
 from placegroup.ops.sequence import last_level
-from placegroup.values import LoDTensor, as_host
+from placegroup.values import LoDTensor, host_array
 
 INTS = ("int32", "int64")
 
-
-def _host(a) -> np.ndarray:
-    return np.asarray(as_host(a))
 
 
 def top_rows(op: str, x) -> np.ndarray:
@@ -129,7 +126,7 @@ def _unpad_infer(ins, a):
 
 
 def _lengths(x, length) -> np.ndarray:
-    lens = _host(length).reshape(-1).astype(np.int64)
+    lens = host_array(length).reshape(-1).astype(np.int64)
     if lens.shape[0] != x.shape[0] or (lens < 0).any() or (lens > x.shape[1]).any():
         raise ValueError(f"sequence_unpad: Length {lens.tolist()[:8]} must hold one length in [0, {x.shape[1]}] "
                          f"per row of X{list(x.shape)}")
@@ -187,7 +184,7 @@ def sequence_mask(xp, ins, a, ctx):
     """Y[..., j] = j < X[...], for j < maxlen (MaxLenTensor, the attr, or else max(X))."""
     x = ins["X"]
     m = ins.get("MaxLenTensor")
-    m = int(_host(m).reshape(-1)[0]) if m is not None else a["maxlen"]
+    m = int(host_array(m).reshape(-1)[0]) if m is not None else a["maxlen"]
     if m == -1:
         m = int(x.max()) if x.size else 0
     return {"Y": (xp.arange(m) < x[..., None]).astype(a["out_dtype"])}
@@ -288,7 +285,7 @@ def lod_reset(xp, ins, a, ctx):
         if int(y.offsets[-1][-1]) != rows:
             raise ValueError(f"lod_reset: Y's LoD {y.lod()} ends at {int(y.offsets[-1][-1])}, but X has {rows} rows")
         return {"Out": LoDTensor(data, y.offsets, check=False)}
-    level = _host(y.data if isinstance(y, LoDTensor) else y).reshape(-1) if y is not None else \
+    level = host_array(y.data if isinstance(y, LoDTensor) else y).reshape(-1) if y is not None else \
         np.asarray(a["target_lod"])
     level = level.astype(np.int64)
     if level.size < 2 or level[0] != 0 or level[-1] != rows or (np.diff(level) < 0).any():
@@ -333,7 +330,7 @@ def _scatter_at(op: str, x, ids) -> np.ndarray:
     width = int(np.prod(x.shape[1:], dtype=np.int64))
     if len(o) - 1 > n:
         raise ValueError(f"{op}: Ids has {len(o) - 1} sequences but X has {n} rows")
-    col = _host(ids.data).reshape(-1).astype(np.int64)
+    col = host_array(ids.data).reshape(-1).astype(np.int64)
     if col.size and (col.min() < 0 or col.max() >= width):
         raise ValueError(f"{op}: Ids must lie in [0, {width}), got values in [{col.min()}, {col.max()}]")
     return np.repeat(np.arange(len(o) - 1), o[1:] - o[:-1]) * width + col

@@ -27,7 +27,7 @@ Thread-safety: a SelectedRows is a plain value; its methods never write into its
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy
 
@@ -418,6 +418,11 @@ def as_host(value: Any) -> Any:
     return value.get() if hasattr(value, "get") else value
 
 
+def host_array(value: Any) -> numpy.ndarray:
+    """A small array (a condition, ids, lengths) as a numpy array on the host."""
+    return numpy.asarray(as_host(value))
+
+
 def to_device(xp, value: Any) -> Any:
     """A received value on the executor's device (``xp`` numpy: as it is)."""
     if xp is numpy or value is None:
@@ -451,6 +456,15 @@ class TensorArray(list):
     """The value of a tensor-array var (Fluid's ``LoDTensorArray`` in a program: ``create_array``,
     ``array_write``, ``array_read``): a list of tensors, index i the i-th written. The ops that
     write one give a new list unless the executor lets them update it in place."""
+
+
+class LoDRankTable(NamedTuple):
+    """The value of a ``lod_rank_table`` var: a batch's sequences ranked by length, longest first
+    (NOTE(rank-table) in ops/lod_rank.py). ``index[r]`` is the sequence at rank r, ``length[r]``
+    its length; both int64 arrays."""
+
+    index: numpy.ndarray
+    length: numpy.ndarray
 
 
 def is_tensor_array(x) -> bool:

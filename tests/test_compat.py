@@ -79,12 +79,12 @@ def test_paddle_fluid_builds_a_model(aliased):
 
 
 @pytest.mark.parametrize("expr, label", [
-    ("fluid.layers.DynamicRNN", "fluid.layers.DynamicRNN"),  # control flow still to come, detection and dygraph: out of scope
+    ("fluid.layers.roi_pool", "fluid.layers.roi_pool"),  # detection and dygraph: out of scope
     ("fluid.layers.multiclass_nms", "fluid.layers.multiclass_nms"),
     ("fluid.dygraph", "fluid.dygraph"),
     ("fluid.optimizer.PipelineOptimizer", "fluid.optimizer.PipelineOptimizer"),
     ("fluid.metrics.DetectionMAP", "fluid.metrics.DetectionMAP"),
-    ("fluid.layers.beam_search", "fluid.layers.beam_search"),
+    ("fluid.layers.io.ListenAndServ", "fluid.layers.io.ListenAndServ"),
 ])
 def test_a_fluid_name_placegroup_lacks_says_so(expr, label):
     with pytest.raises(NotImplementedError, match=re.escape(f"placegroup does not implement {label}") + "( yet|: )"):
@@ -153,4 +153,4 @@ def test_the_compat_table_is_generated_from_the_code():
     assert page == compat_table.render(), \
         "docs/fluid_compat.md is out of date: run `python -m placegroup.tools.compat_table`"
     layers = compat_table.coverage()["fluid.layers"]
-    assert "fc" in layers.present and layers.excluded["DynamicRNN"].category == "control-flow"
+    assert "fc" in layers.present and layers.excluded["roi_pool"].category == "detection"

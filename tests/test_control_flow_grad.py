@@ -314,6 +314,18 @@ def test_the_examples_train_as_2_trainers_and_2_pservers_equal_to_one_process(mo
         np.testing.assert_allclose(cluster.params[0][name], value, rtol=1e-5, atol=1e-7, err_msg=name)
 
 
+@pytest.mark.parametrize("model", ["rnn", "ifelse"])
+def test_the_examples_train_over_two_places_as_on_one(model):
+    """CompiledProgram.with_data_parallel writes the loop, its gradient block and the branches
+    out per place (NOTE(data-parallel))."""
+    example = _example()
+    batches = example.batches(model, 4, 16)
+    one = run_local(lambda: example.build(model), batches)
+    two = run_local(lambda: example.build(model), batches, places=2)
+    for name, value in one.params[0].items():
+        np.testing.assert_allclose(two.params[0][name], value, rtol=1e-5, atol=1e-7, err_msg=name)
+
+
 # -- select_output ---------------------------------------------------------------------------
 
 def test_select_output_writes_only_the_output_its_mask_names():

@@ -82,14 +82,15 @@ def test_a_path_fluid_1_5_had_and_1_7_moved_is_the_object_at_its_new_path():
                 with pytest.raises(NotImplementedInPlacegroup, match=f"{label}.{name}"):
                     getattr(module, name)
     nn = placegroup.layers.nn
-    assert nn.dynamic_gru is placegroup.layers.rnn.dynamic_gru is placegroup.layers.dynamic_gru
+    assert nn.dynamic_gru is facade("fluid.layers.rnn").dynamic_gru is placegroup.layers.dynamic_gru
+    assert placegroup.layers.rnn is facade("fluid.layers.rnn").rnn  # Fluid binds the function over the module
     assert nn.sequence_pool is placegroup.layers.sequence_lod.sequence_pool
     assert placegroup.layers.ops.uniform_random is nn.uniform_random
 
 
 def test_a_name_or_module_left_out_says_why():
-    with pytest.raises(NotImplementedInPlacegroup, match=r"fluid.layers.DynamicRNN: control-flow blocks .*control-flow"):
-        placegroup.layers.DynamicRNN  # noqa: B018
+    with pytest.raises(NotImplementedInPlacegroup, match=r"fluid.layers.roi_pool: .*detection"):
+        placegroup.layers.roi_pool  # noqa: B018
     with pytest.raises(NotImplementedInPlacegroup, match=r"fluid.Conv2D: imperative mode \(dygraph"):
         placegroup.Conv2D  # noqa: B018
     alias_paddle()
@@ -108,8 +109,8 @@ def test_a_layer_module_has_fluids_names_as_the_same_objects_and_the_rest_say_so
     assert nn.reduce_max is placegroup.layers.reduce_max and nn.cos_sim is placegroup.layers.cos_sim
     assert control_flow.less_than is placegroup.layers.less_than
     assert sequence_lod.sequence_pool is placegroup.layers.sequence_pool
-    with pytest.raises(NotImplementedInPlacegroup, match="fluid.layers.control_flow.DynamicRNN"):
-        control_flow.DynamicRNN  # noqa: B018
+    with pytest.raises(NotImplementedInPlacegroup, match="fluid.layers.nn.roi_pool"):
+        nn.roi_pool  # noqa: B018
     with pytest.raises(AttributeError, match="no attribute 'not_a_fluid_name'"):
         nn.not_a_fluid_name  # noqa: B018
 

@@ -201,7 +201,7 @@ CHUNK_CASES = [{'scheme': 'IOB',
 
 
 def test_each_name_is_one_object_at_every_path_fluid_binds_it_to():
-    from placegroup.compat import alias_paddle
+    from placegroup.compat import alias_paddle, facade
 
     alias_paddle()
     import paddle.fluid.contrib.extend_optimizer.extend_optimizer_with_weight_decay as ewd
@@ -213,7 +213,8 @@ def test_each_name_is_one_object_at_every_path_fluid_binds_it_to():
     for name in ("chunk_eval", "im2sequence", "row_conv", "filter_by_instag"):
         assert getattr(L.nn, name) is getattr(L, name)
     assert L.nn.PyFuncRegistry is __import__("placegroup.layers.py_func", fromlist=["x"]).PyFuncRegistry
-    assert L.rnn.dynamic_lstmp is L.dynamic_lstmp and L.rnn.lstm is L.lstm
+    rnn_module = facade("fluid.layers.rnn")  # L.rnn is the function rnn, bound over the module as in Fluid
+    assert rnn_module.dynamic_lstmp is L.dynamic_lstmp and rnn_module.lstm is L.lstm and rnn_module.rnn is L.rnn
     assert L.io.load is L.load and L.loss.cross_entropy2.__module__ == "placegroup.layers.loss"
     assert L.tensor.save.__name__ == "save" and L.tensor.save_combine and L.tensor.load_combine
     assert not hasattr(L, "cross_entropy2") and not hasattr(L, "PyFuncRegistry")  # as in Fluid

@@ -247,6 +247,17 @@ OWNED_ELSEWHERE: dict[str, str] = {
                                                   "split_lod_tensor", "merge_lod_tensor")},
     "select_output": "tests/test_control_flow_grad.py",  # select_input's gradient, through cond
     "tensor_array_to_tensor": "tests/test_control_flow_grad.py",  # an array's value; and test_control_flow.py
+    # DynamicRNN's time steps: rank tables and arrays, checked in programs, by central differences and Fluid 1.8.5
+    **{t: "tests/test_dynamic_rnn.py" for t in ("lod_rank_table", "max_sequence_len", "lod_tensor_to_array",
+                                                 "array_to_lod_tensor", "shrink_rnn_memory",
+                                                 "reorder_lod_tensor_by_rank")},
+    "warpctc": "tests/test_ctc.py",  # CTC loss: brute force over alignments, central differences, Fluid 1.8.5
+    "ctc_align": "tests/test_ctc.py",  # a LoD output whose rows follow the ids (and Fluid's [[-1]] case)
+    "linear_chain_crf": "tests/test_crf.py",  # brute force over tag paths, central differences, Fluid 1.8.5
+    "crf_decoding": "tests/test_crf.py",  # Viterbi: brute force, Fluid's tie rule, the 0/1 output with a Label
+    # LoD beam search: a numpy reference of Fluid's insertion, Fluid 1.8.5, and the book's decoder
+    **{t: "tests/test_beam_search.py" for t in ("beam_search", "beam_search_decode")},
+    "gather_tree": "tests/test_rnn_cells.py",  # a numpy backtrace, Fluid's example, beam-search decoding vs Fluid 1.8.5
 }
 
 

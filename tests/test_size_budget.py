@@ -131,7 +131,14 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # placegroup/: + ~480 for basic_gru, basic_lstm and their units on StaticRNN (contrib/layers/rnn_impl.py, 45% docs)
 # placegroup/: + ~160 and ops/: + ~50 for the rest of fluid.layers.control_flow's names (split_lod_tensor,
 # merge_lod_tensor, select_output, copy_var_to_parent_block, the block guards) and tensor_array_to_tensor
-BUDGET = {"placegroup": 37060, "executor": 3150, "ops": 13400, "comm": 2320}
+# ops/: + ~340 and placegroup/: + ~110 for the CRF: linear_chain_crf, its gradient, crf_decoding (ops/crf.py)
+# ops/: + ~305 and placegroup/: + ~115 for CTC: warpctc with its gradient, ctc_align (ops/ctc.py) and their layers
+# ops/: + ~280 and placegroup/: + ~120 for LoD beam search: beam_search, beam_search_decode (ops/beam_search.py), layers
+# placegroup/: + ~1020 and ops/: + ~50 for cells, rnn and decoding (layers/rnn_cells.py, decoding.py, ~50% docs; ops/gather_tree.py)
+# ops/: + ~165 and placegroup/: + ~400 for DynamicRNN: its LoD machinery (ops/lod_rank.py: rank tables, time
+# steps, shrinking memories, reordering), the layer and its LoD layers (layers/dynamic_rnn.py), loops and
+# branches written out per place for data parallelism
+BUDGET = {"placegroup": 38830, "executor": 3150, "ops": 14520, "comm": 2320}
 PASS_LINES = 220
 
 

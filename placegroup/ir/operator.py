@@ -85,8 +85,9 @@ def validate_op(opdef, inputs, outputs, attrs) -> None:
 
 
 def _meta(var):
-    """A var's meta for shape inference; a tensor array nothing has written yet is shapeless."""
-    if var.shape is None and var.type == "lod_tensor_array":
+    """A var's meta for shape inference; a tensor array nothing has written yet, and a rank
+    table, are shapeless."""
+    if var.shape is None and var.type in ("lod_tensor_array", "lod_rank_table"):
         return type(var.meta)((), var.dtype)
     return var.meta
 

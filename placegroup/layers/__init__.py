@@ -33,4 +33,13 @@ __all__ = (collective.__all__ + conv.__all__ + ctr.__all__ + distributions.__all
            + norm.__all__ + ops.__all__ + _py_func_names + rnn.__all__ + sequence.__all__ + _sequence_pad_names
            + tensor.__all__ + vision.__all__ + ["Print", "is_empty"])
 
+# Last, as in Fluid (its layers/__init__.py ends with `from .rnn import *`): the function rnn is
+# bound over the module rnn, so `fluid.layers.rnn(cell, x)` runs the cell; the module stays
+# sys.modules["placegroup.layers.rnn"], where `import paddle.fluid.layers.rnn` finds it.
+from placegroup.layers import decoding, rnn_cells  # noqa: E402
+from placegroup.layers.decoding import *  # noqa: E402,F401,F403
+from placegroup.layers.rnn_cells import *  # noqa: E402,F401,F403
+
+__all__ += rnn_cells.__all__ + decoding.__all__
+
 monkey_patch_variable()

@@ -1,7 +1,8 @@
 """Loss, distance and normalisation layers, Fluid 1.8 signatures (Fluid's layers/loss.py,
 nn.py and detection.py): sigmoid and ranking losses, regression losses, cos_sim,
 l2_normalize, log_softmax, the sampled losses nce, hsigmoid and
-sampled_softmax_with_cross_entropy, and center_loss with its centers.
+sampled_softmax_with_cross_entropy, and center_loss with its centers; warpctc (CTC) is
+defined in ctc.py and bound here, as in Fluid.
 
 Each function appends its op (ops/loss.py, ops/distance.py, ops/rank_loss.py,
 ops/sampled_loss.py) to the default main program and returns the loss var, whose shape the
@@ -28,6 +29,7 @@ import numpy as np
 from placegroup.model.initializer import ConstantInitializer, NumpyArrayInitializer
 from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers import manip, nn, ops, tensor
+from placegroup.layers.ctc import warpctc
 from placegroup.ir.framework import Variable
 from placegroup.model.param_attr import ParamAttr
 
@@ -35,6 +37,7 @@ __all__ = ["sigmoid_cross_entropy_with_logits", "sigmoid_focal_loss", "teacher_s
            "cos_sim", "l2_normalize", "smooth_l1", "huber_loss", "log_loss", "kldiv_loss", "mse_loss", "npair_loss",
            "rank_loss", "margin_rank_loss", "bpr_loss", "nce", "hsigmoid", "sampled_softmax_with_cross_entropy",
            "center_loss"]
+__all__ += ["warpctc"]  # placegroup/layers/ctc.py
 
 
 def _op(op_type: str, inputs: dict, attrs: dict | None = None, outs=("Out",), name=None, helper_type=None,

@@ -20,6 +20,8 @@ import math
 from placegroup.ir.framework import Variable
 from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers.py_func import PyFuncRegistry  # noqa: F401  (Fluid binds it here, outside __all__)
+from placegroup.layers.crf import crf_decoding, linear_chain_crf
+from placegroup.layers.ctc import ctc_greedy_decoder
 from placegroup.layers.sequence_nn import chunk_eval, filter_by_instag, im2sequence, row_conv
 from placegroup.layers.tensor import shape_inputs
 
@@ -28,6 +30,8 @@ __all__ = ["fc", "embedding", "mean", "square_error_cost", "cross_entropy", "sof
            "elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div", "reduce_sum",
            "reduce_mean"]
 __all__ += ["chunk_eval", "filter_by_instag", "im2sequence", "row_conv"]  # placegroup/layers/sequence_nn.py
+__all__ += ["crf_decoding", "linear_chain_crf"]  # placegroup/layers/crf.py
+__all__ += ["ctc_greedy_decoder"]  # placegroup/layers/ctc.py
 
 
 def fc(input, size: int, num_flatten_dims: int = 1, param_attr=None, bias_attr=None, act=None,

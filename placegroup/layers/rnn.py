@@ -25,7 +25,8 @@ from placegroup.layers.tensor import _op_seed, concat
 from placegroup.ops.cudnn_lstm import weight_size
 from placegroup.model.param_attr import ParamAttr
 
-__all__ = ["dynamic_lstm", "dynamic_gru", "lstm_unit", "gru_unit", "dynamic_lstmp", "lstm"]
+__all__ = ["dynamic_lstm", "dynamic_gru", "lstm_unit", "gru_unit", "dynamic_lstmp", "lstm", "beam_search",
+           "beam_search_decode"]
 
 
 def _check_float(layer: str, slot: str, v) -> None:
@@ -368,3 +369,119 @@ def lstm(input, init_h, init_c, max_len: int, hidden_size: int, num_layers: int,
                       "hidden_size": hidden_size, "num_layers": num_layers, "is_test": is_test,
                       "dropout_prob": float(dropout_prob), "seed": int(seed)})
     return out, last_h, last_c
+
+
+# -- beam search over LoD tensors (ops/beam_search.py) ------------------------------------------
+
+
+def _check_var(layer: str, slot: str, v, dtypes: tuple) -> None:
+    if not isinstance(v, Variable):
+        raise TypeError(f"{layer}: {slot} must be a Variable, got {type(v).__name__}")
+    if v.dtype not in dtypes:
+        raise TypeError(f"{layer}: {slot} {v.name!r} must be {' or '.join(dtypes)}, got {v.dtype}")
+
+
+def beam_search(pre_ids, pre_scores, ids, scores, beam_size: int, end_id: int, level: int = 0,
+                is_accumulated: bool = True, name=None, return_parent_idx: bool = False):
+    """One step of beam search over LoD tensors (Fluid 1.8's ``beam_search`` op): the
+    ``beam_size`` best candidates of each source sentence, with the LoD the next step reads.
+
+    The inputs' rows are the prefixes of this step, their 2-level LoD [sources, prefixes of the
+    step before]: at the first step ``[[0, 1, ..., n], [0, 1, ..., n]]`` (one prefix per source),
+    later the ``selected_ids`` of the step before (NOTE(beam-lod) in ops/beam_search.py). A prefix
+    whose ``pre_ids`` is ``end_id`` has ended and offers only ``end_id`` at its own score; a source
+    whose kept candidates all extend ended prefixes is dropped (0 candidates), so
+    ``is_empty(selected_ids)`` says when every source has finished (NOTE(beam-select)).
+
+    Args:
+        pre_ids: the ids chosen at the step before, int64 [rows, 1], lod_level 2.
+        pre_scores: their accumulated scores, float32 [rows, 1], the LoD of ``pre_ids``.
+        ids: the candidate ids, int64 [rows, K] (``topk``'s indices), or None: column d is id d.
+        scores: the candidates' scores, float32 [rows, K], with the 2-level LoD (``lod_reset``
+            to ``pre_ids``): accumulated (``log(p) + pre_scores``) when ``is_accumulated``, else
+            probabilities whose log the op adds to ``pre_scores``.
+        beam_size: candidates kept per source, >= 1.
+        end_id: the end-of-sentence id.
+        level: the LoD level of ``scores`` that groups its rows by source (keep 0).
+        is_accumulated: whether ``scores`` are accumulated log scores.
+        name: unused, as in Fluid.
+        return_parent_idx: also return each kept candidate's row (int32 [n]), for ``gather``.
+
+    Returns:
+        ``(selected_ids, selected_scores)``, int64 and float32 [n, 1] with LoD [row offsets of
+        the sources, kept candidates per row], and ``parent_idx`` when asked for.
+
+    Raises:
+        TypeError: an input of the wrong type or dtype.
+        ValueError: ``beam_size`` < 1; at run time, inputs whose rows or LoD do not agree.
+
+    Example::
+
+        topk_scores, topk_ids = fluid.layers.topk(prob, k=beam_size)
+        accu = fluid.layers.elementwise_add(fluid.layers.log(topk_scores),
+                                            fluid.layers.reshape(pre_score, [-1]), axis=0)
+        accu = fluid.layers.lod_reset(accu, y=pre_ids)
+        ids, scores = fluid.layers.beam_search(pre_ids, pre_score, topk_ids, accu, beam_size, end_id=1)
+    """
+    _check_var("beam_search", "pre_ids", pre_ids, ("int64",))
+    _check_var("beam_search", "pre_scores", pre_scores, ("float32", "float64"))
+    if ids is not None:
+        _check_var("beam_search", "ids", ids, ("int64",))
+    _check_var("beam_search", "scores", scores, ("float32", "float64"))
+    if int(beam_size) < 1:
+        raise ValueError(f"beam_search: beam_size must be >= 1, got {beam_size!r}")
+    helper = LayerHelper("beam_search", name=name)
+    inputs = {"pre_ids": [pre_ids], "pre_scores": [pre_scores], "scores": [scores]}
+    if ids is not None:
+        inputs["ids"] = [ids]
+    selected_scores = helper.create_variable_for_type_inference(pre_scores.dtype)
+    selected_ids = helper.create_variable_for_type_inference(pre_ids.dtype)
+    parent_idx = helper.create_variable_for_type_inference("int32")
+    helper.append_op("beam_search", inputs, {"selected_ids": [selected_ids], "selected_scores": [selected_scores],
+                                             "parent_idx": [parent_idx]},
+                     {"level": int(level), "beam_size": int(beam_size), "end_id": int(end_id),
+                      "is_accumulated": bool(is_accumulated)})
+    if return_parent_idx:
+        return selected_ids, selected_scores, parent_idx
+    return selected_ids, selected_scores
+
+
+def beam_search_decode(ids, scores, beam_size: int, end_id: int, name=None):
+    """The sentences a beam search found (Fluid 1.8's ``beam_search_decode`` op), read back
+    from the tensor arrays of its steps' ``selected_ids`` and ``selected_scores``.
+
+    Each source's sentences run from step 0's token (the start id) to their end, an end token
+    repeated by an ended prefix kept once, and come best first by their last accumulated score
+    (NOTE(beam-decode) in ops/beam_search.py).
+
+    Args:
+        ids: a tensor array (``create_array``/``array_write``) of the steps' ids, int64, each
+            with the 2-level LoD of ``beam_search``'s output; step 0 is the start ids.
+        scores: the tensor array of their scores, float32, one per step of ``ids``.
+        beam_size: the search's beam size (a source may have at most this many sentences).
+        end_id: the end-of-sentence id.
+        name: unused, as in Fluid.
+
+    Returns:
+        ``(sentence_ids, sentence_scores)``: int64 and float32, 1-D, with LoD [[sentences per
+        source], [tokens per sentence]]; each token's score is the accumulated one.
+
+    Raises:
+        TypeError: an input of the wrong type or dtype.
+        ValueError: at run time, steps whose LoDs do not chain, or a source with more than
+            ``beam_size`` candidates.
+
+    Example::
+
+        sentences, sentence_scores = fluid.layers.beam_search_decode(ids_array, scores_array,
+                                                                     beam_size=3, end_id=1)
+    """
+    _check_var("beam_search_decode", "ids", ids, ("int64",))
+    _check_var("beam_search_decode", "scores", scores, ("float32",))
+    helper = LayerHelper("beam_search_decode", name=name)
+    sentence_ids = helper.create_variable_for_type_inference(ids.dtype)
+    sentence_scores = helper.create_variable_for_type_inference(scores.dtype)
+    helper.append_op("beam_search_decode", {"Ids": [ids], "Scores": [scores]},
+                     {"SentenceIds": [sentence_ids], "SentenceScores": [sentence_scores]},
+                     {"beam_size": int(beam_size), "end_id": int(end_id)})
+    return sentence_ids, sentence_scores

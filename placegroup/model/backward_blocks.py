@@ -11,7 +11,10 @@ is the forward block, so that it reads the forward block's vars by name. The op 
 * ``Out@GRAD``: the gradients of its outputs from the ops after it;
 * ``StepScopes`` (``Scope``): the forward op's runs (NOTE(step-records) in executor/blocks.py);
 * ``X@GRAD`` (``Input@GRAD``): a gradient for each input that wants one, ``@EMPTY@`` for the
-  others.
+  others;
+* attrs ``original_output_grad`` and ``original_input_grad``: the names the gradient block
+  gives the outputs' and the inputs' gradients (a pass that renames the op's vars, as data
+  parallelism does per place, leaves the block's own names as they are).
 
 Inside the gradient block, the gradient of an outer var ``x`` is ``x@GRAD``, a var of the block.
 An output's gradient starts as ``Out@GRAD``. An input the block also writes (a loop var, a
@@ -90,7 +93,8 @@ def append_block_grad(target, op, grads: Grads, need: set, no_grad: set, wanted:
     ins = {x_slot: xs, "Out": outs, "Out@GRAD": [grad_name(o) for o in ogs],
            "StepScopes" if x_slot == "X" else "Scope": runs}
     attrs = {k: v for k, v in op.attrs.items() if k != "sub_block"}
-    attrs.update(sub_block=gblock.idx, original_output_grad=[grad_name(o) for o in ogs])
+    attrs.update(sub_block=gblock.idx, original_output_grad=[grad_name(o) for o in ogs],
+                 original_input_grad=[grad_name(x) for x in xs])
     if x_slot == "Input":
         ins["Cond"] = op.inputs["Cond"]
     new = target.append_op(op.type + "_grad", ins, {x_slot + "@GRAD": x_grads}, attrs, role="backward",

@@ -24,7 +24,10 @@ it. ``expand`` writes that step as one program that this executor runs place aft
   run (Fluid's broadcast of the parameters to the places); with ``Reduce`` the places share
   the var, each updating it in turn;
 * a fetch gives every place's value joined along dim 0, as Fluid's: a [1] loss gives [N], a
-  var that is not per place (a parameter) N copies of it.
+  var that is not per place (a parameter) N copies of it;
+* a loop's or branch's block (and its gradient block) is written out per place too, reading
+  and writing the place's vars (``_place_block``); the ops that make what a place's op writes
+  over (a loop's counter, an empty tensor array) run per place as well.
 
 The numbers are Fluid's: the per-place ops compute what they compute on one place, and the
 places' gradients are summed in place order. Running places one after the other instead of
@@ -198,6 +201,38 @@ def _per_place_ops(block, local: list[bool], seed: str | None) -> set[int]:
     return chosen - left
 
 
+def _place_block(program: Program, idx: int, rename, copies: dict, in_place: bool, pristine: dict) -> int:
+    """The index of place's copy of block ``idx`` (with the blocks its ops own): its ops read and
+    write the place's vars (``rename``); its own vars keep their names, as each run of a block has
+    its own. Place 0 renames the blocks themselves (``in_place``); the others get new blocks, a
+    gradient block's parent being the place's copy of its forward block (``copies``); every copy
+    is made from the block's ops as they were (``pristine``)."""
+    src = program.block(idx)
+    source_ops = pristine.setdefault(idx, list(src.ops))
+    if in_place:
+        dst = src
+    else:
+        dst = program._create_block(parent_idx=copies.get(src.parent_idx, src.parent_idx))
+        program._rollback()
+        for name, var in src.vars.items():
+            dst.vars[name] = copy.copy(var)
+            dst.vars[name].block = dst
+    copies[idx] = dst.idx
+    ops = []
+    for op in source_ops:
+        attrs = dict(op.attrs)
+        if op.opdef.sub_block:
+            attrs["sub_block"] = _place_block(program, attrs["sub_block"], rename, copies, in_place, pristine)
+        own = src.vars.keys()
+        twin = dst._make_op(op.type, {k: [x if x in own else rename(x) for x in v] for k, v in op.inputs.items()},
+                            {k: [x if x == EMPTY_VAR or x in own else rename(x) for x in v]
+                             for k, v in op.outputs.items()}, attrs, op.role, op.place, infer=False)
+        twin.edges, twin.param = dict(op.edges), op.param
+        ops.append(twin)
+    dst.ops = ops
+    return dst.idx
+
+
 def expand(program: Program, n: int, loss_name: str | None, coeff: float, own_state: bool) -> Expanded:
     """``program`` written out for ``n`` places (module docstring).
 
@@ -216,11 +251,18 @@ def expand(program: Program, n: int, loss_name: str | None, coeff: float, own_st
     block = p.global_block()
     ops = list(block.ops)
     seed = grad_name(loss_name) if loss_name else None
-    per_op = _per_place_ops(block, _local_ops(p), seed)
-    written = {name for i in per_op for name in ops[i].output_arg_names}
-    read = {name for i in per_op for name in ops[i].input_arg_names}
-    per_place = {v for v in written if not block.var(v).persistable}
-    per_place |= {v for v in read if block.has_var(v) and block.var(v).is_data}
+    local = _local_ops(p)
+    per_op = _per_place_ops(block, local, seed)
+    while True:  # an op that makes what a place's op writes over (a loop's counter, an empty array) is a place's too
+        written = {name for i in per_op for name in ops[i].output_arg_names}
+        read = {name for i in per_op for name in ops[i].input_arg_names}
+        per_place = {v for v in written if not block.var(v).persistable}
+        per_place |= {v for v in read if block.has_var(v) and block.var(v).is_data}
+        more = {j for j, op in enumerate(ops) if j not in per_op and local[j] and op.role in _PER_PLACE_ROLES
+                and per_place.intersection(op.output_arg_names)}
+        if not more:
+            break
+        per_op |= more
     state = {v for v in written if block.var(v).persistable} if own_state else set()
     for v in sorted(per_place | state):
         var = block.var(v)
@@ -238,6 +280,8 @@ def expand(program: Program, n: int, loss_name: str | None, coeff: float, own_st
                 summed.add(v)
             join_at[min(outside)].append(v)
     writer = {name: ops[i] for i in sorted(per_op) for name in ops[i].output_arg_names}
+    blocks: list[dict] = [{} for _ in range(n)]  # per place: a block's index -> its place's copy
+    pristine: dict = {}  # a block's index -> its ops before place 0 renamed them
     new_ops = []
     for j, op in enumerate(ops):
         for v in join_at.get(j, ()):
@@ -253,9 +297,13 @@ def expand(program: Program, n: int, loss_name: str | None, coeff: float, own_st
                 if name in per_place:
                     return place_name(name, i)
                 return place_name(name, i) if name in state and i > 0 else name
+            attrs = op.attrs
+            if op.opdef.sub_block:  # a loop's or branch's block, written out for the place too
+                attrs = {**attrs, "sub_block": _place_block(p, attrs["sub_block"], rename, blocks[i], i == 0,
+                                                                 pristine)}
             twin = block._make_op(op.type, {k: [rename(x) for x in v] for k, v in op.inputs.items()},
                                   {k: [x if x == EMPTY_VAR else rename(x) for x in v] for k, v in op.outputs.items()},
-                                  op.attrs, op.role, op.place, infer=False)
+                                  attrs, op.role, op.place, infer=False)
             twin.edges, twin.param = dict(op.edges), op.param
             if seed is not None and op.type == "fill_constant" and op.output_arg_names == [seed]:
                 twin.attrs["value"] = float(coeff)
