@@ -172,6 +172,7 @@ def test_many_classes_example_shards_the_last_layer(tmp_path):
     assert abs(sum(got) / 2 - want) < 2e-4 * want, (want, got)
 
 
+@pytest.mark.slow  # a whole example, twice (~13 s): the slow suite runs it
 def test_sliced_wide_layer_example_on_3_pservers(tmp_path):
     """examples/sliced_wide_layer.py: blocks on 3 pservers, the same test accuracy as one process."""
     import re
@@ -188,6 +189,7 @@ def test_sliced_wide_layer_example_on_3_pservers(tmp_path):
     assert re.findall(r"\[trainer:\d\] test accuracy ([0-9.]+)", text) == [want, want]
 
 
+@pytest.mark.slow  # three 20-pass jobs (~22 s): the slow suite runs it
 def test_async_and_ssp_fit_a_line_converge_within_5_percent_of_sync(tmp_path):
     """On examples/fit_a_line.py: the trained model's loss in async and SSP(2)
     mode is within 5% of the sync one."""

@@ -75,9 +75,9 @@ CASES = {
     "id_out_of_range": (_feed(ids='np.array([[3], [12]], "int64")'), "python", {},
                         "OutOfRange: lookup_table: id 12 is out of range for a table of 10 rows (valid ids are "
                         "0..9): check the ids fed, or give the table more rows (OpError: While executing op #", 9),
-    "not_implemented": ("import placegroup as fluid\nfluid.layers.DynamicRNN()\n", "python", {},
-                        "NotImplementedInPlacegroup: placegroup does not implement fluid.layers.DynamicRNN: "
-                        "control-flow blocks and tensor arrays (control-flow; docs/fluid_compat.md)", 2),
+    "not_implemented": ("import placegroup as fluid\nfluid.layers.roi_pool()\n", "python", {},
+                        "NotImplementedInPlacegroup: placegroup does not implement fluid.layers.roi_pool: "
+                        "region-of-interest pooling of detection models (detection; docs/fluid_compat.md)", 2),
     "missing_module": ("import paddle.fluid as fluid\nimport paddle.fluid.contrib.slim\n", "run", {},
                        "ModuleNotInPlacegroup: placegroup does not implement paddle.fluid.contrib.slim: model "
                        "compression (contrib; docs/fluid_compat.md)", 2),
