@@ -9,7 +9,7 @@ outside [0, C) that is not ``ignore_index`` is an error.
 """
 from __future__ import annotations
 
-from placegroup.ops.loss import _APPROX_INF, _check_labels, _label_infer, _pick
+from placegroup.ops.loss import _APPROX_INF, _check_labels, _label_infer, _pick, label_column
 from placegroup.ops.registry import Meta, OpSpec, Slot, check, grad_name, register
 
 
@@ -33,7 +33,8 @@ def _grad(op):
           outs=("Y", Slot("MatchX", no_grad=True), Slot("XShape", no_grad=True)), attrs={"ignore_index": -100},
           infer=_infer, grad=_grad)
 def cross_entropy2(xp, ins, a, ctx):
-    x, label = ins["X"], ins["Label"]
+    x = ins["X"]
+    label = label_column(ins["Label"], x.ndim)
     _check_labels(xp, "cross_entropy2", label, x.shape[-1], a["ignore_index"])
     keep = label != a["ignore_index"]
     p = xp.where(keep, _pick(xp, x, xp.where(keep, label, 0)), xp.zeros((), dtype=x.dtype))
@@ -44,8 +45,9 @@ def cross_entropy2(xp, ins, a, ctx):
 @register("cross_entropy2_grad", ins=("Label", "MatchX", "XShape", "Y@GRAD"), outs=("X@GRAD",),
           attrs={"ignore_index": -100}, role="backward")
 def cross_entropy2_grad(xp, ins, a, ctx):
-    label, match, g = ins["Label"], ins["MatchX"], ins["Y@GRAD"]
+    match, g = ins["MatchX"], ins["Y@GRAD"]
     shape = ins["XShape"].shape[:-1]
+    label = label_column(ins["Label"], len(shape))
     keep = label != a["ignore_index"]
     lab = xp.where(keep, label, 0).astype("int64", copy=False)
     onehot = (xp.arange(shape[-1]) == lab) & keep

@@ -5,7 +5,8 @@ losses in ops/rank_loss.py, the sampled ones (nce, hierarchical_sigmoid, sample_
 ops/sampled_loss.py.
 
 NOTE(hard-labels): a hard label is an integer class id per row, shaped like the input with its
-last (class) dim replaced by 1 ([N, C] -> [N, 1]). A row whose label equals ``ignore_index``
+last (class) dim replaced by 1 ([N, C] -> [N, 1]), or, as Fluid 1.8 takes it too, without that
+dim ([B, T, C] -> [B, T]; the loss is [B, T, 1] either way). A row whose label equals ``ignore_index``
 (default -100, as in Fluid) gets loss 0 and gradient 0. Any other label outside [0, C) is an
 error that names the label and C. A soft label is a distribution with the input's shape.
 
@@ -62,6 +63,8 @@ def square_error_cost_grad(xp, ins, a, ctx):
 def _label_infer(op: str, x: Meta, label: Meta, soft: bool, x_slot: str) -> tuple:
     xs, ls = tuple(x.shape), tuple(label.shape)
     want = xs if soft else xs[:-1] + (1,)
+    if not soft and len(ls) == len(xs) - 1:  # the class dim left out (NOTE(hard-labels))
+        ls = ls + (1,)
     ok = len(ls) == len(xs) and all(a == b or -1 in (a, b) for a, b in zip(ls, want))
     kind = "soft label (a distribution per row)" if soft else "hard label (one class id per row)"
     check(ok, f"{op}: Label{list(ls)} does not fit {x_slot}{list(xs)}: a {kind} must have shape "
@@ -86,6 +89,11 @@ def _check_labels(xp, op: str, label, n_classes: int, ignore_index: int) -> None
                          f"0..{n_classes - 1}, or ignore_index={ignore_index})")
 
 
+def label_column(label, ndim: int):
+    """A hard label with its class dim, of rank ``ndim`` (NOTE(hard-labels))."""
+    return label[..., None] if label.ndim == ndim - 1 else label
+
+
 def _pick(xp, x, label):
     """x[..., label[..., 0]] along the last axis, keeping it as a size-1 dim (labels in range)."""
     return xp.take_along_axis(x, label.astype("int64", copy=False), axis=-1)
@@ -108,6 +116,7 @@ def cross_entropy(xp, ins, a, ctx):
     if a["soft_label"]:
         logx = xp.clip(xp.log(x), -_APPROX_INF, _APPROX_INF)
         return {"Y": -(label * logx).sum(axis=-1, keepdims=True)}
+    label = label_column(label, x.ndim)
     _check_labels(xp, "cross_entropy", label, x.shape[-1], a["ignore_index"])
     keep = label != a["ignore_index"]
     p = _pick(xp, x, xp.where(keep, label, 0))
@@ -121,6 +130,7 @@ def cross_entropy_grad(xp, ins, a, ctx):
     x, label, g = ins["X"], ins["Label"], ins["Y@GRAD"]
     if a["soft_label"]:
         return {"X@GRAD": -g * label / x}
+    label = label_column(label, x.ndim)
     keep = label != a["ignore_index"]
     label = xp.where(keep, label, 0).astype("int64", copy=False)
     onehot = xp.arange(x.shape[-1]) == label  # [..., C] by broadcasting [..., 1]

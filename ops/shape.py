@@ -204,11 +204,16 @@ def reshape2_grad(xp, ins, a, ctx):
 # -- expand, expand_as, stack, unstack ------------------------------------------------------
 
 
+_TIMES = ("ExpandTimes", "expand_times_tensor")  # NOTE(run-time-ints): the counts as tensors
+
+
 def _expand_infer(ins, a):
-    x, times = ins["X"], [int(t) for t in a["expand_times"]]
-    check(len(times) == len(x.shape) and all(t >= 1 for t in times),
+    x = ins["X"]
+    times, unknown = unknown_entries("expand", ins, *_TIMES, a["expand_times"])
+    check(len(times) == len(x.shape) and all(t >= 1 or i in unknown for i, t in enumerate(times)),
           f"expand: expand_times {times} must give one count >= 1 per dim of X{list(x.shape)}")
-    return {"Out": Meta(tuple(-1 if d == -1 else d * t for d, t in zip(x.shape, times)), x.dtype)}
+    return {"Out": Meta(tuple(-1 if d == -1 or i in unknown else d * t
+                              for i, (d, t) in enumerate(zip(x.shape, times))), x.dtype)}
 
 
 def _unexpand(g, shape, times):
@@ -217,16 +222,22 @@ def _unexpand(g, shape, times):
     return g.reshape(inter).sum(axis=tuple(range(0, 2 * len(shape), 2)))
 
 
-@register("expand", ins=("X",), outs=("Out",), attrs={"expand_times": []}, infer=_expand_infer,
+_TIMES_INS = (Slot("ExpandTimes", dispensable=True, no_grad=True),
+              Slot("expand_times_tensor", duplicable=True, dispensable=True, no_grad=True))
+
+
+@register("expand", ins=("X", *_TIMES_INS), outs=("Out",), attrs={"expand_times": []}, infer=_expand_infer,
           grad=grad_of(("X",)))
 def expand(xp, ins, a, ctx):
-    """Out = X tiled ``expand_times[i]`` times along each dim i."""
-    return {"Out": xp.tile(ins["X"], tuple(a["expand_times"]))}
+    """Out = X tiled ``expand_times[i]`` times along each dim i (the counts read from ExpandTimes
+    or expand_times_tensor when given, NOTE(run-time-ints))."""
+    return {"Out": xp.tile(ins["X"], tuple(run_ints(ins, *_TIMES, a["expand_times"])))}
 
 
-@register("expand_grad", ins=("X", "Out@GRAD"), outs=("X@GRAD",), attrs={"expand_times": []}, role="backward")
+@register("expand_grad", ins=("X", *_TIMES_INS, "Out@GRAD"), outs=("X@GRAD",), attrs={"expand_times": []},
+          role="backward")
 def expand_grad(xp, ins, a, ctx):
-    return {"X@GRAD": _unexpand(ins["Out@GRAD"], ins["X"].shape, a["expand_times"])}
+    return {"X@GRAD": _unexpand(ins["Out@GRAD"], ins["X"].shape, run_ints(ins, *_TIMES, a["expand_times"]))}
 
 
 def _expand_as_times(shape, target) -> list:

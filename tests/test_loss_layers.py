@@ -533,3 +533,28 @@ def test_losses_match_paddle(model, paddle_losses):
     want = paddle_losses[model]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=f"{model}: per-step losses")
     assert got[-1] < got[0]
+
+
+def test_a_hard_label_without_its_class_dim_gives_the_same_loss():
+    """cross_entropy over [B, T, C] probabilities takes [B, T] labels as Fluid 1.8 does (the
+    book's seq2seq feeds them so); the loss is [B, T, 1] either way."""
+    rng = np.random.default_rng(3)
+    p = rng.dirichlet(np.ones(5), size=(2, 4)).astype("float32")
+    lab = rng.integers(0, 5, (2, 4)).astype("int64")
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        probs = fluid.layers.data("p", [2, 4, 5], dtype="float32", append_batch_size=False)
+        probs.stop_gradient = False
+        flat = fluid.layers.data("flat", [2, 4], dtype="int64", append_batch_size=False)
+        col = fluid.layers.data("col", [2, 4, 1], dtype="int64", append_batch_size=False)
+        a, b = fluid.layers.cross_entropy(probs, flat), fluid.layers.cross_entropy(probs, col)
+        fluid.backward.append_backward(fluid.layers.reduce_sum(a * 2.0) + fluid.layers.reduce_sum(b))
+    exe = fluid.Executor()
+    exe.run(startup)
+    ya, yb, g = exe.run(main, feed={"p": p, "flat": lab, "col": lab[..., None]}, fetch_list=[a, b, "p@GRAD"])
+    assert ya.shape == (2, 4, 1)
+    np.testing.assert_array_equal(ya, yb)
+    np.testing.assert_allclose(ya[..., 0], -np.log(np.take_along_axis(p, lab[..., None], -1))[..., 0], rtol=1e-6)
+    want = np.zeros_like(p)
+    np.put_along_axis(want, lab[..., None], -3.0 / np.take_along_axis(p, lab[..., None], -1), -1)
+    np.testing.assert_allclose(g, want, rtol=1e-5)

@@ -402,3 +402,22 @@ def test_manip_ops_match_paddle(paddle26_python, tmp_path):
 @pytest.mark.paddle
 def test_manip_ops_match_paddle_18(fluid18_python, tmp_path):
     run_in_paddle(fluid18_python, CASES, tmp_path, NOT_IN_PADDLE_18, fluid18=True)
+
+
+def test_expand_takes_counts_as_variables_read_each_run():
+    """Fluid 1.8's expand with a list holding an int Variable (``shape(x)[1]``, as the book's
+    seq2seq attention writes it) or one int Variable holding every count."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", [3, 2], dtype="float32")
+        x.stop_gradient = False
+        by_list = fluid.layers.expand(fluid.layers.unsqueeze(x, [1]), [1, fluid.layers.shape(x)[1], 1, 1])
+        by_tensor = fluid.layers.expand(x, fluid.layers.assign(np.array([1, 2, 1], "int32")))
+        fluid.backward.append_backward(fluid.layers.reduce_sum(by_list) + fluid.layers.reduce_sum(by_tensor))
+    exe = fluid.Executor()
+    exe.run(startup)
+    xv = np.arange(4 * 3 * 2, dtype="float32").reshape(4, 3, 2)
+    a, b, g = exe.run(main, feed={"x": xv}, fetch_list=[by_list, by_tensor, "x@GRAD"])
+    np.testing.assert_array_equal(a, np.tile(xv[:, None], (1, 3, 1, 1)))
+    np.testing.assert_array_equal(b, np.tile(xv, (1, 2, 1)))
+    np.testing.assert_array_equal(g, np.full_like(xv, 3 + 2))

@@ -29,7 +29,7 @@ import builtins
 from placegroup.ir.framework import Variable, normalize_dtype
 from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers import nn
-from placegroup.layers.tensor import assign, cast, fill_constant
+from placegroup.layers.tensor import assign, cast, fill_constant, shape_inputs
 
 __all__ = ["transpose", "one_hot", "gather", "gather_nd", "scatter", "expand", "expand_as", "stack", "unstack",
            "unsqueeze", "squeeze", "slice", "crop_tensor", "flatten", "pad", "pad2d", "reverse", "argmax", "argmin",
@@ -114,8 +114,17 @@ def expand(x, expand_times, name=None):
     """``x`` tiled ``expand_times[i]`` times along each dim i (one count >= 1 per dim); the
     gradient sums the copies.
 
+    The counts may be Variables, as in Fluid 1.8: an int Variable holding them all, or a list
+    mixing ints and int Variables of one element (``fluid.layers.shape(x)[1]``), read each run.
+
     Example: ``L.expand(x, expand_times=[1, 3])`` turns [N, 2] into [N, 6].
     """
+    if isinstance(expand_times, Variable) or (isinstance(expand_times, (list, tuple))
+                                              and any(isinstance(t, Variable) for t in expand_times)):
+        tensors, attr = shape_inputs("expand", expand_times)
+        inputs = {"X": x, **{{"ShapeTensor": "ExpandTimes", "ShapeTensorList": "expand_times_tensor"}[k]: v
+                             for k, v in tensors.items()}}
+        return _op("expand", "expand", inputs, {"expand_times": attr}, name)
     return _op("expand", "expand", {"X": x}, {"expand_times": _ints("expand", "expand_times", expand_times)}, name)
 
 
