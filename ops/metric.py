@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from placegroup.ops.registry import Meta, Slot, check, register
-from placegroup.values import scatter_add
+from placegroup.values import host_array, is_lod_tensor, scatter_add
 
 
 def _topk_infer(ins, a):
@@ -183,6 +183,10 @@ def auc(xp, ins, a, ctx):
 # Cells past a pair's lengths are computed and never read (D[i, j] depends only on smaller i, j);
 # a pair's distance is taken from row ``len(hyp)`` at column ``len(ref)``.
 #
+# NOTE(edit-distance-lod): without HypsLength and RefsLength, Hyps and Refs are LoD sequences
+# [T, 1] (what ctc_greedy_decoder gives), as Fluid's op reads them: each is padded here into rows
+# with its lengths and compared as the padded form is.
+#
 # NOTE(edit-distance-erase): Fluid 1.8's layer removes ``ignored_tokens`` with sequence_erase,
 # a LoD op. For the padded form (Hyps/Refs [N, L] with lengths) the removal happens here, by
 # the attr ``_ignored_tokens`` (a placegroup attr; Fluid's op has none): in each row the valid
@@ -194,19 +198,40 @@ def auc(xp, ins, a, ctx):
 def _ed_infer(ins, a):
     h, r = tuple(ins["Hyps"].shape), tuple(ins["Refs"].shape)
     hl, rl = ins.get("HypsLength"), ins.get("RefsLength")
-    check(hl is not None and rl is not None,
-          "edit_distance: HypsLength and RefsLength are required: Hyps and Refs are padded [N, L] int64 "
-          "(Fluid 1.8's form without lengths reads LoD sequences, which placegroup does not have yet)")
+    check((hl is None) == (rl is None), "edit_distance: give both HypsLength and RefsLength (padded [N, L] "
+                                        "sequences) or neither (LoD sequences)")
+    for slot, m in (("Hyps", ins["Hyps"]), ("Refs", ins["Refs"])) + ((("HypsLength", hl), ("RefsLength", rl))
+                                                                     if hl is not None else ()):
+        check(m.dtype == "int64", f"edit_distance: {slot} must be int64, got {m.dtype}")
+    if hl is None:  # LoD sequences, one token a row (NOTE(edit-distance-lod))
+        check(len(h) == 2 and h[1] == 1 and len(r) == 2 and r[1] == 1,
+              f"edit_distance: without lengths, Hyps and Refs are LoD sequences of one token a row [T, 1], got "
+              f"Hyps{list(h)} and Refs{list(r)}")
+        return {"Out": Meta((-1, 1), "float32"), "SequenceNum": Meta((1,), "int64")}
     check(len(h) == 2 and len(r) == 2 and (h[0] == r[0] or -1 in (h[0], r[0])),
           f"edit_distance: Hyps and Refs must be 2-D [N, L] with the same N, got Hyps{list(h)} and Refs{list(r)}")
     n = h[0] if h[0] != -1 else r[0]
-    for slot, m in (("Hyps", ins["Hyps"]), ("Refs", ins["Refs"]), ("HypsLength", hl), ("RefsLength", rl)):
-        check(m.dtype == "int64", f"edit_distance: {slot} must be int64, got {m.dtype}")
     for slot, m in (("HypsLength", hl), ("RefsLength", rl)):
         s = tuple(m.shape)
         check(len(s) in (1, 2) and (len(s) == 1 or s[1] == 1) and (s[0] == n or -1 in (s[0], n)),
               f"edit_distance: {slot} must be [N] = [{n}] (one length per row of Hyps{list(h)}), got {slot}{list(s)}")
     return {"Out": Meta((n, 1), "float32"), "SequenceNum": Meta((1,), "int64")}
+
+
+def _padded(xp, op: str, slot: str, x):
+    """(rows [N, L], lengths [N]) of the LoD sequences ``x`` [T, 1] (NOTE(edit-distance-lod))."""
+    if not is_lod_tensor(x) or not x.offsets:
+        raise ValueError(f"edit_distance: {slot} has no LoD; without HypsLength and RefsLength it must be a batch of "
+                         f"sequences (lod_level 1)")
+    offsets = host_array(x.offsets[0]).astype("int64")
+    lengths = np.diff(offsets)
+    width = int(lengths.max()) if len(lengths) else 0
+    cols = np.arange(width)
+    keep = cols[None, :] < lengths[:, None]
+    rows = np.where(keep, offsets[:-1, None] + cols[None, :], 0)
+    data = x.data.reshape(-1)
+    out = xp.where(xp.asarray(keep), data[xp.asarray(rows)] if data.shape[0] else 0, 0).astype("int64")
+    return out, xp.asarray(lengths)
 
 
 def _lengths(xp, op: str, slot: str, lengths, width: int):
@@ -261,14 +286,22 @@ def levenshtein(xp, hyps, hyp_len, refs, ref_len):
 @register("edit_distance",
           ins=(Slot("Hyps", no_grad=True), Slot("Refs", no_grad=True),
                Slot("HypsLength", dispensable=True, no_grad=True), Slot("RefsLength", dispensable=True, no_grad=True)),
-          outs=("Out", "SequenceNum"), attrs={"normalized": False, "_ignored_tokens": []}, infer=_ed_infer)
+          outs=("Out", "SequenceNum"), attrs={"normalized": False, "_ignored_tokens": []}, infer=_ed_infer,
+          wants_lod=("Hyps", "Refs"), lod="drop")
 def edit_distance(xp, ins, a, ctx):
     """Out [N, 1] float32 = the edit distance of each hypothesis row to its reference row
     (divided by the reference length when ``normalized``); SequenceNum = [N]
     (NOTE(edit-distance-dp), NOTE(edit-distance-erase))."""
     hyps, refs = ins["Hyps"], ins["Refs"]
-    hyp_len = _lengths(xp, "edit_distance", "HypsLength", ins["HypsLength"], hyps.shape[1])
-    ref_len = _lengths(xp, "edit_distance", "RefsLength", ins["RefsLength"], refs.shape[1])
+    if ins.get("HypsLength") is None:
+        (hyps, hyp_len), (refs, ref_len) = _padded(xp, "edit_distance", "Hyps", hyps), _padded(xp, "edit_distance",
+                                                                                                "Refs", refs)
+        if hyp_len.shape[0] != ref_len.shape[0]:
+            raise ValueError(f"edit_distance: Hyps holds {hyp_len.shape[0]} sequences and Refs {ref_len.shape[0]}; "
+                             f"they must hold as many")
+    else:
+        hyp_len = _lengths(xp, "edit_distance", "HypsLength", ins["HypsLength"], hyps.shape[1])
+        ref_len = _lengths(xp, "edit_distance", "RefsLength", ins["RefsLength"], refs.shape[1])
     tokens = a["_ignored_tokens"] or ()
     if tokens:
         hyps, hyp_len = erase_tokens(xp, hyps, hyp_len, tokens)

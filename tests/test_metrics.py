@@ -19,6 +19,7 @@ import pytest
 
 import placegroup as fluid
 from placegroup.errors import NotImplementedInPlacegroup, ProgramError
+from placegroup.values import LoDTensor
 from tests.cases.metric import _levenshtein
 from tests.inproc import run_cluster
 from tests.paddle_ref.reference import run_reference
@@ -402,8 +403,10 @@ def test_edit_distance_layer(normalized, ignored):
 def test_edit_distance_layer_errors():
     with fresh() as (main, startup, exe):
         hyp = L.data("hyp", shape=[-1, 7], dtype="int64", append_batch_size=False)
-        with pytest.raises(ProgramError, match="HypsLength and RefsLength are required"):
+        with pytest.raises(ProgramError, match=r"LoD sequences of one token a row \[T, 1\], got Hyps\[-1, 7\]"):
             L.edit_distance(hyp, hyp)
+        with pytest.raises(ValueError, match="give both input_length and label_length"):
+            L.edit_distance(hyp, hyp, input_length=L.data("only", shape=[-1], dtype="int64", append_batch_size=False))
         with pytest.raises(TypeError, match="edit_distance: input 'f' must be of dtype int64, got float32"):
             L.edit_distance(L.data("f", shape=[3]), hyp)
         dist, _ = _ed_program()
@@ -411,6 +414,28 @@ def test_edit_distance_layer_errors():
         feed["rl"][4] = 0
         with pytest.raises(Exception, match="reference row 4 is empty"):
             exe.run(main, feed=feed, fetch_list=[dist])
+
+
+@pytest.mark.parametrize("normalized,ignored", [(False, None), (True, [0])])
+def test_edit_distance_of_lod_sequences(normalized, ignored):
+    """Without lengths, LoD sequences of one token a row, as ctc_greedy_decoder gives them
+    (NOTE(edit-distance-lod)); an empty hypothesis among them."""
+    rng = np.random.default_rng(5)
+    hl, rl = [3, 0, 4, 2], [2, 3, 4, 1]
+    hyp, ref = rng.integers(0, 4, (sum(hl), 1)), rng.integers(1, 4, (sum(rl), 1))
+    with fresh() as (main, startup, exe):
+        h = L.data("h", shape=[1], dtype="int64", lod_level=1)
+        r = L.data("r", shape=[1], dtype="int64", lod_level=1)
+        dist, seq_num = L.edit_distance(h, r, normalized=normalized, ignored_tokens=ignored)
+        d, n = exe.run(main, feed={"h": LoDTensor.from_lengths(hyp, [hl]), "r": LoDTensor.from_lengths(ref, [rl])},
+                       fetch_list=[dist, seq_num])
+    gone, want = set(ignored or ()), []
+    for k in range(4):
+        a = [t for t in hyp[sum(hl[:k]):sum(hl[:k + 1]), 0] if t not in gone]
+        b = [t for t in ref[sum(rl[:k]):sum(rl[:k + 1]), 0] if t not in gone]
+        want.append(_levenshtein(a, b) / (len(b) if normalized else 1))
+    np.testing.assert_allclose(d.reshape(-1), want, rtol=1e-6)
+    assert n.tolist() == [4]
 
 
 # -- against Fluid 1.8.5 --------------------------------------------------------------------

@@ -131,23 +131,26 @@ def edit_distance(input, label, normalized: bool = True, ignored_tokens=None, in
     insertions, deletions and substitutions that turn one into the other.
 
     Appends one ``edit_distance`` op (ops/metric.py, NOTE(edit-distance-dp)). The sequences are
-    padded rows with their lengths (Fluid 1.8's dense form); the LoD form, where the lengths
-    are omitted, comes with LoD sequences.
+    padded rows with their lengths (Fluid 1.8's dense form), or, without the lengths, LoD
+    sequences of one token a row (what ``ctc_greedy_decoder`` gives, NOTE(edit-distance-lod)).
 
     Args:
-        input: hypotheses, int64 [N, L1], row i's first ``input_length[i]`` tokens.
-        label: references, int64 [N, L2], row i's first ``label_length[i]`` tokens.
+        input: hypotheses, int64 [N, L1], row i's first ``input_length[i]`` tokens; or LoD
+            sequences [T1, 1].
+        label: references, int64 [N, L2], row i's first ``label_length[i]`` tokens; or LoD
+            sequences [T2, 1], as many as ``input``'s.
         normalized: divide each distance by its reference's length.
         ignored_tokens: token ids removed from both sides before comparing
             (NOTE(edit-distance-erase)).
-        input_length, label_length: int64 [N] lengths; both are required.
+        input_length, label_length: int64 [N] lengths, both or neither.
 
     Returns:
         ``(distances, sequence_num)``: float32 [N, 1] and int64 [1] (the number of pairs).
 
     Raises:
         TypeError: if a sequence is not int64.
-        ProgramError: if the lengths are missing or the shapes disagree.
+        ValueError: one length given without the other.
+        ProgramError: if the shapes disagree.
         ValueError (at run time): a length outside 0..L, or, with ``normalized``, an empty
             reference.
 
@@ -163,7 +166,10 @@ def edit_distance(input, label, normalized: bool = True, ignored_tokens=None, in
     _check_dtype("edit_distance", "input", input, ("int64",))
     _check_dtype("edit_distance", "label", label, ("int64",))
     inputs = {"Hyps": [input], "Refs": [label]}
-    if input_length is not None and label_length is not None:
+    if (input_length is None) != (label_length is None):
+        raise ValueError("edit_distance: give both input_length and label_length (padded sequences), or neither "
+                         "(LoD sequences)")
+    if input_length is not None:
         inputs.update(HypsLength=[input_length], RefsLength=[label_length])
     attrs = {"normalized": bool(normalized)}
     if ignored_tokens:
