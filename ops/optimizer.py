@@ -382,7 +382,15 @@ def adadelta(xp, ins, a, ctx):
     """AvgSquaredGradOut = rho * AvgSquaredGrad + (1 - rho) * Grad²;
     update = -sqrt((AvgSquaredUpdate + epsilon) / (AvgSquaredGradOut + epsilon)) * Grad;
     AvgSquaredUpdateOut = rho * AvgSquaredUpdate + (1 - rho) * update²;
-    ParamOut = Param + update. No learning rate (NOTE(fluid18-optimizers)); dense only.
+    ParamOut = Param - sqrt((AvgSquaredUpdateOut + epsilon) / (AvgSquaredGradOut + epsilon)) * Grad,
+    as Fluid 1.8.5 computes it (NOTE(adadelta-1.8)). No learning rate (NOTE(fluid18-optimizers));
+    dense only.
+
+    NOTE(adadelta-1.8): Fluid 1.8's kernel writes ``update`` as a lazy Eigen expression over
+    AvgSquaredUpdate, updates AvgSquaredUpdate in place, then adds ``update`` to the parameter:
+    the step the parameter takes is evaluated with the accumulator already updated. Its
+    accumulators are the textbook ones; its parameter step is this one (measured: one step from
+    zero accumulators moves a parameter by sqrt(2) times the textbook step).
     """
     _dense_only("adadelta", ins)
     p, g, asg, asu = ins["Param"], ins["Grad"], ins["AvgSquaredGrad"], ins["AvgSquaredUpdate"]
@@ -390,7 +398,8 @@ def adadelta(xp, ins, a, ctx):
     asg = rho * asg + (1 - rho) * g * g
     update = -xp.sqrt((asu + eps) / (asg + eps)) * g
     asu = rho * asu + (1 - rho) * update * update
-    return {"ParamOut": p + update, "AvgSquaredGradOut": asg, "AvgSquaredUpdateOut": asu}
+    return {"ParamOut": p - xp.sqrt((asu + eps) / (asg + eps)) * g, "AvgSquaredGradOut": asg,
+            "AvgSquaredUpdateOut": asu}
 
 
 @register("decayed_adagrad", ins=(_P, _G, _M, _LR), outs=(_PO, _MO), attrs={"decay": 0.95, "epsilon": 1e-6},

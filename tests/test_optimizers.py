@@ -70,11 +70,12 @@ def ref_adamax(p, g, lr, s, a):
     return p, {"Moment": m, "InfNorm": u, "Beta1Pow": s["Beta1Pow"] * a["beta1"]}
 
 
-def ref_adadelta(p, g, lr, s, a):  # no learning rate, as in Fluid 1.8
-    rho, eps = a["rho"], a["epsilon"]
+def ref_adadelta(p, g, lr, s, a):  # no learning rate; the step taken with the updated accumulator, as Fluid 1.8.5
+    rho, eps = a["rho"], a["epsilon"]  # (NOTE(adadelta-1.8) in ops/optimizer.py)
     eg = rho * s["AvgSquaredGrad"] + (1 - rho) * g * g
     dx = -np.sqrt((s["AvgSquaredUpdate"] + eps) / (eg + eps)) * g
-    return p + dx, {"AvgSquaredGrad": eg, "AvgSquaredUpdate": rho * s["AvgSquaredUpdate"] + (1 - rho) * dx * dx}
+    ex = rho * s["AvgSquaredUpdate"] + (1 - rho) * dx * dx
+    return p - np.sqrt((ex + eps) / (eg + eps)) * g, {"AvgSquaredGrad": eg, "AvgSquaredUpdate": ex}
 
 
 def ref_decayed_adagrad(p, g, lr, s, a):

@@ -28,7 +28,7 @@ import warnings
 import numpy as np
 
 from placegroup import layers
-from placegroup.model.initializer import Constant  # noqa: F401  (Fluid's module binds it)
+from placegroup.model.initializer import Constant  # Fluid binds it in this module too
 from placegroup.ir import unique_name
 from placegroup.ir.framework import Program, Variable, program_guard
 from placegroup.model.layer_helper import LayerHelper
@@ -83,10 +83,13 @@ class Evaluator:
         raise NotImplementedError()
 
     def _create_state(self, suffix: str, dtype: str, shape) -> Variable:
-        """A new persistable state var ``<unique name>_<suffix>`` of the main program."""
+        """A new persistable state var ``<unique name>_<suffix>`` of the main program, zero after
+        the startup program: Fluid leaves it unset until ``reset``, and its ``sum`` counts an
+        unset input as nothing, so a script that never resets still counts from zero."""
         block = self.helper.main_program.current_block()
         state = block.create_var("_".join([unique_name.generate(self.helper.name), suffix]), persistable=True,
                                  dtype=dtype, shape=shape, stop_gradient=True)
+        self.helper.set_variable_initializer(state, Constant(0.0))
         self.states.append(state)
         return state
 

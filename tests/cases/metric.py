@@ -150,8 +150,8 @@ def _ed_specs(h=(4, 6), r=(4, 5), hl=(4,), rl=(4,), dtype="int64"):
 
 _ED_BATCH = ("Hyps", "Refs", "HypsLength", "RefsLength")
 _ED_ERRORS = (
-    (_ed_specs(hl=None, rl=None), {}, ProgramError, "HypsLength and RefsLength are required"),
-    (_ed_specs(rl=None), {}, ProgramError, "HypsLength and RefsLength are required"),
+    (_ed_specs(hl=None, rl=None), {}, ProgramError, r"LoD sequences of one token a row \[T, 1\]"),
+    (_ed_specs(rl=None), {}, ProgramError, "give both HypsLength and RefsLength"),
     (_ed_specs(dtype="int32"), {}, ProgramError, "Hyps must be int64, got int32"),
     (_ed_specs(r=(3, 5)), {}, ProgramError, r"same N, got Hyps\[4, 6\] and Refs\[3, 5\]"),
     (_ed_specs(rl=(5,)), {}, ProgramError, r"RefsLength must be \[N\] = \[4\] .*got RefsLength\[5\]"),
