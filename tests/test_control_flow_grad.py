@@ -16,6 +16,7 @@ import pytest
 import placegroup as fluid
 from placegroup.backward import append_backward
 from tests.inproc import run_cluster, run_local
+from tests.numeric import central_differences
 from tests.paddle_ref.reference import run_reference
 
 L = fluid.layers
@@ -151,12 +152,7 @@ def test_gradients_through_blocks_equal_central_differences(kind):
 
     for name, grad in zip(names, got[1:]):
         base = xv if name == "x" else params[name]
-        numeric = np.zeros_like(base)
-        for k in np.ndindex(base.shape):
-            up, down = base.copy(), base.copy()
-            up[k] += 1e-6
-            down[k] -= 1e-6
-            numeric[k] = (f(name, up) - f(name, down)) / 2e-6
+        numeric = central_differences(lambda v: f(name, v), base)
         np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-9, err_msg=f"{kind}: {name}@GRAD")
 
 
@@ -273,13 +269,7 @@ def _loop_var_numeric() -> np.ndarray:
             h = np.tanh(h * x + x)
         return h.mean()
 
-    numeric = np.zeros_like(LOOP_X)
-    for k in np.ndindex(LOOP_X.shape):
-        up, down = LOOP_X.copy(), LOOP_X.copy()
-        up[k] += 1e-6
-        down[k] -= 1e-6
-        numeric[k] = (f(up) - f(down)) / 2e-6
-    return numeric
+    return central_differences(f, LOOP_X)
 
 
 def test_a_loop_var_the_body_reads_differentiates_at_the_value_it_read(tmp_path):

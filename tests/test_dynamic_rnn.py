@@ -13,6 +13,7 @@ import placegroup as fluid
 from placegroup.backward import append_backward
 from placegroup.values import LoDTensor
 from tests.inproc import run_cluster, run_local
+from tests.numeric import central_differences
 from tests.paddle_ref.reference import run_reference
 
 L = fluid.layers
@@ -121,12 +122,7 @@ def test_gradients_through_a_dynamic_rnn_equal_central_differences():
     names = ["x", "boot", "att_w", "w1", "w3", "v2"]
     got = exe.run(main, feed=feed(values), fetch_list=[n + "@GRAD" for n in names], scope=scope, return_numpy=False)
     for name, grad in zip(names, got):
-        base, numeric = values[name], np.zeros_like(values[name])
-        for k in np.ndindex(base.shape):
-            up, down = base.copy(), base.copy()
-            up[k] += 1e-6
-            down[k] -= 1e-6
-            numeric[k] = (f(name, up) - f(name, down)) / 2e-6
+        numeric = central_differences(lambda v: f(name, v), values[name])
         np.testing.assert_allclose(np.array(grad), numeric, rtol=1e-6, atol=1e-9, err_msg=f"{name}@GRAD")
 
 

@@ -18,6 +18,7 @@ import pytest
 import placegroup as fluid
 from placegroup.backward import append_backward
 from placegroup.errors import OpError
+from tests.numeric import central_differences
 from tests.paddle_ref.reference import run_reference
 
 L = fluid.layers
@@ -264,12 +265,7 @@ def test_gradients_through_rnn_equal_central_differences():
 
     for name, grad in zip(names, got[1:]):
         base = feed[name] if name in feed else params[name]
-        numeric = np.zeros_like(base)
-        for k in np.ndindex(base.shape):
-            up, down = base.copy(), base.copy()
-            up[k] += 1e-6
-            down[k] -= 1e-6
-            numeric[k] = (f(name, up) - f(name, down)) / 2e-6
+        numeric = central_differences(lambda v: f(name, v), base)
         np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-9, err_msg=f"{name}@GRAD")
 
 

@@ -138,7 +138,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # ops/: + ~165 and placegroup/: + ~400 for DynamicRNN: its LoD machinery (ops/lod_rank.py: rank tables, time
 # steps, shrinking memories, reordering), the layer and its LoD layers (layers/dynamic_rnn.py), loops and
 # branches written out per place for data parallelism
-BUDGET = {"placegroup": 38830, "executor": 3150, "ops": 14520, "comm": 2320}
+# ops/: + ~60 and placegroup/: + ~15 for what real sequence programs needed: expand's counts as Variables,
+# edit_distance over LoD sequences, Adadelta's Fluid 1.8.5 step, hard labels without their class dim
+BUDGET = {"placegroup": 38845, "executor": 3150, "ops": 14585, "comm": 2320}
 PASS_LINES = 220
 
 
