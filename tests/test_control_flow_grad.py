@@ -316,6 +316,24 @@ def test_the_examples_train_over_two_places_as_on_one(model):
         np.testing.assert_allclose(two.params[0][name], value, rtol=1e-5, atol=1e-7, err_msg=name)
 
 
+def test_an_inference_model_of_a_trained_loop_keeps_the_loop_not_its_gradient(tmp_path):
+    example = _example()
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        example.build("rnn")
+    pred = next(op for op in main.global_block().ops if op.type == "elementwise_add"
+                and "out_b" in op.input_arg_names).output_arg_names[0]
+    exe = fluid.Executor()
+    exe.run(startup)
+    x, y = example.batches("rnn", 1, 8)[0]
+    want, = exe.run(main.clone(for_test=True), feed={"x": x, "y": y}, fetch_list=[pred])
+    fluid.io.save_inference_model(str(tmp_path), ["x"], [main.global_block().var(pred)], exe, main_program=main)
+    served, feeds, fetches = fluid.io.load_inference_model(str(tmp_path), exe)
+    assert len(served.blocks) == 2 and [op.type for op in served.global_block().ops].count("while") == 1
+    got, = exe.run(served, feed={"x": x}, fetch_list=fetches)
+    np.testing.assert_array_equal(got, want)
+
+
 # -- select_output ---------------------------------------------------------------------------
 
 def test_select_output_writes_only_the_output_its_mask_names():

@@ -94,11 +94,33 @@ def prune_for_inference(program: Program, feed_names: Sequence[str], target_name
     b.ops = keep
     used = feeds | set(target_names) | {n for op in keep for n in op.input_arg_names + op.output_arg_names}
     b.vars = {n: v for n, v in b.vars.items() if n in used}
+    _keep_used_blocks(p)
     p.provenance.append(PASS_NAME)
     p.extra.update({FEED_KEY: list(feed_names), FETCH_KEY: list(target_names)})
     p._bump()
     p.verify()
     return p
+
+
+def _keep_used_blocks(p: Program) -> None:
+    """Drop the blocks no kept op runs (a loop's gradient block, a branch the targets do not
+    need), with their ancestors kept, and number the rest again in order."""
+    used, todo = {0}, [0]
+    while todo:
+        for op in p.blocks[todo.pop()].ops:
+            idx = op.attrs.get("sub_block", -1) if op.opdef.sub_block else -1
+            while idx >= 0 and idx not in used:
+                used.add(idx)
+                todo.append(idx)
+                idx = p.blocks[idx].parent_idx
+    order = sorted(used)
+    new = {old: i for i, old in enumerate(order)}
+    p.blocks = [p.blocks[i] for i in order]
+    for blk in p.blocks:
+        blk.idx, blk.parent_idx = new[blk.idx], new.get(blk.parent_idx, -1)
+        for op in blk.ops:
+            if op.opdef.sub_block:
+                op.attrs["sub_block"] = new[op.attrs["sub_block"]]
 
 
 def _unmade(program: Program, name: str, op, index: int, feed_names) -> str:
