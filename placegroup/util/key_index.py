@@ -1,0 +1,284 @@
+"""A key -> row index for tables keyed by raw 64-bit feature ids (issue 31), not a Python dict.
+
+``KeyIndex`` maps non-negative int64 ids to dense rows ``0..n-1`` a batch at a time: every
+operation takes an array of ids and hands back an array of rows, vectorised over the batch (the
+only Python loop runs over probe rounds, never over ids). ``mix64`` is the fixed 64-bit mix that
+hashes ids here and places them on shards (``mix64(ids) % n_shards``); Python's ``hash`` is
+never used, so placement is the same in every process and on every machine.
+
+It imports nothing of placegroup. Thread-safety: none; the table that owns an index holds its
+lock around every call.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+_EMPTY, _TOMB = -1, -2  # slot states; a slot >= 0 holds a row
+_MAX_ROWS = 2 ** 31 - 3  # rows are int32 in the slots
+
+
+def mix64(keys: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer over ``keys`` (int64 or uint64), as uint64; exact, so the same on
+    every machine.
+
+    Example: ``mix64(np.array([0x9E3779B97F4A7C15], np.uint64))`` is ``[0xE220A8397B1DCDAF]``,
+    splitmix64's first output for seed 0.
+    """
+    z = np.asarray(keys)
+    z = z.astype(np.uint64) if z.dtype != np.int64 else z.view(np.uint64)  # wraps, no copy for int64
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+def as_ids(keys) -> np.ndarray:
+    """``keys`` as a 1-D int64 array of ids (0 to 2**63 - 1).
+
+    Raises:
+        TypeError: ``keys`` are not integers.
+        ValueError: an id is negative (or, as uint64, above 2**63 - 1); names the first one.
+    """
+    a = np.asarray(keys)
+    if a.size == 0:
+        return np.zeros(0, np.int64)
+    if a.dtype == np.bool_ or not np.issubdtype(a.dtype, np.integer):
+        raise TypeError(f"ids must be integers, got an array of {a.dtype}")
+    a = a.reshape(-1)
+    bad = a > np.iinfo(np.int64).max if a.dtype == np.uint64 else a < 0
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"id {int(a[i])} at position {i} is not in 0 to 2**63 - 1")
+    return a.astype(np.int64, copy=False)
+
+
+def _groups(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique's (first index, inverse) of ``a``, from one unstable argsort (faster than the
+    stable one np.unique needs for ``return_index``): the first index is each group's least."""
+    o = np.argsort(a)
+    s = a[o]
+    head = np.ones(a.size, bool)
+    head[1:] = s[1:] != s[:-1]
+    inv = np.empty(a.size, np.int64)
+    inv[o] = np.cumsum(head) - 1
+    return np.minimum.reduceat(o, np.flatnonzero(head)), inv
+
+
+class KeyIndex:
+    """Open-addressing hash table over numpy arrays: int64 ids -> dense int64 rows.
+
+    Layout: ``_slots`` (int32, a power of two long) holds per slot a row, ``-1`` (empty) or
+    ``-2`` (tombstone); ``_row_key`` (int64, one per row) holds each row's id, ``-1`` for a free
+    row. A slot keeps only the row, and the id is read through it: the row -> id array is needed
+    anyway (checkpoints, and eviction picks rows), and 4-byte slots keep the index small.
+
+    * Probing: linear, from ``mix64(id) & (slots - 1)``; each round advances only the ids still
+      unresolved, so a batch costs one numpy pass per probe round.
+    * Rows: new ids get rows in first-appearance order within the batch, lowest free row first
+      (rows freed by ``remove``), then ``len`` upwards, so the row store stays dense; duplicates
+      in a batch share one row. Rows depend only on the sequence of calls, never on the slot
+      layout or the machine (NOTE(key-index-determinism)).
+    * Growth: before an insert that would push (live + tombstones) / slots above
+      ``MAX_LOAD`` = 0.75, the index rebuilds: into 2x slots (more while still above 0.75) when
+      the live ids alone would exceed 0.375 of the slots, else at the same size. Inserts alone
+      keep the load in (0.375, 0.75]; removals lower it (the index never shrinks yet).
+    * Deletion: a removed id's slot becomes a tombstone, which probing steps over and which
+      counts towards the load; the rebuild above drops them all, so tombstones never lengthen
+      probes past what 0.75 load allows, and a churn of inserts and removes rebuilds at the same
+      size after at least 0.375 x slots operations. Inserts fill empty slots only.
+    * Memory (``nbytes``): 4 bytes per slot + 8 per allocated row (the row array grows by
+      1.25x). With inserts only, that is 4/0.75 + 8 = 13.3 bytes per live id at the highest
+      load and 4/0.375 + 8 x 1.25 = 20.7 at the lowest, leaving the table's per-row counters
+      (a later slice) 3 to 10 bytes of the issue's 24.
+    * LRU (later): a last-seen stamp per row lives beside the table's per-row counters,
+      row-indexed like ``_row_key``; eviction picks stale rows and removes
+      ``_row_key[rows]``, so the index needs no change.
+
+    Example:
+        >>> ix = KeyIndex()
+        >>> ix.insert([7, 2**62, 7]).tolist(), ix.lookup([2**62, 5]).tolist()
+        ([0, 1, 0], [1, -1])
+
+    Rows are below 2**31 - 2 (OverflowError beyond). Not thread-safe.
+    """
+
+    MAX_LOAD = 0.75
+    MIN_SLOTS = 16
+
+    def __init__(self, slots: int = MIN_SLOTS):
+        n = max(self.MIN_SLOTS, 1 << (int(slots) - 1).bit_length())
+        self._slots = np.full(n, _EMPTY, np.int32)
+        self._row_key = np.full(16, -1, np.int64)  # never empty: probes read row 0 for free slots
+        self._free = np.zeros(0, np.int64)  # free rows below _n_rows, ascending
+        self._n_rows = 0  # rows ever handed out (live + free)
+        self._live = 0
+        self._tomb = 0
+
+    def __len__(self) -> int:
+        return self._live
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every array the index holds."""
+        return self._slots.nbytes + self._row_key.nbytes + self._free.nbytes
+
+    @property
+    def slots(self) -> int:
+        """The number of slots (a power of two)."""
+        return self._slots.size
+
+    def lookup(self, keys) -> np.ndarray:
+        """Rows of ``keys`` (any shape; the result has it), ``-1`` where absent.
+
+        Raises:
+            TypeError, ValueError: as ``as_ids``.
+        """
+        ids = as_ids(keys)
+        return self._probe(ids)[0].reshape(np.shape(keys))
+
+    def insert(self, keys) -> np.ndarray:
+        """Rows of ``keys``, adding the absent ones (rows as the class docstring says).
+
+        Raises:
+            TypeError, ValueError: as ``as_ids``; nothing is inserted then.
+            OverflowError: rows would pass 2**31 - 3.
+        """
+        ids = as_ids(keys)
+        rows, end = self._probe(ids)
+        miss = np.flatnonzero(rows < 0)
+        if miss.size:
+            first, inv = _groups(ids[miss])
+            is_first = np.zeros(miss.size, bool)
+            is_first[first] = True  # first appearances, in batch order: no second sort
+            new = self._take_rows(first.size)
+            rows[miss] = new[(np.cumsum(is_first) - 1)[first]][inv]
+            new_ids = ids[miss[is_first]]
+            self._row_key[new] = new_ids
+            if self._needs_rebuild(first.size):
+                self._rebuild(self._live + first.size)
+                start = self._home(new_ids)
+            else:
+                start = end[miss[is_first]]  # the empty slot each id's lookup stopped at
+            self._place(start, new.astype(np.int32))
+            self._live += first.size
+        return rows.reshape(np.shape(keys))
+
+    def remove(self, keys) -> np.ndarray:
+        """Remove ``keys``; returns the row each had before the call (``-1`` where absent; a
+        duplicate reports the same row). The rows become free for later inserts.
+
+        Raises:
+            TypeError, ValueError: as ``as_ids``.
+        """
+        ids = as_ids(keys)
+        rows, end = self._probe(ids)
+        hit = rows >= 0
+        gone, i = np.unique(rows[hit], return_index=True)
+        if gone.size:
+            self._slots[end[hit][i]] = _TOMB
+            self._row_key[gone] = -1
+            self._free = np.union1d(self._free, gone)
+            self._live -= gone.size
+            self._tomb += gone.size
+        return rows.reshape(np.shape(keys))
+
+    def keys_and_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """The live ids and their rows, sorted by row (for checkpoints)."""
+        rows = np.flatnonzero(self._row_key[:self._n_rows] >= 0)
+        return self._row_key[rows].copy(), rows.astype(np.int64)
+
+    @classmethod
+    def from_keys_and_rows(cls, keys, rows) -> "KeyIndex":
+        """The index that ``keys_and_rows`` returned; rows absent below the largest are free.
+
+        Raises:
+            TypeError, ValueError: ids as ``as_ids``; rows negative, too large or repeated;
+                ids repeated; lengths that differ.
+        """
+        ids, rws = as_ids(keys), np.asarray(rows).reshape(-1)
+        if rws.size and not np.issubdtype(rws.dtype, np.integer):
+            raise TypeError(f"rows must be integers, got an array of {rws.dtype}")
+        rws = rws.astype(np.int64)
+        if ids.size != rws.size:
+            raise ValueError(f"{ids.size} ids but {rws.size} rows")
+        if rws.size and (rws.min() < 0 or rws.max() > _MAX_ROWS):
+            raise ValueError(f"rows must be in 0 to {_MAX_ROWS}, got {rws.min()} to {rws.max()}")
+        if np.unique(ids).size != ids.size or np.unique(rws).size != rws.size:
+            raise ValueError("ids and rows must each be distinct")
+        ix = cls(int(ids.size / (cls.MAX_LOAD / 2)) + 1)
+        ix._n_rows = int(rws.max()) + 1 if rws.size else 0
+        ix._row_key = np.full(max(ix._n_rows, 16), -1, np.int64)
+        ix._row_key[rws] = ids
+        ix._free = np.flatnonzero(ix._row_key[:ix._n_rows] < 0).astype(np.int64)
+        ix._place(ix._home(ids), rws.astype(np.int32))
+        ix._live = ids.size
+        return ix
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _home(self, ids: np.ndarray) -> np.ndarray:
+        return (mix64(ids) & np.uint64(self._slots.size - 1)).astype(np.int64)
+
+    def _probe(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, slot): per id its row and slot, or -1 and the empty slot its probe ended at."""
+        rows = np.full(ids.size, -1, np.int64)
+        end = np.empty(ids.size, np.int64)
+        mask = self._slots.size - 1
+        idx, k, p = np.arange(ids.size), ids, self._home(ids)
+        while idx.size:
+            s = self._slots[p]
+            hit = (s >= 0) & (self._row_key[np.maximum(s, 0)] == k)
+            done = hit | (s == _EMPTY)
+            rows[idx[hit]] = s[hit]
+            end[idx[done]] = p[done]
+            more = ~done
+            idx, k, p = idx[more], k[more], (p[more] + 1) & mask
+        return rows, end
+
+    def _place(self, p: np.ndarray, r: np.ndarray) -> None:
+        """Put distinct absent rows ``r`` into the first empty slot at or after ``p``.
+
+        NOTE(key-index-determinism): ids that meet at one empty slot in a round all write it;
+        whichever write lands (numpy's order, first in the batch in practice) keeps it, read
+        back, and the others move on one slot. Every slot they pass is occupied, so lookups,
+        which stop at the first empty slot, still find them. The layout may thus depend on
+        numpy; the rows never do, as they are handed out before placement.
+        """
+        mask = self._slots.size - 1
+        while p.size:
+            free = np.flatnonzero(self._slots[p] == _EMPTY)
+            pf, rf = p[free], r[free]
+            self._slots[pf[::-1]] = rf[::-1]
+            lost = np.ones(p.size, bool)
+            lost[free[self._slots[pf] == rf]] = False
+            p, r = (p[lost] + 1) & mask, r[lost]
+
+    def _take_rows(self, n: int) -> np.ndarray:
+        """``n`` rows for new ids: the lowest free ones, then fresh ones; grows ``_row_key``."""
+        if self._n_rows + n - min(n, self._free.size) > _MAX_ROWS:
+            raise OverflowError(f"a KeyIndex holds at most {_MAX_ROWS} rows")
+        reuse, self._free = self._free[:n], self._free[n:]
+        fresh = np.arange(self._n_rows, self._n_rows + n - reuse.size, dtype=np.int64)
+        self._n_rows += fresh.size
+        if self._n_rows > self._row_key.size:
+            grown = np.full(max(self._n_rows, int(self._row_key.size * 1.25) + 16), -1, np.int64)
+            grown[:self._row_key.size] = self._row_key
+            self._row_key = grown
+        return np.concatenate([reuse, fresh])
+
+    def _needs_rebuild(self, n_new: int) -> bool:
+        return self._live + self._tomb + n_new > self.MAX_LOAD * self._slots.size
+
+    def _rebuild(self, target: int) -> None:
+        """Rehash the live ids, dropping tombstones, into slots sized for ``target`` live ids
+        (the growth policy in the class docstring)."""
+        n = self._slots.size
+        if target > self.MAX_LOAD / 2 * n:
+            n *= 2
+            while target > self.MAX_LOAD * n:
+                n *= 2
+        live = self._slots[self._slots >= 0]
+        self._slots = np.full(n, _EMPTY, np.int32)
+        self._tomb = 0
+        self._place(self._home(self._row_key[live]), live)
