@@ -12,6 +12,7 @@ import pytest
 
 import placegroup as fluid
 from placegroup.errors import ProgramError
+from tests.numeric import central_differences
 from tests.paddle_ref.reference import run_reference
 
 L = fluid.layers
@@ -131,16 +132,12 @@ def test_gradients_equal_central_differences(fresh_programs):
         numeric = (loss_at(p.name, 1e-6 * u) - loss_at(p.name, -1e-6 * u)) / 2e-6
         assert analytic == pytest.approx(numeric, rel=1e-6, abs=1e-10), p.name
 
-    def feed_loss(name, delta):
-        return float(exe.run(main, feed={**feed, name: feed[name] + delta}, fetch_list=[loss])[0][0])
+    def feed_loss(name, value):
+        return float(exe.run(main, feed={**feed, name: value}, fetch_list=[loss])[0][0])
 
     for name in ("x", "h0"):
         grad, = exe.run(main, feed=feed, fetch_list=[f"{name}@GRAD"])
-        numeric = np.zeros_like(feed[name])
-        for i in np.ndindex(*feed[name].shape):
-            d = np.zeros_like(feed[name])
-            d[i] = 1e-6
-            numeric[i] = (feed_loss(name, d) - feed_loss(name, -d)) / 2e-6
+        numeric = central_differences(lambda v: feed_loss(name, v), feed[name])
         np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-10, err_msg=name)
 
 
