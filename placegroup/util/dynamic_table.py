@@ -1,0 +1,441 @@
+"""A growing embedding table keyed by raw 64-bit ids (issue 31): the rows a pserver holds.
+
+``DynamicTable`` creates a row the first time an id is admitted, updates it with a per-row
+optimizer and evicts it again by age or by a decayed sighting count. It knows nothing of
+programs: a pserver (a later slice) calls ``pull``, ``push`` and ``end_round`` under its lock.
+Thread-safety: none.
+
+NOTE(dynamic-table-determinism): nothing a row holds depends on which table (shard) holds it,
+on when it was created or on its row number. Initial values and probability draws are
+counter-based on (seed, id, counter) (``counter_uniform``); a row's update reads only its own
+state; counts and ages are per id. So one table and the same calls split over shards by
+``mix64(id) % n`` hold the same numbers, and ``shard`` can re-split a checkpoint onto any
+number of shards, bit for bit.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+
+from placegroup.util.key_index import KeyIndex, as_ids, mix64
+
+_PHI = np.uint64(0x9E3779B97F4A7C15)
+_S11 = np.uint64(11)
+_STREAM_INIT, _STREAM_ADMIT = 1, 2
+_MAX_STEP = 2 ** 31 - 1  # last-seen steps are int32
+
+
+def counter_uniform(seed: int, stream: int, ids: np.ndarray, counters: np.ndarray) -> np.ndarray:
+    """Uniform [0, 1) float64 draws, a pure function of (seed, stream, id, counter).
+
+    ``k = mix64(mix64(seed) ^ stream)``; ``x = mix64(mix64(id ^ k) + (counter + 1)·φ)`` mod 2**64
+    with φ = 0x9E3779B97F4A7C15 (splitmix64's increment); the draw is ``(x >> 11)·2**-53``.
+    ``ids`` [n] int64 and ``counters`` (uint64-castable, broadcast against ``ids[:, None]``).
+
+    Example: ``counter_uniform(0, 1, np.array([5]), np.arange(3))`` is three draws in [0, 1).
+    """
+    k = mix64(mix64(np.array([seed], np.uint64)) ^ np.uint64(stream))
+    h = mix64(np.asarray(ids, np.int64).view(np.uint64) ^ k)
+    x = mix64(h[:, None] + (np.asarray(counters, np.uint64) + np.uint64(1)) * _PHI)
+    return (x >> _S11).astype(np.float64) * 2.0 ** -53
+
+
+def _need(ok: bool, msg: str) -> None:
+    if not ok:
+        raise ValueError(msg)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+@dataclasses.dataclass(frozen=True)
+class CountFilterEntry:
+    """Admit an id once it has been seen ``count`` times (``count`` >= 1; 1 is no filter)."""
+    count: int
+
+    def __post_init__(self):
+        _need(_is_int(self.count) and self.count >= 1,
+              f"CountFilterEntry.count must be an int >= 1, got {self.count!r}")
+
+    def admit(self, seed: int, ids: np.ndarray, sightings: np.ndarray) -> np.ndarray:
+        return sightings >= self.count
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbabilityEntry:
+    """Admit an id at each sighting with ``probability`` (in (0, 1]).
+
+    The k-th sighting (k = 1, 2, ...) of an id admits it when
+    ``counter_uniform(seed, 2, [id], [k - 1]) < probability``: deterministic for a table's seed,
+    yet, as in Paddle's entry, an id seen often is admitted with probability 1 - (1 - p)**k.
+    """
+    probability: float
+
+    def __post_init__(self):
+        _need(isinstance(self.probability, (int, float)) and 0 < self.probability <= 1,
+              f"ProbabilityEntry.probability must be in (0, 1], got {self.probability!r}")
+
+    def admit(self, seed: int, ids: np.ndarray, sightings: np.ndarray) -> np.ndarray:
+        return counter_uniform(seed, _STREAM_ADMIT, ids, (sightings - 1)[:, None])[:, 0] < self.probability
+
+
+@dataclasses.dataclass(frozen=True)
+class ShowClickEntry:
+    """Paddle's show/click admission. Not implemented yet: it needs the click feed."""
+    show: str = "show"
+    click: str = "click"
+
+    def __post_init__(self):
+        raise NotImplementedError("ShowClickEntry is not implemented yet (issue 31): admission by "
+                                  "show/click counts needs the click feed; use CountFilterEntry or "
+                                  "ProbabilityEntry")
+
+
+_ENTRIES = {"count": CountFilterEntry, "probability": ProbabilityEntry}
+_EPSILON = {"sgd": 0.0, "adagrad": 1e-6, "adam": 1e-8}  # the kernels' defaults
+
+
+@dataclasses.dataclass(frozen=True)
+class TableConfig:
+    """Everything a ``DynamicTable`` is, validated on construction (ValueError names the field).
+
+    Args:
+        dim: values per row (>= 1). dtype: "float32" or "float64".
+        seed: 0 to 2**64 - 1; with the id it fixes initial values and probability draws.
+        init_low, init_high: a new row is uniform in [init_low, init_high) (low < high).
+        optimizer: "sgd", "adagrad" or "adam"; lr (> 0); epsilon (>= 0, default the kernel's:
+            adagrad 1e-6, adam 1e-8); initial_accumulator (adagrad's first moment, >= 0);
+            beta1, beta2 (adam, in [0, 1)).
+        entry: CountFilterEntry, ProbabilityEntry or None (admit at first sight).
+        ttl: evict a row unseen for ttl steps (an int >= 1) or None.
+        min_count: evict a row whose decayed count is below it (> 0) or None; decay in (0, 1].
+    """
+    dim: int
+    dtype: str = "float32"
+    seed: int = 0
+    init_low: float = -0.1
+    init_high: float = 0.1
+    optimizer: str = "sgd"
+    lr: float = 0.01
+    epsilon: float | None = None
+    initial_accumulator: float = 0.0
+    beta1: float = 0.9
+    beta2: float = 0.999
+    entry: CountFilterEntry | ProbabilityEntry | None = None
+    ttl: int | None = None
+    min_count: float | None = None
+    decay: float = 1.0
+
+    def __post_init__(self):
+        num = (int, float)
+        _need(_is_int(self.dim) and self.dim >= 1, f"TableConfig.dim must be an int >= 1, got {self.dim!r}")
+        _need(self.dtype in ("float32", "float64"), f"TableConfig.dtype must be float32 or float64, got {self.dtype!r}")
+        _need(_is_int(self.seed) and 0 <= self.seed < 2 ** 64, f"TableConfig.seed must be an int in 0 to 2**64 - 1, got {self.seed!r}")
+        _need(isinstance(self.init_low, num) and isinstance(self.init_high, num) and self.init_low < self.init_high,
+              f"TableConfig needs init_low < init_high, got {self.init_low!r} and {self.init_high!r}")
+        _need(self.optimizer in _EPSILON, f"TableConfig.optimizer must be one of {sorted(_EPSILON)}, got {self.optimizer!r}")
+        _need(isinstance(self.lr, num) and self.lr > 0, f"TableConfig.lr must be > 0, got {self.lr!r}")
+        _need(self.epsilon is None or (isinstance(self.epsilon, num) and self.epsilon >= 0),
+              f"TableConfig.epsilon must be >= 0 or None, got {self.epsilon!r}")
+        _need(isinstance(self.initial_accumulator, num) and self.initial_accumulator >= 0,
+              f"TableConfig.initial_accumulator must be >= 0, got {self.initial_accumulator!r}")
+        for name in ("beta1", "beta2"):
+            v = getattr(self, name)
+            _need(isinstance(v, num) and 0 <= v < 1, f"TableConfig.{name} must be in [0, 1), got {v!r}")
+        _need(self.entry is None or isinstance(self.entry, (CountFilterEntry, ProbabilityEntry)),
+              f"TableConfig.entry must be a CountFilterEntry, a ProbabilityEntry or None, got {self.entry!r}")
+        _need(self.ttl is None or (_is_int(self.ttl) and self.ttl >= 1),
+              f"TableConfig.ttl must be an int >= 1 or None, got {self.ttl!r}")
+        _need(self.min_count is None or (isinstance(self.min_count, num) and self.min_count > 0),
+              f"TableConfig.min_count must be > 0 or None, got {self.min_count!r}")
+        _need(isinstance(self.decay, num) and 0 < self.decay <= 1, f"TableConfig.decay must be in (0, 1], got {self.decay!r}")
+
+    @property
+    def eps(self) -> float:
+        return _EPSILON[self.optimizer] if self.epsilon is None else self.epsilon
+
+    def to_json(self) -> str:
+        d = dataclasses.asdict(self)
+        if self.entry is not None:
+            d["entry"] = {"kind": next(k for k, c in _ENTRIES.items() if isinstance(self.entry, c)), **d["entry"]}
+        return json.dumps(d, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "TableConfig":
+        d = json.loads(text)
+        if d.get("entry") is not None:
+            e = dict(d["entry"])
+            d["entry"] = _ENTRIES[e.pop("kind")](**e)
+        return cls(**d)
+
+
+# -- per-row optimizers: Fluid's kernels (ops/optimizer.py) on a SelectedRows gradient, lazy ------
+
+def _merge(rows: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows sorted unique, repeats summed in their order: ``SelectedRows.merged``'s bits."""
+    uniq, inv = np.unique(rows, return_inverse=True)
+    if uniq.size == rows.size:
+        return uniq, g[np.argsort(rows)]
+    out = np.zeros((uniq.size, g.shape[1]), g.dtype)
+    np.add.at(out, inv.reshape(-1), g)
+    return uniq, out
+
+
+def _sgd(cfg, t, a, rows, g) -> None:
+    # NOTE(sgd-add-at) in ops/optimizer.py: each entry subtracted in turn, as the sgd kernel does
+    np.add.at(a["values"], rows, -t(cfg.lr) * g)
+
+
+def _adagrad(cfg, t, a, rows, g) -> None:
+    r, g = _merge(rows, g)
+    lr, eps = t(cfg.lr), t(cfg.eps)
+    m = a["moment"][r] + g * g
+    a["values"][r] = a["values"][r] - lr * g / (np.sqrt(m) + eps)
+    a["moment"][r] = m
+
+
+def _adam(cfg, t, a, rows, g) -> None:
+    """Lazy Adam with the row's own beta powers; the step reads the powers after this update,
+    as the kernel does for a SelectedRows gradient (NOTE(sparse-adam-powers))."""
+    r, g = _merge(rows, g)
+    b1, b2, eps = t(cfg.beta1), t(cfg.beta2), t(cfg.eps)
+    b1p, b2p = a["beta1_pow"][r] * b1, a["beta2_pow"][r] * b2
+    lr_t = (t(cfg.lr) * (np.sqrt(1 - b2p) / (1 - b1p)))[:, None]
+    m1 = b1 * a["moment1"][r] + (1 - b1) * g
+    m2 = b2 * a["moment2"][r] + (1 - b2) * g * g
+    a["values"][r] = a["values"][r] - lr_t * (m1 / (np.sqrt(m2) + eps))
+    a["moment1"][r], a["moment2"][r], a["beta1_pow"][r], a["beta2_pow"][r] = m1, m2, b1p, b2p
+
+
+# optimizer -> (update, {state: (per-element?, initial value from the config)})
+_OPTIMIZERS = {
+    "sgd": (_sgd, {}),
+    "adagrad": (_adagrad, {"moment": (True, lambda c: c.initial_accumulator)}),
+    "adam": (_adam, {"moment1": (True, lambda c: 0.0), "moment2": (True, lambda c: 0.0),
+                     "beta1_pow": (False, lambda c: c.beta1), "beta2_pow": (False, lambda c: c.beta2)}),
+}
+
+
+def _grow(arrays: dict, need: int) -> None:
+    """Grow every row-indexed array in ``arrays`` to hold ``need`` rows: 1.25x + 16 at a time."""
+    cap = next(iter(arrays.values())).shape[0]
+    if need <= cap:
+        return
+    cap = max(need, int(cap * 1.25) + 16)
+    for k, v in arrays.items():
+        grown = np.zeros((cap,) + v.shape[1:], v.dtype)
+        grown[:v.shape[0]] = v
+        arrays[k] = grown
+
+
+class DynamicTable:
+    """Rows of an embedding table keyed by raw non-negative int64 ids, created on admission.
+
+    * ``pull(ids, step)`` reads ``[n, dim]`` values; an id not admitted reads zeros and gets no
+      row. Counting: each *distinct* id of a pull is one sighting (``push`` does not count);
+      a not-yet-admitted id's sightings live in a small candidate index (count, last step) until
+      ``entry`` admits it, at that same pull, which then reads its initial value.
+    * Initial value of a row: ``init_low + (init_high - init_low)·counter_uniform(seed, 1, id, j)``
+      for element j, in float64, then cast to ``dtype``: a function of (seed, id) only.
+    * ``push(ids, grads, step)`` updates admitted rows only (others' gradients are dropped),
+      lazily, with the row's own optimizer state: SGD subtracts each entry in turn (the sgd
+      kernel's NOTE(sgd-add-at)); Adagrad and Adam first sum a repeated id's gradients in order
+      (``SelectedRows.merged``), then apply the kernel's rule; Adam's beta powers are per row,
+      start at beta1/beta2 and advance once per update of that row (NOTE(sparse-adam-powers)).
+    * ``end_round(step)``: with ``ttl``, rows and candidates last seen (pulled, or for rows
+      pushed) at ``s`` with ``step - s >= ttl`` go; with ``min_count``, rows whose count is below
+      it go, then every row's count is multiplied by ``decay``. Candidates' counts never decay.
+      Freed rows are reused by later admissions (``KeyIndex``'s lowest free row first).
+    * Memory: per row ``values`` (dim x itemsize), the optimizer's state, a float32 count and an
+      int32 last-seen step, plus ``KeyIndex``'s 13.3 to 20.7 bytes; the row arrays grow by
+      1.25x (+16 rows), like the index's, and never shrink.
+
+    Steps are ints in 0 to 2**31 - 1; ``pull`` without one uses the last step given to ``push``
+    or ``end_round`` (0 at first).
+
+    Example:
+        >>> t = DynamicTable(TableConfig(dim=2, optimizer="sgd", lr=0.5))
+        >>> t.push([3], t.pull([3]) * 0 + 1.0, step=1)
+        >>> t.pull([3, 4]).shape
+        (2, 2)
+    """
+
+    def __init__(self, config: TableConfig):
+        if not isinstance(config, TableConfig):
+            raise TypeError(f"DynamicTable needs a TableConfig, got {type(config).__name__}")
+        self.config = c = config
+        self._t = np.dtype(c.dtype).type
+        self._update, specs = _OPTIMIZERS[c.optimizer]
+        self._opt = {k: (per_elem, init(c)) for k, (per_elem, init) in specs.items()}
+        self._index, self._cand = KeyIndex(), KeyIndex()
+        self._a = {"values": np.zeros((16, c.dim), c.dtype), "count": np.zeros(16, np.float32),
+                   "last": np.zeros(16, np.int32)}
+        for k, (per_elem, _) in self._opt.items():
+            self._a[k] = np.zeros((16, c.dim) if per_elem else 16, c.dtype)
+        self._c = {"count": np.zeros(16, np.int32), "last": np.zeros(16, np.int32)}
+        self.step = 0
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every array the table holds: rows, candidates and both indexes."""
+        arrays = list(self._a.values()) + list(self._c.values())
+        return self._index.nbytes + self._cand.nbytes + sum(a.nbytes for a in arrays)
+
+    def pull(self, ids, step: int | None = None) -> np.ndarray:
+        """Values ``[len(ids), dim]`` of ``ids`` (zeros where not admitted); counts sightings.
+
+        Raises:
+            ValueError: a negative id (the caller adds the feed's name), or a bad step.
+        """
+        ids, step = as_ids(ids), self._clock(step)
+        uniq, inv = np.unique(ids, return_inverse=True)
+        rows = self._index.lookup(uniq)
+        seen = rows[rows >= 0]
+        self._a["count"][seen] += 1
+        self._a["last"][seen] = step
+        miss = rows < 0
+        if miss.any():
+            new, counts = self._sight(uniq[miss], step)
+            if new.size:
+                self._admit(new, counts, step)
+                rows = self._index.lookup(uniq)
+        out = np.zeros((uniq.size, self.config.dim), self.config.dtype)
+        hit = rows >= 0
+        out[hit] = self._a["values"][rows[hit]]
+        return out[inv.reshape(-1)]
+
+    def push(self, ids, grads, step: int) -> None:
+        """Update the admitted rows of ``ids`` by ``grads`` ``[len(ids), dim]`` (class docstring).
+
+        Raises:
+            ValueError: a negative id, grads of another shape, or a bad step.
+        """
+        ids, step = as_ids(ids), self._clock(step)
+        g = np.asarray(grads)
+        _need(g.shape == (ids.size, self.config.dim),
+              f"push: grads must have shape [{ids.size}, {self.config.dim}], got {list(g.shape)}")
+        rows = self._index.lookup(ids)
+        keep = rows >= 0
+        rows, g = rows[keep], g[keep].astype(self.config.dtype, copy=False)
+        self._a["last"][rows] = step
+        if rows.size:
+            self._update(self.config, self._t, self._a, rows, g)
+
+    def end_round(self, step: int) -> np.ndarray:
+        """Evict by ``ttl`` and ``min_count``, then decay counts; returns the evicted row ids.
+
+        Raises:
+            ValueError: a bad step.
+        """
+        step, c = self._clock(step), self.config
+        keys, rows = self._index.keys_and_rows()
+        gone = np.zeros(keys.size, bool)
+        if c.ttl is not None:
+            gone |= step - self._a["last"][rows].astype(np.int64) >= c.ttl
+            ck, cr = self._cand.keys_and_rows()
+            self._cand.remove(ck[step - self._c["last"][cr].astype(np.int64) >= c.ttl])
+        if c.min_count is not None:
+            gone |= self._a["count"][rows] < np.float32(c.min_count)
+        self._index.remove(keys[gone])
+        if c.decay != 1:
+            self._a["count"][rows[~gone]] *= np.float32(c.decay)
+        return np.sort(keys[gone])
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def state(self) -> dict:
+        """The table as numpy arrays, rows in row order: ``keys``, ``values``, the optimizer's
+        state by name, ``count``, ``last``, ``candidate_keys/count/last``, ``step`` and
+        ``config`` (a 0-d str array of ``TableConfig.to_json``). Copies; nothing is pickled."""
+        keys, rows = self._index.keys_and_rows()
+        ck, cr = self._cand.keys_and_rows()
+        out = {"keys": keys, **{k: v[rows] for k, v in self._a.items()}}
+        out.update(candidate_keys=ck, candidate_count=self._c["count"][cr], candidate_last=self._c["last"][cr],
+                   step=np.array(self.step, np.int64), config=np.array(self.config.to_json()))
+        return out
+
+    @classmethod
+    def from_state(cls, state: dict) -> "DynamicTable":
+        """The table ``state`` describes (rows renumbered densely in the order given).
+
+        Raises:
+            ValueError: an array is missing or its length differs from ``keys``'s.
+        """
+        t = cls(TableConfig.from_json(str(state["config"])))
+        for part, index_attr, prefix, key in ((t._a, "_index", "", "keys"), (t._c, "_cand", "candidate_", "candidate_keys")):
+            keys = as_ids(state[key])
+            for k in part:
+                _need(prefix + k in state, f"from_state: the state has no {prefix + k!r}")
+                v = np.asarray(state[prefix + k])
+                _need(v.shape[:1] == (keys.size,), f"from_state: {prefix + k!r} has {v.shape[:1]} rows, keys {keys.size}")
+                _need(v.shape[1:] == part[k].shape[1:], f"from_state: {prefix + k!r} rows are {v.shape[1:]}, want {part[k].shape[1:]}")
+            _grow(part, keys.size)
+            for k in part:
+                part[k][:keys.size] = state[prefix + k]
+            setattr(t, index_attr, KeyIndex.from_keys_and_rows(keys, np.arange(keys.size)))
+        t.step = int(state["step"])
+        return t
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _clock(self, step) -> int:
+        if step is None:
+            return self.step
+        _need(_is_int(step) and 0 <= step <= _MAX_STEP, f"step must be an int in 0 to {_MAX_STEP}, got {step!r}")
+        self.step = int(step)
+        return self.step
+
+    def _sight(self, ids: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """Count one sighting of each of the distinct unadmitted ``ids``; (admitted ids, counts)."""
+        entry = self.config.entry
+        if entry is None:
+            return ids, np.ones(ids.size, np.float32)
+        known = self._cand.lookup(ids) >= 0
+        rows = self._cand.insert(ids)
+        _grow(self._c, int(rows.max()) + 1)
+        self._c["count"][rows[~known]] = 0
+        self._c["count"][rows] += 1
+        self._c["last"][rows] = step
+        counts = self._c["count"][rows].astype(np.int64)
+        ok = entry.admit(self.config.seed, ids, counts)
+        self._cand.remove(ids[ok])
+        return ids[ok], counts[ok].astype(np.float32)
+
+    def _admit(self, ids: np.ndarray, counts: np.ndarray, step: int) -> None:
+        c = self.config
+        rows = self._index.insert(ids)
+        _grow(self._a, int(rows.max()) + 1)
+        u = counter_uniform(c.seed, _STREAM_INIT, ids, np.arange(c.dim))
+        self._a["values"][rows] = (c.init_low + (c.init_high - c.init_low) * u).astype(c.dtype)
+        for k, (_, init) in self._opt.items():
+            self._a[k][rows] = init
+        self._a["count"][rows] = counts
+        self._a["last"][rows] = step
+
+
+def shard(state, n: int, k: int) -> dict:
+    """The part of a table's state (or of several shards' states, joined) that shard ``k`` of
+    ``n`` holds: the ids with ``mix64(id) % n == k``, rows and candidates alike.
+
+    Example: ``DynamicTable.from_state(shard([s0, s1], 3, 2))`` re-splits two shards into three.
+
+    Raises:
+        ValueError: ``n`` < 1, ``k`` outside 0..n-1, or states of different configs.
+    """
+    states = [state] if isinstance(state, dict) else list(state)
+    _need(_is_int(n) and n >= 1 and _is_int(k) and 0 <= k < n, f"shard: need n >= 1 and 0 <= k < n, got n={n!r}, k={k!r}")
+    configs = {str(s["config"]) for s in states}
+    _need(len(configs) == 1, f"shard: the states have {len(configs)} different configs")
+    out = {"config": states[0]["config"], "step": np.array(max(int(s["step"]) for s in states), np.int64)}
+    for cand, key in ((False, "keys"), (True, "candidate_keys")):
+        mine = [mix64(as_ids(s[key])) % np.uint64(n) == np.uint64(k) for s in states]
+        for name in states[0]:
+            if name not in out and name.startswith("candidate_") == cand:
+                out[name] = np.concatenate([np.asarray(s[name])[m] for s, m in zip(states, mine)])
+    return out

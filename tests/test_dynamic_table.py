@@ -1,0 +1,204 @@
+"""DynamicTable (placegroup/util/dynamic_table.py): admission, the per-row optimizers against
+numpy references written from ops/optimizer.py's rules, eviction, row reuse, and the
+split-and-reshard bit-equality of NOTE(dynamic-table-determinism)."""
+import numpy as np
+import pytest
+
+from placegroup.util.dynamic_table import (CountFilterEntry, DynamicTable, ProbabilityEntry,
+                                           ShowClickEntry, TableConfig, shard)
+from placegroup.util.key_index import mix64
+
+TOP = 2 ** 63 - 1
+
+
+def test_zeros_before_admission_and_count_filter():
+    t = DynamicTable(TableConfig(dim=3, entry=CountFilterEntry(3)))
+    for _ in range(2):  # a pull's repeats count once: two sightings, not four
+        assert not t.pull([7, 7]).any()
+    t.push([7], np.ones((1, 3)), step=0)  # not admitted: dropped
+    assert len(t) == 0
+    v = t.pull([7, 8])
+    assert len(t) == 1 and v[0].any() and not v[1].any()
+    assert t.state()["count"].tolist() == [3.0]
+
+
+def test_probability_entry_is_deterministic_and_per_sighting():
+    cfg = TableConfig(dim=2, seed=11, entry=ProbabilityEntry(0.3))
+    a, b = DynamicTable(cfg), DynamicTable(cfg)
+    ids = np.arange(2000)
+    admitted = []
+    for _ in range(3):
+        va, vb = a.pull(ids), b.pull(ids[::-1])[::-1]
+        assert np.array_equal(va, vb)
+        admitted.append(len(a))
+    # about 1 - 0.7**k of the ids after k sightings
+    assert [round(n / 2000, 1) for n in admitted] == [0.3, 0.5, 0.7]
+
+
+def test_initial_values_depend_only_on_seed_and_id():
+    cfg = TableConfig(dim=4, seed=5, init_low=-1.0, init_high=2.0)
+    a, b = DynamicTable(cfg), DynamicTable(cfg)
+    ids = np.array([0, 1, 99, TOP, 2 ** 40])
+    va = a.pull(ids)
+    b.pull([3, 4])
+    vb = b.pull(ids[::-1])[::-1]
+    assert np.array_equal(va, vb) and va.min() >= -1 and va.max() < 2
+    assert not np.array_equal(va, DynamicTable(TableConfig(dim=4, seed=6)).pull(ids))
+
+
+def _ref_adagrad(p, m, g, lr, eps):
+    m = m + g * g
+    return p - lr * g / (np.sqrt(m) + eps), m
+
+
+def _ref_adam(p, m1, m2, b1p, b2p, g, lr, b1, b2, eps):
+    b1p, b2p = b1p * b1, b2p * b2  # the powers after this update (NOTE(sparse-adam-powers))
+    lr_t = lr * (np.sqrt(1 - b2p) / (1 - b1p))
+    m1 = b1 * m1 + (1 - b1) * g
+    m2 = b2 * m2 + (1 - b2) * g * g
+    return p - lr_t * (m1 / (np.sqrt(m2) + eps)), m1, m2, b1p, b2p
+
+
+@pytest.mark.parametrize("opt", ["sgd", "adagrad", "adam"])
+def test_optimizers_against_per_row_references(opt):
+    cfg = TableConfig(dim=3, optimizer=opt, lr=0.1, initial_accumulator=0.5)
+    t = DynamicTable(cfg)
+    f = np.float32
+    rng = np.random.default_rng(0)
+    ids = np.arange(4)
+    ref = {i: dict(p=t.pull([i])[0].copy(), m=np.full(3, f(0.5)), m1=np.zeros(3, f), m2=np.zeros(3, f),
+                   b1p=f(0.9), b2p=f(0.999), n=0) for i in ids}
+    for step in range(1, 8):
+        batch = rng.choice(ids, size=6)[: 2 + step % 4]  # uneven updates, repeats
+        g = rng.normal(size=(batch.size, 3)).astype(f)
+        t.push(batch, g, step)
+        for i in np.unique(batch):
+            r = ref[i]
+            if opt == "sgd":
+                for gi in g[batch == i]:  # each entry in turn, as the sgd kernel
+                    r["p"] = r["p"] + -f(0.1) * gi
+                continue
+            gs = np.zeros(3, f)
+            for gi in g[batch == i]:
+                gs = gs + gi
+            if opt == "adagrad":
+                r["p"], r["m"] = _ref_adagrad(r["p"], r["m"], gs, f(0.1), f(1e-6))
+            else:
+                r["p"], r["m1"], r["m2"], r["b1p"], r["b2p"] = _ref_adam(
+                    r["p"], r["m1"], r["m2"], r["b1p"], r["b2p"], gs, f(0.1), f(0.9), f(0.999), f(1e-8))
+            r["n"] += 1
+    got = t.pull(ids)
+    for i in ids:
+        assert np.array_equal(got[i], ref[i]["p"]), (opt, i)
+    if opt == "adam":
+        st = t.state()
+        counts = {ref[i]["n"] for i in ids}
+        assert len(counts) > 1  # rows updated an uneven number of times
+        assert np.array_equal(st["beta1_pow"], [ref[i]["b1p"] for i in st["keys"]])
+
+
+def test_ttl_eviction_and_row_reuse():
+    t = DynamicTable(TableConfig(dim=2, ttl=2, entry=CountFilterEntry(2)))
+    t.pull([1, 2, 3], step=0)
+    t.pull([1, 2, 3, 9], step=0)  # 1..3 admitted at their second sighting; 9 is a candidate
+    t.push([1], np.ones((1, 2)), step=1)
+    assert t.end_round(1).tolist() == []
+    t.pull([2], step=2)
+    assert t.end_round(2).tolist() == [3]  # 3 unseen at steps 1 and 2; 9 (a candidate) too
+    assert t.end_round(3).tolist() == [1]
+    before = t._a["values"].shape[0]
+    t.pull([50, 51], step=4)
+    t.pull([50, 51], step=4)
+    assert sorted(t._index.lookup([50, 51]).tolist()) == [0, 2]  # the freed rows of 1 and 3
+    assert t._a["values"].shape[0] == before  # no growth
+    assert not t.pull([9], step=4).any()  # its first sighting was forgotten
+
+
+def test_decayed_count_eviction():
+    t = DynamicTable(TableConfig(dim=1, min_count=1.5, decay=0.5))
+    for _ in range(3):
+        t.pull([1])
+    t.pull([1, 2])
+    assert t.end_round(0).tolist() == [2]  # 1 has 4, 2 has 1
+    assert t.state()["count"].tolist() == [2.0]
+    assert t.end_round(1).tolist() == []  # 2 >= 1.5, then halves to 1
+    assert t.end_round(2).tolist() == [1]
+
+
+def _calls(rng, n_calls):
+    for step in range(n_calls):
+        ids = rng.integers(0, 60, size=25)
+        ids[:3] = [TOP, 2 ** 40 + step % 3, 0]
+        yield step, ids, rng.normal(size=(25, 4)).astype(np.float32)
+
+
+def _apply(tables, n, step, ids, g):
+    for k, t in enumerate(tables):
+        mine = mix64(ids) % np.uint64(n) == np.uint64(k)
+        t.pull(ids[mine], step)
+        t.push(ids[mine], g[mine], step)
+        t.end_round(step)
+
+
+def test_split_and_reshard_is_bit_equal():
+    cfg = TableConfig(dim=4, seed=3, optimizer="adam", lr=0.05, entry=CountFilterEntry(2), ttl=4,
+                      min_count=0.8, decay=0.9)
+    one, two = DynamicTable(cfg), [DynamicTable(cfg) for _ in range(2)]
+    calls = list(_calls(np.random.default_rng(1), 24))
+    for step, ids, g in calls[:12]:
+        _apply([one], 1, step, ids, g)
+        _apply(two, 2, step, ids, g)
+    states = [t.state() for t in two]
+    three = [DynamicTable.from_state(shard(states, 3, k)) for k in range(3)]
+    for step, ids, g in calls[12:]:
+        _apply([one], 1, step, ids, g)
+        _apply(three, 3, step, ids, g)
+    full = one.state()
+    parts = shard([t.state() for t in three], 1, 0)
+    assert len(full["keys"]) > 10 and len(full["candidate_keys"]) > 0
+    for cand in ("", "candidate_"):
+        o, p = np.argsort(full[cand + "keys"]), np.argsort(parts[cand + "keys"])
+        for name in full:
+            if name.startswith("candidate_") == bool(cand) and name not in ("step", "config"):
+                assert np.array_equal(full[name][o], parts[name][p]), name
+
+
+def test_state_round_trip_and_memory():
+    t = DynamicTable(TableConfig(dim=16, optimizer="adagrad"))
+    t.pull(np.arange(5000) * 7919)
+    u = DynamicTable.from_state(t.state())
+    assert all(np.array_equal(a, b) for a, b in zip(t.state().values(), u.state().values()))
+    row = 16 * 4 * 2  # values + moment
+    per_row = t.nbytes / len(t)
+    # rows grow by 1.25x, the index's slots and counters (8 bytes) are the rest
+    assert row + 8 < per_row <= 1.25 * (row + 8) + 4 / 0.375 + 8 * 1.25 + 1
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(dim=0), "dim"), (dict(dim=2, dtype="int8"), "dtype"), (dict(dim=2, ttl=0), "ttl"),
+    (dict(dim=2, ttl=-3), "ttl"), (dict(dim=2, init_low=1.0, init_high=1.0), "init_low"),
+    (dict(dim=2, optimizer="ftrl"), "optimizer"), (dict(dim=2, decay=0.0), "decay"),
+    (dict(dim=2, min_count=0), "min_count"), (dict(dim=2, beta1=1.0), "beta1"),
+    (dict(dim=2, entry="count"), "entry"), (dict(dim=2, lr=0), "lr"),
+])
+def test_config_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        TableConfig(**kwargs)
+
+
+def test_call_errors():
+    t = DynamicTable(TableConfig(dim=2))
+    with pytest.raises(ValueError, match="id -1"):
+        t.pull([3, -1])
+    with pytest.raises(ValueError, match=r"shape \[1, 2\]"):
+        t.push([3], np.ones((1, 3)), step=0)
+    with pytest.raises(ValueError, match="step"):
+        t.end_round(-1)
+    with pytest.raises(ValueError, match="count"):
+        CountFilterEntry(0)
+    with pytest.raises(ValueError, match="probability"):
+        ProbabilityEntry(1.5)
+    with pytest.raises(NotImplementedError, match="ShowClickEntry"):
+        ShowClickEntry()
+    with pytest.raises(ValueError, match="shard"):
+        shard(t.state(), 2, 2)
