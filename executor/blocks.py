@@ -96,7 +96,7 @@ def record(local: dict, vals, written: tuple) -> dict:
 
 def _zeros_like(xp, value):
     if value is None or isinstance(value, TensorArray):
-        return TensorArray()
+        return None if value is None else TensorArray()
     data = value.data if is_lod_tensor(value) else value
     return xp.zeros_like(data)
 
@@ -119,9 +119,10 @@ def run_grad(xp, grad: BlockGrad, vals, records: list, where: str) -> None:
     """Run a ``while_grad`` / ``conditional_block_grad`` (NOTE(step-records)): the gradient
     block once per record, last first; then each input's gradient into ``vals``."""
     carry = {}
-    for outer, inner, fwd in grad.ogs:
+    for outer, inner in grad.ogs:
         g = vals.get(outer) if outer is not None else None
-        g = _zeros_like(xp, vals.get(fwd)) if g is None else g
+        if g is None and inner in grad.like:  # an input the op writes: no gradient reached its last value
+            g = _zeros_like(xp, vals.get(grad.like[inner]))
         carry[inner] = TensorArray(g) if isinstance(g, TensorArray) else g
     sums: dict = {}
     local: dict = {}
@@ -146,7 +147,9 @@ class BlockGrad:
 
     Attributes:
         body: the gradient block's planned ops; own: its own vars.
-        ogs: (outer name, name in the block, forward var) of each output gradient.
+        ogs: (outer name or None, name in the block) of each output gradient; one with no value
+            is read only by runs that did not happen (a branch not taken), but a carried
+            input's starts as zeros of the input (``like``: its name in the block -> it).
         rewritten: the output gradients the block writes (a var it reads and writes).
         restored: the outer vars the block puts back (NOTE(block-grad)); after the first run,
             backwards, they hold what they held before the forward op, as in Fluid, where
@@ -156,23 +159,23 @@ class BlockGrad:
         summed: the same for the inputs it only reads, whose gradient sums over the runs.
     """
 
-    __slots__ = ("body", "own", "ogs", "rewritten", "carried", "summed", "restored")
+    __slots__ = ("body", "own", "ogs", "like", "rewritten", "carried", "summed", "restored")
 
     def __init__(self, op, body: list, own: frozenset, x_slot: str) -> None:
         self.body, self.own = body, own
         outs = set(op.inputs.get("Out", ()))
         outer = op.inputs.get("Out" + GRAD_SUFFIX, [])
         inner = op.attrs.get("original_output_grad") or outer
-        # each output gradient's forward var: x@GRAD's x (x@GRAD@PLACE1's x@PLACE1, per place)
-        ogs = [(o, i, o.replace(GRAD_SUFFIX, "", 1)) for o, i in zip(outer, inner)]
+        ogs = list(zip(outer, inner))
         xs = op.inputs.get(x_slot, ())
         inner_x = op.attrs.get("original_input_grad") or [grad_name(x) for x in xs]
         pairs = [(x, g, i) for x, g, i in zip(xs, op.outputs.get(x_slot + GRAD_SUFFIX, ()), inner_x) if g != EMPTY_VAR]
         self.carried = tuple(p for p in pairs if p[0] in outs)
         self.summed = tuple(p for p in pairs if p[0] not in outs)
-        seeded = {i for _, i, _ in ogs}
-        ogs += [(None, i, x) for x, _, i in self.carried if i not in seeded]  # no gradient from after the op
+        self.like = {i: x for x, _, i in self.carried}
+        seeded = {i for _, i in ogs}
+        ogs += [(None, i) for _, _, i in self.carried if i not in seeded]  # no gradient from after the op
         self.ogs = tuple(ogs)
         written = {n for p in body for n in p.op.output_arg_names}
-        self.rewritten = frozenset(i for _, i, _ in self.ogs if i in written)
-        self.restored = tuple(sorted(written - own - {i for _, i, _ in self.ogs}))
+        self.rewritten = frozenset(i for _, i in self.ogs if i in written)
+        self.restored = tuple(sorted(written - own - {i for _, i in self.ogs}))

@@ -41,7 +41,7 @@ from placegroup.executor.policy import CARRIED, CONSTANT, SAME
 from placegroup.ir.cluster import Cluster, classify
 from placegroup.ir.framework import infer_lod
 from placegroup.ir.place_group import ExecutorRole
-from placegroup.ops.control_flow import truthy
+from placegroup.ops.control_flow import BLOCK_SLOTS, truthy
 from placegroup.ops.registry import EMPTY_VAR, ROUND_END, KernelContext
 from placegroup.values import LoDTensor
 
@@ -160,25 +160,25 @@ class BlockOp(PlannedOp):
     does, each keeping its runs when the program differentiates through it; their ``_grad``
     ops run the gradient block over those runs (NOTE(step-records))."""
 
-    __slots__ = ("body", "own", "cond", "loop", "scalar", "keep", "written", "grad")
+    __slots__ = ("body", "own", "cond", "loop", "scalar", "keep", "written", "grad", "runs")
 
     def __init__(self, index: int, op, xp, rank: int, body: list, own: frozenset) -> None:
         super().__init__(index, op, xp, rank)
         self.body, self.own = body, own
-        self.loop = op.type in ("while", "while_grad")
-        self.cond = list(op.inputs.get("Condition" if self.loop else "Cond", ()))
+        x_slot, runs_slot = BLOCK_SLOTS[op.type]
+        self.grad = BlockGrad(op, body, own, x_slot) if op.opdef.role == "backward" else None
+        self.runs = ((op.inputs if self.grad else op.outputs).get(runs_slot) or [None])[0]
+        self.loop = "Condition" in op.inputs
+        self.cond = list(op.inputs.get("Condition") or op.inputs.get("Cond", ()))
         self.scalar = self.loop or bool(op.attrs.get("is_scalar_condition"))
-        self.grad = BlockGrad(op, body, own, "X" if self.loop else "Input") if op.type.endswith("_grad") else None
-        runs = op.outputs.get("StepScopes" if self.loop else "Scope", ())
-        readers = (n for b in op.block.program.blocks for o in b.ops if o.type.endswith("_grad")
-                   for n in o.input_arg_names)
-        self.keep = runs[0] if runs and runs[0] in set(readers) else None
+        read = {n for b in op.block.program.blocks for o in b.ops for n in o.input_arg_names}
+        self.keep = self.runs if self.grad is None and self.runs in read else None  # a gradient op reads them
         self.written = tuple(sorted({n for p in body for n in p.op.output_arg_names} - own))
 
     def call(self, ins: dict, vals) -> None:
         kind, block = self.op.type, self.attrs["sub_block"]
         if self.grad is not None:
-            runs = vals.get(self.op.inputs["StepScopes" if self.loop else "Scope"][0])
+            runs = vals.get(self.runs)
             if runs is None:
                 raise RuntimeError(f"{kind}: the forward op kept no runs to differentiate (was it run with "
                                    f"is_test, or in another program?)")

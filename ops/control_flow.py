@@ -49,6 +49,10 @@ register("conditional_block", ins=(Slot("Cond", duplicable=True, no_grad=True),
          outs=(Slot("Out", duplicable=True, dispensable=True), Slot("Scope", dispensable=True, no_grad=True)),
          attrs={"sub_block": -1, "is_scalar_condition": False}, infer=_no_outputs, sub_block=True,
          lod="drop")(_runs_in_executor)
+# (the slot of the outer vars its block reads, the slot of its kept runs), for the ops that own a
+# block: the forward op writes the runs, its gradient reads them
+BLOCK_SLOTS = {"while": ("X", "StepScopes"), "while_grad": ("X", "StepScopes"),
+               "conditional_block": ("Input", "Scope"), "conditional_block_grad": ("Input", "Scope")}
 # Their gradients run the gradient block once per recorded run, last first (executor/blocks.py).
 register("while_grad", ins=(Slot("X", duplicable=True, dispensable=True), Slot("Out", duplicable=True, dispensable=True),
                             Slot("Out" + GRAD_SUFFIX, duplicable=True, dispensable=True), Slot("StepScopes")),

@@ -54,7 +54,7 @@ def _sum_grad(op):
 def sum_(xp, ins, a, ctx):
     """Out = X[0] + X[1] + ... (same shapes); SelectedRows inputs as NOTE(sum-sparse) says."""
     xs = ins["X"]
-    if any(is_tensor_array(x) for x in xs):
+    if is_tensor_array(xs[0]):  # the parts of an array's gradient are arrays
         return {"Out": _sum_arrays(xs)}
     sparse = [x for x in xs if is_selected_rows(x)]
     if sparse:

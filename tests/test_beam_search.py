@@ -13,7 +13,7 @@ import pytest
 import placegroup as fluid
 from placegroup.errors import OpError
 from placegroup.values import LoDTensor
-from tests.paddle_ref.reference import run_reference
+from tests.paddle_ref.reference import SCRIPT_HEAD, run_reference
 
 L = fluid.layers
 
@@ -163,14 +163,7 @@ def test_pruning_and_the_lod_of_a_step():
     assert _ours(CASES["all_finished"])[0] == []
 
 
-SEARCH_SCRIPT = r'''
-import json, sys
-import numpy as np
-spec = json.loads(sys.argv[1])
-if spec["framework"] == "placegroup":
-    import placegroup as fluid
-else:
-    import paddle.fluid as fluid
+SEARCH_SCRIPT = SCRIPT_HEAD + r'''
 place = fluid.CPUPlace()
 out = {}
 for name, case in spec["cases"].items():
@@ -266,14 +259,7 @@ def test_decode_walks_back_to_the_start_and_sorts_by_last_score():
     assert (np.array(ids).tolist(), ids.lod()) == ([0], [[0, 1], [0, 1]])
 
 
-DECODE_SCRIPT = r'''
-import json, sys
-import numpy as np
-spec = json.loads(sys.argv[1])
-if spec["framework"] == "placegroup":
-    import placegroup as fluid
-else:
-    import paddle.fluid as fluid
+DECODE_SCRIPT = SCRIPT_HEAD + r'''
 place = fluid.CPUPlace()
 out = {}
 for name, steps in spec["steps"].items():
@@ -317,14 +303,7 @@ def test_beam_search_decode_equals_fluid_1_8_5(tmp_path, fluid18_python):
 # depends on a tie. ``end_boost`` raises the end token's bias in the output fc, so sentences end
 # and sources get pruned before ``max_length``. The start id is 0: the book's ones would equal
 # end_id 1, every prefix would have ended at step 0, and Fluid 1.8.5's decode crashes then.
-NMT_SCRIPT = r'''
-import json, sys
-import numpy as np
-spec = json.loads(sys.argv[1])
-if spec["framework"] == "placegroup":
-    import placegroup as fluid
-else:
-    import paddle.fluid as fluid
+NMT_SCRIPT = SCRIPT_HEAD + r'''
 main, startup = fluid.Program(), fluid.Program()
 dict_size, word_dim, hidden_dim, beam_size, max_length = 30, 8, 8, 3, 6
 decoder_size = hidden_dim

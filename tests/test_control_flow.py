@@ -14,19 +14,12 @@ import placegroup as fluid
 from placegroup.errors import OpError, PassError
 from placegroup.ir.framework import note_transpiled_job
 from tests.inproc import run_cluster, run_local
-from tests.paddle_ref.reference import run_reference
+from tests.paddle_ref.reference import SCRIPT_HEAD, run_reference
 
 # one script for both frameworks: a While loop that sums, writes a tensor array and counts;
 # array reads and length; cond on the result; a while_loop; and a cond inside a While
 # both scripts start so: the framework the spec names, fresh programs
-HEAD = r'''
-import json, sys
-import numpy as np
-spec = json.loads(sys.argv[1])
-if spec["framework"] == "placegroup":
-    import placegroup as fluid
-else:
-    import paddle.fluid as fluid
+HEAD = SCRIPT_HEAD + r'''
 main, startup = fluid.Program(), fluid.Program()
 '''
 SCRIPT = HEAD + r'''

@@ -17,7 +17,7 @@ import placegroup as fluid
 from placegroup.backward import append_backward
 from tests.inproc import run_cluster, run_local
 from tests.numeric import central_differences
-from tests.paddle_ref.reference import run_reference
+from tests.paddle_ref.reference import SCRIPT_HEAD, run_reference
 
 L = fluid.layers
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "control_flow.py"
@@ -232,14 +232,7 @@ def test_training_through_blocks_equals_fluid_1_8_5(tmp_path, fluid18_python, mo
         np.testing.assert_allclose(ours[key], theirs[key], rtol=1e-4, atol=1e-6, err_msg=key)
 
 
-LOOP_VAR = r'''
-import json, sys
-import numpy as np
-spec = json.loads(sys.argv[1])
-if spec["framework"] == "placegroup":
-    import placegroup as fluid
-else:
-    import paddle.fluid as fluid
+LOOP_VAR = SCRIPT_HEAD + r'''
 L = fluid.layers
 main, startup = fluid.Program(), fluid.Program()
 with fluid.program_guard(main, startup):

@@ -20,7 +20,7 @@ from placegroup.ops import get_op_def
 from placegroup.ops.registry import KernelContext
 from placegroup.values import LoDTensor
 from tests.inproc import run_cluster, run_local
-from tests.paddle_ref.reference import run_reference
+from tests.paddle_ref.reference import SCRIPT_HEAD, run_reference
 
 L = fluid.layers
 D = 3
@@ -284,14 +284,7 @@ def test_a_label_out_of_range_fails_the_run_naming_the_op(fresh_programs):
 
 # -- against Fluid 1.8.5 -----------------------------------------------------------------------
 
-HEAD = r'''
-import json, sys
-import numpy as np
-spec = json.loads(sys.argv[1])
-if spec["framework"] == "placegroup":
-    import placegroup as fluid
-else:
-    import paddle.fluid as fluid
+HEAD = SCRIPT_HEAD + r'''
 d = np.load(spec["data"])
 place = fluid.CPUPlace()
 '''

@@ -17,7 +17,7 @@ import placegroup as fluid
 from placegroup.errors import OpError, ProgramError
 from placegroup.ops.registry import KernelContext, get_op_def
 from placegroup.values import LoDTensor
-from tests.paddle_ref.reference import run_reference
+from tests.paddle_ref.reference import SCRIPT_HEAD, run_reference
 
 C, BLANK = 4, 2  # 3 classes and the blank, which is not 0
 STEPS = [4, 6, 3, 5, 1, 0]  # each logits sequence's length: the last has none
@@ -271,14 +271,7 @@ def test_bad_layer_arguments_are_build_errors():
 # -- against Fluid 1.8.5 --------------------------------------------------------------------
 
 # one script for both frameworks: fc -> fc -> warpctc -> mean, SGD, and the greedy decoding
-CTC_SCRIPT = r'''
-import json, sys
-import numpy as np
-spec = json.loads(sys.argv[1])
-if spec["framework"] == "placegroup":
-    import placegroup as fluid
-else:
-    import paddle.fluid as fluid
+CTC_SCRIPT = SCRIPT_HEAD + r'''
 d = np.load(spec["data"])
 main, startup = fluid.Program(), fluid.Program()
 with fluid.program_guard(main, startup):

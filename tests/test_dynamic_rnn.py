@@ -14,7 +14,7 @@ from placegroup.backward import append_backward
 from placegroup.values import LoDTensor
 from tests.inproc import run_cluster, run_local
 from tests.numeric import central_differences
-from tests.paddle_ref.reference import run_reference
+from tests.paddle_ref.reference import SCRIPT_HEAD, run_reference
 
 L = fluid.layers
 LENGTHS = [3, 1, 4, 4, 2]
@@ -126,14 +126,7 @@ def test_gradients_through_a_dynamic_rnn_equal_central_differences():
         np.testing.assert_allclose(np.array(grad), numeric, rtol=1e-6, atol=1e-9, err_msg=f"{name}@GRAD")
 
 
-TRAIN = r'''
-import json, sys
-import numpy as np
-spec = json.loads(sys.argv[1])
-if spec["framework"] == "placegroup":
-    import placegroup as fluid
-else:
-    import paddle.fluid as fluid
+TRAIN = SCRIPT_HEAD + r'''
 L = fluid.layers
 main, startup = fluid.Program(), fluid.Program()
 with fluid.program_guard(main, startup):

@@ -19,7 +19,7 @@ import placegroup as fluid
 from placegroup.backward import append_backward
 from placegroup.errors import OpError
 from tests.numeric import central_differences
-from tests.paddle_ref.reference import run_reference
+from tests.paddle_ref.reference import SCRIPT_HEAD, run_reference
 
 L = fluid.layers
 
@@ -427,14 +427,7 @@ def test_a_beam_search_vocabulary_must_hold_the_end_token(fresh_programs):
 # (rnn over the target's embeddings from the encoder's last state, or dynamic_decode with a
 # TrainingHelper), masked softmax cross-entropy, Adam; then greedy and beam-search decoding
 # from the trained parameters, built in a program of its own with the same names.
-SEQ2SEQ = r'''
-import json, sys
-import numpy as np
-spec = json.loads(sys.argv[1])
-if spec["framework"] == "placegroup":
-    import placegroup as fluid
-else:
-    import paddle.fluid as fluid
+SEQ2SEQ = SCRIPT_HEAD + r'''
 L = fluid.layers
 d = np.load(spec["data"])
 SV, TV, E, H, BEAM = spec["src_vocab"], spec["trg_vocab"], spec["emb"], spec["hidden"], spec["beam"]

@@ -13,7 +13,7 @@ import pytest
 import placegroup as fluid
 from placegroup.errors import ProgramError
 from tests.numeric import central_differences
-from tests.paddle_ref.reference import run_reference
+from tests.paddle_ref.reference import SCRIPT_HEAD, run_reference
 
 L = fluid.layers
 T, B, D, E, H = 3, 2, 4, 5, 6
@@ -219,14 +219,7 @@ def test_calls_outside_the_step_are_refused():
 
 
 # a PTB-style language model: embedding -> StaticRNN (an fc cell, a memory) -> fc softmax -> cross entropy
-LM_SCRIPT = r'''
-import json, sys
-import numpy as np
-spec = json.loads(sys.argv[1])
-if spec["framework"] == "placegroup":
-    import placegroup as fluid
-else:
-    import paddle.fluid as fluid
+LM_SCRIPT = SCRIPT_HEAD + r'''
 d = np.load(spec["data"])
 V, H, T = spec["vocab"], spec["hidden"], spec["steps"]
 main, startup = fluid.Program(), fluid.Program()

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 from placegroup.errors import ProgramError
 from placegroup.ir.place_group import PlaceGroup
 from placegroup.ir.printer import format_op
-from placegroup.ir.variable import _place
+from placegroup.ir.variable import RANK_TABLE, TENSOR_ARRAY, _place
 from placegroup.ops.registry import EMPTY_VAR, get_op_def
 
 class Operator:
@@ -87,7 +87,7 @@ def validate_op(opdef, inputs, outputs, attrs) -> None:
 def _meta(var):
     """A var's meta for shape inference; a tensor array nothing has written yet, and a rank
     table, are shapeless."""
-    if var.shape is None and var.type in ("lod_tensor_array", "lod_rank_table"):
+    if var.shape is None and var.type in (TENSOR_ARRAY, RANK_TABLE):
         return type(var.meta)((), var.dtype)
     return var.meta
 

@@ -16,6 +16,7 @@ from placegroup.ops.registry import Meta
 LOD_TENSOR = "lod_tensor"
 SELECTED_ROWS = "selected_rows"
 TENSOR_ARRAY = "lod_tensor_array"
+RANK_TABLE = "lod_rank_table"
 
 
 def normalize_dtype(dtype: Any) -> str:

@@ -80,7 +80,7 @@ def _verify_block(program, block, outer: set, seen: set) -> None:
         if opdef.sub_block and 0 <= op.attrs.get("sub_block", -1) < len(program.blocks):
             sub = program.block(op.attrs["sub_block"])
             before = written
-            if op.type.endswith("_grad") and sub.parent_idx >= 0:  # a gradient block reads its forward block's
+            if opdef.role == "backward" and sub.parent_idx >= 0:  # a gradient block reads its forward block's
                 before = written | {n for o in program.block(sub.parent_idx).ops for n in o.output_arg_names}
             _verify_block(program, sub, before, seen)
         if opdef.infer is not None:

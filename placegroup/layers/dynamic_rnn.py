@@ -17,13 +17,11 @@ from __future__ import annotations
 import contextlib
 
 from placegroup.ir import unique_name
-from placegroup.ir.framework import TENSOR_ARRAY, Variable
+from placegroup.ir.variable import RANK_TABLE, TENSOR_ARRAY, Variable
 from placegroup.layers.blocks import While, array_read, array_write
 from placegroup.layers.ops import increment, less_than
 from placegroup.layers.tensor import fill_constant
 from placegroup.model.layer_helper import LayerHelper
-
-RANK_TABLE = "lod_rank_table"
 
 __all__ = ["DynamicRNN", "lod_rank_table", "max_sequence_len", "lod_tensor_to_array", "array_to_lod_tensor",
            "shrink_memory", "reorder_lod_tensor_by_rank"]

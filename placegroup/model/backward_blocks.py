@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from placegroup.ir.framework import TENSOR_ARRAY
 from placegroup.model.grad_parts import Grads, vars_needing_grad
+from placegroup.ops.control_flow import BLOCK_SLOTS
 from placegroup.ops.registry import EMPTY_VAR, grad_name
 
 
@@ -71,7 +72,7 @@ def append_block_grad(target, op, grads: Grads, need: set, no_grad: set, wanted:
     ``walk`` appends the grad ops of a list of forward ops (backward._append_grad_ops)."""
     program = target.program
     sub = program.block(op.attrs["sub_block"])
-    x_slot = "X" if op.type == "while" else "Input"
+    x_slot, runs_slot = BLOCK_SLOTS[op.type]
     xs, outs = op.inputs.get(x_slot, []), op.outputs.get("Out", [])
     ogs = [o for o in outs if grads.finish(o)]
     if not ogs:
@@ -89,13 +90,11 @@ def append_block_grad(target, op, grads: Grads, need: set, no_grad: set, wanted:
     walk(gblock, list(sub.ops), inner, _need_in_block(sub, set(need), no_grad), no_grad, outer=outer_written,
          after=_put_back(sub, gblock, outer_written))
     x_grads = [grads.name_for(x) if x in wanted and inner.finish(x) else EMPTY_VAR for x in xs]
-    runs = op.outputs["StepScopes" if x_slot == "X" else "Scope"]
-    ins = {x_slot: xs, "Out": outs, "Out@GRAD": [grad_name(o) for o in ogs],
-           "StepScopes" if x_slot == "X" else "Scope": runs}
+    ins = {x_slot: xs, "Out": outs, "Out@GRAD": [grad_name(o) for o in ogs], runs_slot: op.outputs[runs_slot]}
     attrs = {k: v for k, v in op.attrs.items() if k != "sub_block"}
     attrs.update(sub_block=gblock.idx, original_output_grad=[grad_name(o) for o in ogs],
                  original_input_grad=[grad_name(x) for x in xs])
-    if x_slot == "Input":
+    if "Cond" in op.inputs:
         ins["Cond"] = op.inputs["Cond"]
     new = target.append_op(op.type + "_grad", ins, {x_slot + "@GRAD": x_grads}, attrs, role="backward",
                            infer=False)

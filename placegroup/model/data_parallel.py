@@ -218,12 +218,11 @@ def _place_block(program: Program, idx: int, rename, copies: dict, in_place: boo
             dst.vars[name] = copy.copy(var)
             dst.vars[name].block = dst
     copies[idx] = dst.idx
-    ops = []
+    ops, own = [], src.vars.keys()
     for op in source_ops:
         attrs = dict(op.attrs)
         if op.opdef.sub_block:
             attrs["sub_block"] = _place_block(program, attrs["sub_block"], rename, copies, in_place, pristine)
-        own = src.vars.keys()
         twin = dst._make_op(op.type, {k: [x if x in own else rename(x) for x in v] for k, v in op.inputs.items()},
                             {k: [x if x == EMPTY_VAR or x in own else rename(x) for x in v]
                              for k, v in op.outputs.items()}, attrs, op.role, op.place, infer=False)

@@ -42,6 +42,17 @@ from pathlib import Path
 import numpy as np
 
 # How much of a failed command's output an AssertionError shows.
+# How a script run by both frameworks starts (``run_reference`` passes the spec as argv[1]):
+# the framework the spec names, as ``fluid``.
+SCRIPT_HEAD = r'''
+import json, sys
+import numpy as np
+spec = json.loads(sys.argv[1])
+if spec["framework"] == "placegroup":
+    import placegroup as fluid
+else:
+    import paddle.fluid as fluid
+'''
 TAIL = 3000
 
 
