@@ -29,6 +29,7 @@ Thread-safety: one executor runs one program at a time; use one executor per thr
 from __future__ import annotations
 
 import atexit
+import functools
 import weakref
 from typing import Any, Sequence
 
@@ -110,6 +111,36 @@ def _refuse_training_alone(program) -> None:
                     f"transpile() was given (by default fluid.default_main_program(), which it rewrote "
                     f"into this process's part) or t.get_trainer_program(); build the model in that "
                     f"program, or pass it as transpile(program=...)")
+
+
+def _held_elsewhere(program, plan: Plan, member: _Member, names) -> dict:
+    """NOTE(save-gather): the values of ``names`` that this trainer does not hold, asked of
+    their holders at its last step by the fetch rule. A var is asked for itself where another
+    executor holds it (a pserver's block or shard), or as its row blocks put back together
+    where the trainer reads it only through them (a table it prefetches rows of:
+    NOTE(block-prefetch) in transpiler/slice.py). So ``save_persistables``,
+    ``save_inference_model`` and a ``fetch_list`` on a trainer get what Fluid's trainer, which
+    pulls such a table whole every step, would have held. Before the first step there is
+    nothing to ask."""
+    step = member.link.step - 1
+    if step < 0 or member.link.closed:
+        return {}
+    block = program.global_block()
+    blocks: dict[str, list] = {}
+    for v in block.vars.values():
+        of = v.attrs.get("slice_of")
+        if of and of[0] in names and of[3] == 1 and plan.remote_of(v.name):
+            blocks.setdefault(of[0], []).append((of[2], v.name))
+    direct = [n for n in names if n not in blocks and plan.remote_of(n)]
+    asked = list(dict.fromkeys(direct + [p for parts in blocks.values() for _, p in parts]))
+    if not asked:
+        return {}
+    got = member.link.fetch([fetch_edge(plan, n) for n in asked], step, np,
+                            member.interp.describe(None, step))
+    out = {n: got[n] for n in direct}
+    for whole, parts in blocks.items():
+        out[whole] = np.concatenate([got[p] for _, p in sorted(parts)])
+    return out
 
 
 class _Member:
@@ -302,6 +333,8 @@ class Executor:
             scope.set_guard = _set_guard(plan, member.me)
             scope.get_hook = interp.settle_one
             scope.settle = interp.settle
+            if plan.counted:
+                scope.held_elsewhere = functools.partial(_held_elsewhere, program, plan, member)
         ck = self._checkpointer()
         # before the step, outside the try: the end of a trainer's data is no failure to tell its peers
         feed = reader_feed(program, feed, plan.remote_of)
@@ -328,6 +361,9 @@ class Executor:
             interp.settle([n for n in names if n in interp.pending])
             remote = [fetch_edge(plan, n) for n in dict.fromkeys(names) if n not in vals and plan.remote_of(n)]
             got = link.fetch(remote, step, self.xp, interp.describe(None, step)) if remote else {}  # the fetch rule
+            unheld = [n for n in dict.fromkeys(names) if n not in vals and n not in got]
+            if unheld and plan.counted:  # a table this trainer only prefetches rows of
+                got.update(_held_elsewhere(program, plan, member, unheld))
         except BaseException as e:
             link.fail(e)
             raise

@@ -146,6 +146,9 @@ class Scope:
         # out, so that a parameter still on its way from a pserver is taken first.
         self.get_hook = None
         self.settle = None  # and this one takes every such value (before a local program runs)
+        # Set by a trainer's executor: names -> {name: value} of the vars it does not hold whose
+        # values the pservers do, asked of them at the trainer's last step (NOTE(save-gather)).
+        self.held_elsewhere = None
 
     def find_var(self, name: str) -> ScopeVar | None:
         """The var ``name`` if it has a value here, else None (as in Fluid)."""

@@ -69,7 +69,7 @@ from __future__ import annotations
 import numpy
 
 from placegroup.ops.registry import Slot, check, register
-from placegroup.values import is_selected_rows, scatter_add
+from placegroup.values import is_selected_rows, put_rows, scatter_add
 
 _P = Slot("Param", role="Param")
 _G = Slot("Grad", role="Grad")
@@ -256,10 +256,53 @@ def adam(xp, ins, a, ctx):
         m2 = b2 * m2 + (1 - b2) * g * g
         return [p - lr_t * (m1 / (xp.sqrt(m2) + eps)), m1, m2]
 
-    out, m1, m2 = _update(xp, "adam", ins, rule, ("Moment1", "Moment2"), a["lazy_mode"], ctx.inplace)
+    if is_selected_rows(ins["Grad"]) and not a["lazy_mode"] and _blockable(xp, p, ins["Moment1"], ins["Moment2"]):
+        rows, vals = _merged_grad(xp, "adam", p, ins["Grad"])
+        out, m1, m2 = _adam_all_rows(xp, ins, rows, vals, rule, (b1, b2, eps, lr_t), ctx.inplace)
+    else:
+        out, m1, m2 = _update(xp, "adam", ins, rule, ("Moment1", "Moment2"), a["lazy_mode"], ctx.inplace)
     return {"ParamOut": out, "Moment1Out": m1, "Moment2Out": m2,
             "Beta1PowOut": ins["Beta1Pow"] * b1p.dtype.type(a["beta1"]),
             "Beta2PowOut": ins["Beta2Pow"] * b2p.dtype.type(a["beta2"])}
+
+
+# NOTE(adam-blocked): non-lazy Adam on a SelectedRows gradient moves every row of the table: an
+# untouched row's moments decay (``m1 * beta1``, ``m2 * beta2``; the dense rule's ``+ (1 - beta) * 0``
+# adds nothing) and its param moves by ``lr_t * m1 / (sqrt(m2) + eps)``. Written as the dense rule
+# over a scattered gradient that is a dozen passes over the table and its moments, each allocating
+# a table-sized temporary: ~200 ms for a 1M x 10 table. Here the touched rows are computed first,
+# from their old values, by the dense rule itself; then one pass over the table in blocks of
+# _BLOCK elements (256 KiB of float32) decays and applies in place, the block's one temporary
+# staying in cache; then the touched rows are written back. Every value is the dense rule's, bit for bit (the untouched
+# rows' ``m1`` can differ only in the sign of a zero, which no later result can see).
+_BLOCK = 1 << 16
+
+
+def _blockable(xp, *arrays) -> bool:
+    return xp is numpy and all(x.flags.c_contiguous for x in arrays)
+
+
+def _adam_all_rows(xp, ins, rows, vals, rule, consts, inplace: bool):
+    b1, b2, eps, lr_t = consts
+    p, m1, m2 = ins["Param"], ins["Moment1"], ins["Moment2"]
+    if not inplace:  # NOTE(sparse-copy)
+        p, m1, m2 = p.copy(), m1.copy(), m2.copy()
+    touched = rule(numpy.take(p, rows, axis=0), vals, numpy.take(m1, rows, axis=0), numpy.take(m2, rows, axis=0))
+    fp, f1, f2 = p.reshape(-1), m1.reshape(-1), m2.reshape(-1)
+    tmp = numpy.empty(min(_BLOCK, fp.size), p.dtype)
+    for lo in range(0, fp.size, _BLOCK):
+        hi = min(lo + _BLOCK, fp.size)
+        d1, d2, t = f1[lo:hi], f2[lo:hi], tmp[:hi - lo]
+        d1 *= b1
+        d2 *= b2
+        numpy.sqrt(d2, out=t)
+        t += eps
+        numpy.divide(d1, t, out=t)
+        t *= lr_t
+        fp[lo:hi] -= t
+    for whole, part in zip((p, m1, m2), touched):
+        put_rows(numpy, whole, rows, part)
+    return p, m1, m2
 
 
 _M, _MO = _moment("Moment")

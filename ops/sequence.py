@@ -191,7 +191,7 @@ def sequence_pool_grad(xp, ins, a, ctx):
         if kind != "SUM":
             n = xp.asarray(np.maximum(seg.lens, 1).astype(g.dtype))[:, None]
             g = g / (n if kind == "AVERAGE" else xp.sqrt(n))
-        dx = g[xp.asarray(seg.row_of())]
+        dx = xp.take(g, xp.asarray(seg.row_of()), axis=0)
     else:
         dx = xp.zeros((rows, w), dtype=g.dtype)
         if kind == "MAX":

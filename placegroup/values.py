@@ -64,6 +64,16 @@ def scatter_add(xp, dst, idx, src) -> None:
         cupyx.scatter_add(dst, idx, src)
 
 
+def put_rows(xp, dst, rows, src) -> None:
+    """``dst[rows] = src`` for unique ``rows`` of a C-contiguous numpy ``dst``, each row moved as
+    one item (a void view): 2x quicker than numpy's row-wise fancy assignment."""
+    if xp is numpy and dst.ndim == 2 and dst.flags.c_contiguous and dst.shape[1]:
+        item = numpy.dtype((numpy.void, dst.dtype.itemsize * dst.shape[1]))
+        dst.view(item).reshape(-1)[rows] = numpy.ascontiguousarray(src, dtype=dst.dtype).view(item).reshape(-1)
+        return
+    dst[rows] = src
+
+
 def sorted_unique(xp, a):
     """The sorted unique values of 1-D ``a``. NOTE(sort-unique): numpy 2's ``unique`` hashes,
     which is 10x slower than a sort on a batch of ids; a sort and a mask give the same."""
@@ -74,6 +84,23 @@ def sorted_unique(xp, a):
     keep[0] = True
     xp.not_equal(s[1:], s[:-1], out=keep[1:])
     return s[keep]
+
+
+def _stable_order(rows, height: int):
+    """``(order, rows[order])`` with ``order`` the stable argsort of int64 ``rows``.
+
+    NOTE(packed-sort): numpy's ``sort`` of int64 is vectorised and 5-9x quicker than its stable
+    ``argsort`` (1.2 ms against 11 ms for 130,000 ids), so where ``height`` and the count fit
+    together in 63 bits each row is packed with its position, ``row << b | i``, and the packed
+    keys are sorted: equal rows then keep their order, which is the stable argsort's.
+    """
+    n = rows.shape[0]
+    bits = max(int(n - 1).bit_length(), 1)
+    if int(height).bit_length() + bits > 63:
+        order = numpy.argsort(rows, kind="stable")
+        return order, rows[order]
+    keys = numpy.sort((rows << bits) | numpy.arange(n, dtype=numpy.int64))
+    return keys & ((1 << bits) - 1), keys >> bits
 
 
 class SelectedRows:
@@ -89,7 +116,7 @@ class SelectedRows:
             ``height`` is negative.
     """
 
-    __slots__ = ("rows", "values", "height")
+    __slots__ = ("rows", "values", "height", "_index")
 
     def __init__(self, rows, values, height: int) -> None:
         xp = array_module(values)
@@ -104,6 +131,7 @@ class SelectedRows:
         self.rows = rows.astype(xp.int64, copy=False)
         self.values = values
         self.height = int(height)
+        self._index = None  # built by positions(), once
 
     @property
     def shape(self) -> tuple:
@@ -133,8 +161,7 @@ class SelectedRows:
         if xp is numpy and n:
             # a stable sort finds the groups; scatter_add sums them (NOTE(merge-flat-add-at)),
             # entries adding up in their original order
-            order = numpy.argsort(self.rows, kind="stable")
-            rows = self.rows[order]
+            order, rows = _stable_order(self.rows, self.height)
             first = numpy.empty(n, dtype=bool)
             first[0] = True
             numpy.not_equal(rows[1:], rows[:-1], out=first[1:])
@@ -150,6 +177,44 @@ class SelectedRows:
         vals = xp.zeros((uniq.shape[0],) + tuple(self.values.shape[1:]), dtype=self.values.dtype)
         scatter_add(xp, vals, inv.reshape(-1), self.values)
         return SelectedRows(uniq, vals, self.height)
+
+    def positions(self, ids):
+        """``(pos, found)`` for 1-D ids in ``[0, height)``: ``rows[pos[i]] == ids[i]`` where
+        ``found[i]``; ``pos`` is 0 where not.
+
+        NOTE(row-index): the index over ``rows`` is built on the first call and kept, so the
+        lookups that read one prefetched SelectedRows (26 slots sharing a table) share it.
+        Where the height is small next to the rows (at most 4M, or 16 per row) it is a dense
+        map from row number to entry, an int32 array of ``height`` (4 MB for 1M rows): one
+        gather per call, 7 us for 5,000 ids against 620 us for ``searchsorted`` over 53,000
+        rows. Taller tables (a hashed id space) keep the sorted rows and search them. ``rows``
+        and ``values`` are never written after construction, so the index stays true.
+        """
+        xp = array_module(self.values)
+        n = self.rows.shape[0]
+        if n == 0:
+            return xp.zeros(ids.shape, dtype=xp.int64), xp.zeros(ids.shape, dtype=bool)
+        if self._index is None:
+            self._index = self._build_index(xp, n)
+        kind, index = self._index
+        if kind == "dense":
+            pos = index[ids]  # entries of ids not among rows are left unset: checked below
+            pos = xp.where((pos >= 0) & (pos < n), pos, 0)
+            return pos, self.rows[pos] == ids
+        order, ordered = index
+        pos = xp.minimum(xp.searchsorted(ordered, ids), n - 1)
+        found = ordered[pos] == ids
+        return (pos if order is None else order[pos]), found
+
+    def _build_index(self, xp, n: int):
+        if self.height <= max(1 << 22, 16 * n) and n < (1 << 31):
+            index = xp.empty(self.height, dtype=xp.int32)
+            index[self.rows] = xp.arange(n, dtype=xp.int32)
+            return "dense", index
+        if bool((self.rows[1:] > self.rows[:-1]).all()):
+            return "sorted", (None, self.rows)
+        order = xp.argsort(self.rows)
+        return "sorted", (order, self.rows[order])
 
     def to_host(self) -> "SelectedRows":
         """The same SelectedRows with numpy arrays (copied from the device for cupy ones):

@@ -90,15 +90,17 @@ def run_local(build: Callable, batches: list, fetch: tuple = (), return_numpy: b
 
 def run_cluster(build: Callable, trainers: int, pservers: int, batches: list, *, fetch: tuple = (),
                 steps: dict | None = None, slow: dict | None = None, endpoints: bool = False,
-                timeout: float = 60.0, config=None, return_numpy: bool = True, places: int = 1, **transpile) -> Run:
+                timeout: float = 60.0, config=None, return_numpy: bool = True, places: int = 1,
+                after: Callable | None = None, **transpile) -> Run:
     """``trainers`` + ``pservers`` executors on threads over one LoopbackNetwork; trainer t is fed
     the t-th contiguous 1/N of every batch (``share``; a batch is a tuple with one value per feed
     var, or a dict of them by name). ``steps``: trainer id -> how many batches it takes
     (default all); ``slow``: trainer id -> seconds it sleeps after each step; ``endpoints``:
     name the trainers by endpoint (collectives need it; so does having no pservers); ``config``:
     a ``DistributeTranspilerConfig``; ``return_numpy=False``: fetch LoD tensors as they are;
-    ``places``: each trainer runs data parallel over so many CPU places; the rest are
-    ``transpile``'s keywords."""
+    ``places``: each trainer runs data parallel over so many CPU places; ``after(k, exe, prog,
+    scope, main)``: called on trainer k after its last step, before it closes (``main``: the
+    untranspiled program); the rest are ``transpile``'s keywords."""
     main, startup, feeds, cost = build_programs(build)
     ps = [f"127.0.0.1:{7100 + i}" for i in range(pservers)]
     tr = [f"127.0.0.1:{7200 + i}" for i in range(trainers)]
@@ -142,6 +144,8 @@ def run_cluster(build: Callable, trainers: int, pservers: int, batches: list, *,
         run.losses[k], run.fetched[k] = losses, fetched
         run.params[k] = _held(prog, scope)
         run.staleness_seen[k] = exe.staleness_seen
+        if after is not None:
+            after(k, exe, prog, scope, main)
         exe.close()
 
     def guarded(fn, *args) -> None:

@@ -205,11 +205,63 @@ def test_sparse_table_on_pservers_equals_one_process(optimizer, pservers, vocab,
     np.testing.assert_allclose(table, ref.params[0]["emb"], **TOL)
 
 
-def test_a_sparse_table_sliced_into_blocks_when_not_distributed():
-    """embedding(is_sparse=True) alone: an ordinary sliced parameter, its gradient SelectedRows."""
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+def test_a_sparse_table_sliced_into_blocks_when_not_distributed(optimizer):
+    """embedding(is_sparse=True) alone: an ordinary sliced parameter, its gradient SelectedRows.
+    Only lookups read it, so the trainers prefetch the rows they look up from its blocks rather
+    than pull it whole (NOTE(block-prefetch)): the trainers hold no copy, and the blocks, put
+    back together from the pservers, equal one process's table."""
     batches = train_sparse.batches(3000, 8, 32)
-    check_equivalent(run_cluster(sparse("momentum", 3000, distributed=False), 2, 2, batches),
-                     run_local(sparse("momentum", 3000, distributed=False), batches))
+    run = run_cluster(sparse(optimizer, 3000, distributed=False), 2, 2, batches, fetch=("emb",))
+    ref = run_local(sparse(optimizer, 3000, distributed=False), batches, fetch=("emb",))
+    np.testing.assert_allclose(np.mean([run.losses[k] for k in range(2)], axis=0), ref.losses[0], **TOL)
+    for k in range(2):
+        assert "emb" not in run.params[k]
+        for step in (0, 7):  # fetched, the table is asked of the pservers (NOTE(save-gather))
+            np.testing.assert_allclose(run.fetched[k][step][0], ref.fetched[0][step][0], err_msg=f"emb at {step}", **TOL)
+        for name in ("fc_0.w_0", "fc_0.b_0"):
+            np.testing.assert_allclose(run.params[k][name], ref.params[0][name], err_msg=name, **TOL)
+    held = {n: v for params in run.pserver_params.values() for n, v in params.items() if n.startswith("emb.block")}
+    assert sorted(held) == ["emb.block0", "emb.block1"]
+    np.testing.assert_allclose(np.concatenate([held["emb.block0"], held["emb.block1"]]), ref.params[0]["emb"], **TOL)
+
+
+def test_a_trainer_saves_the_table_it_prefetches_rows_of(tmp_path):
+    """NOTE(save-gather): Fluid's CTR scripts save on trainer 0 after training
+    (``save_persistables(exe, dir, fluid.default_main_program())``, or an inference model of the
+    trainer program). The trainer holds no copy of a table it prefetches rows of, so it asks the
+    pservers for its blocks: the saved table is the trained one, and the inference model serves
+    it in one process."""
+    import placegroup as fluid
+
+    batches = train_sparse.batches(3000, 8, 32)
+    saved = {}
+
+    def after(k, exe, prog, scope, main):
+        if k == 0:
+            with fluid.scope_guard(scope):
+                saved["names"] = fluid.io.save_persistables(exe, str(tmp_path / "persist"), main)
+                block = prog.global_block()
+                fluid.io.save_inference_model(str(tmp_path / "infer"), ["ids"], [block.var("fc_0.tmp_1")],
+                                              exe, prog)
+
+    run_cluster(sparse("adam", 3000, distributed=False), 2, 2, batches, after=after)
+    ref = run_local(sparse("adam", 3000, distributed=False), batches)
+    assert "emb" in saved["names"]
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        main = fluid.Program()
+        emb = main.global_block().create_parameter("emb", [3000, 8], "float32")
+        fluid.io.load_vars(exe, str(tmp_path / "persist"), main, vars=[emb])
+        np.testing.assert_allclose(np.array(fluid.global_scope().find_var("emb").get_tensor()),
+                                   ref.params[0]["emb"], **TOL)
+    with fluid.scope_guard(fluid.Scope()):
+        program, _, targets = fluid.io.load_inference_model(str(tmp_path / "infer"), exe)
+        assert {op.type for op in program.global_block().ops} & {"split_ids", "shard_lookup"} == set()
+        ids = np.arange(0, 3000, 97).reshape(-1, 1).astype(np.int64)
+        out, = exe.run(program, feed={"ids": ids}, fetch_list=targets)
+        want = ref.params[0]["emb"][ids.ravel()] @ ref.params[0]["fc_0.w_0"] + ref.params[0]["fc_0.b_0"]
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
 
 
 _MODES = [({}, 2), ({"sync_mode": False}, 2), ({"merge_steps": 2}, 2), ({"staleness": 1}, 2),

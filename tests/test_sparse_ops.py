@@ -135,7 +135,7 @@ def test_shard_rows_tile_the_table():
 @pytest.mark.parametrize("ids", [np.array([[5], [2], [5], [0], [9], [11]]), np.array([7, 7, 3]),
                                  np.zeros((0, 1), np.int64)], ids=["n1", "n", "empty"])
 def test_split_ids_sorted_unique_per_shard(ids):
-    outs = run("split_ids", {"Ids": ids}, num_shards=3)["Out"]
+    outs = run("split_ids", {"Ids": [ids]}, num_shards=3)["Out"]
     assert len(outs) == 3
     for k, o in enumerate(outs):
         want = sorted({int(i) for i in ids.reshape(-1) if i % 3 == k})
@@ -144,9 +144,9 @@ def test_split_ids_sorted_unique_per_shard(ids):
 
 def test_split_ids_rejects_ids_outside_the_table():
     with pytest.raises(IndexError, match="id -2 is out of range for table"):
-        run("split_ids", {"Ids": np.array([[1], [-2]])}, num_shards=2)
+        run("split_ids", {"Ids": [np.array([[1], [-2]])]}, num_shards=2)
     with pytest.raises(IndexError, match="id 10 is out of range for table 'emb' of 10 rows"):
-        run("split_ids", {"Ids": np.array([[1], [10]])}, num_shards=2, height=10, table="emb")
+        run("split_ids", {"Ids": [np.array([[1], [10]])]}, num_shards=2, height=10, table="emb")
 
 
 TABLE = RNG.standard_normal((11, 4)).astype(np.float32)  # 11 rows over 3 shards: 4, 4, 3
@@ -201,7 +201,7 @@ def test_shard_selected_rows_gives_local_rows_that_map_back():
 
 def test_prefetch_chain_equals_dense_lookup():
     n, ids = 3, np.array([[10], [2], [7], [2], [0], [5]])
-    parts = run("split_ids", {"Ids": ids}, num_shards=n)["Out"]
+    parts = run("split_ids", {"Ids": [ids]}, num_shards=n)["Out"]
     got = [run("shard_lookup", {"Ids": p, "W": TABLE[k::n]}, num_shards=n, shard_index=k, height=11)["Out"]
            for k, p in enumerate(parts)]
     pre = run("merge_selected_rows", {"X": got})["Out"]
@@ -338,6 +338,32 @@ def test_sparse_nonlazy_equals_dense_optimizer(op, attrs, state):
             np.testing.assert_allclose(sparse[k], want, rtol=1e-6, atol=0, err_msg=k)
 
 
+@pytest.mark.parametrize("inplace", [False, True], ids=["copy", "inplace"])
+def test_sparse_nonlazy_adam_is_the_dense_rule_bit_for_bit(inplace):
+    """NOTE(adam-blocked): the blocked pass over a table of several blocks (and a ragged last
+    one) gives the dense rule's values over the scattered gradient exactly, copying or in place."""
+    rng = np.random.default_rng(7)
+    height, width = 9001, 7
+    p, m1, m2 = (rng.standard_normal((height, width)).astype(np.float32) for _ in range(3))
+    m2 = np.abs(m2)
+    ins = {"Param": p, "Moment1": m1, "Moment2": m2, "LearningRate": np.array([0.01], np.float32),
+           "Beta1Pow": np.array([0.81], np.float32), "Beta2Pow": np.array([0.998], np.float32)}
+    rows = rng.integers(0, height, 500)
+    g = sr(rows, rng.standard_normal((500, width)).astype(np.float32), height)
+    opdef = get_op_def("adam")
+    ctx = KernelContext(outputs=(s.name for s in opdef.outputs))
+    ctx.inplace = inplace
+    mine = opdef.kernels["cpu"](np, {k: v.copy() for k, v in ins.items()} | {"Grad": g}, dict(opdef.attrs), ctx)
+    b1, b2, eps = np.float32(0.9), np.float32(0.999), np.float32(1e-8)
+    lr_t = np.float32(0.01) * (np.sqrt(np.float32(1) - np.float32(0.998) * b2) / (np.float32(1) - np.float32(0.81) * b1))
+    gd = g.to_dense()
+    w1 = b1 * m1 + (1 - b1) * gd
+    w2 = b2 * m2 + (1 - b2) * gd * gd
+    wp = p - lr_t * (w1 / (np.sqrt(w2) + eps))
+    for slot, want in (("ParamOut", wp), ("Moment1Out", w1), ("Moment2Out", w2)):
+        np.testing.assert_array_equal(mine[slot], want, err_msg=slot)
+
+
 @pytest.mark.parametrize("op,attrs,state", OPT_CASES, ids=OPT_IDS)
 def test_sparse_lazy_updates_only_touched_rows(op, attrs, state):
     lazy = eager = _opt_inputs(state, np.float64)
@@ -383,3 +409,68 @@ def test_split_selected_rows_cuts_blocks_of_local_rows():
     assert outs[1].rows.tolist() == [2, 2, 0]  # rows 7, 7, 5, made local to the second block
     with pytest.raises(ValueError, match="do not add up to X's height 9"):
         run("split_selected_rows", {"X": g}, sections=[5, 5])
+
+
+@pytest.mark.parametrize("height", [50, 1 << 40], ids=["packed", "argsort"])
+def test_merged_sums_repeats_in_order_of_appearance(height):
+    """NOTE(packed-sort): the packed-key sort gives the stable order, and a height too tall to
+    pack falls back to the stable argsort; either way each row's entries add up in the order
+    they came, bit for bit."""
+    rng = np.random.default_rng(11)
+    rows = rng.integers(0, 50, 400) * (height // 50)
+    vals = rng.standard_normal((400, 3)).astype(np.float32)
+    m = sr(rows, vals, height).merged(np)
+    assert m.rows.tolist() == sorted(set(rows.tolist()))
+    for r, got in zip(m.rows.tolist(), m.values):
+        want = np.zeros(3, np.float32)
+        for v in vals[rows == r]:
+            want = want + v
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("height", [1000, 1 << 40], ids=["dense-index", "sorted-index"])
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+def test_positions_find_each_id_among_the_rows(height, order):
+    """NOTE(row-index): positions() finds every id among the rows, whichever index the height
+    picks, sorted rows or not, and says which ids are not there; asked twice, the same."""
+    rng = np.random.default_rng(12)
+    rows = np.unique(rng.integers(0, height, 300))
+    if order == "shuffled":
+        rows = rng.permutation(rows)
+    s = sr(rows, rng.standard_normal((rows.size, 2)).astype(np.float32), height)
+    absent = np.setdiff1d(rng.integers(0, height, 50), rows)
+    ids = np.concatenate([rng.choice(rows, 200), absent])
+    for _ in range(2):
+        pos, found = s.positions(ids)
+        assert found.tolist() == [True] * 200 + [False] * absent.size
+        np.testing.assert_array_equal(s.rows[pos[:200]], ids[:200])
+    assert s.positions(np.zeros(0, np.int64))[0].shape == (0,)
+
+
+def test_lookup_of_an_id_not_prefetched_names_it():
+    w = sr([3, 9], np.ones((2, 4), np.float32), 20)
+    with pytest.raises(IndexError, match="id 5 is not among the 2 rows prefetched"):
+        run("lookup_table", {"W": w, "Ids": np.array([[3], [5]], np.int64)})
+    out = run("lookup_table", {"W": w, "Ids": np.array([[9], [4]], np.int64)}, padding_idx=4)["Out"]
+    np.testing.assert_array_equal(out, [[1] * 4, [0] * 4])
+
+
+def test_split_ids_by_blocks_takes_every_ids_var():
+    """NOTE(block-prefetch): with ``sections`` each part is the distinct ids of one block of
+    consecutive rows, over all the Ids vars together (a CTR model's slots share one table)."""
+    a, b = np.array([[5], [2], [5], [0]]), np.array([[9], [2], [3]])
+    outs = run("split_ids", {"Ids": [a, b]}, num_shards=3, sections=[3, 3, 4], height=10)["Out"]
+    assert [o.reshape(-1).tolist() for o in outs] == [[0, 2], [3, 5], [9]]
+    empty = run("split_ids", {"Ids": [np.zeros((0, 1), np.int64)]}, num_shards=2, sections=[5, 5])["Out"]
+    assert [o.shape for o in empty] == [(0, 1), (0, 1)]
+
+
+def test_shard_lookup_of_a_block_reads_its_rows_and_refuses_others():
+    block = np.arange(12, dtype=np.float32).reshape(4, 3)  # rows 6..9 of a table of 10
+    out = run("shard_lookup", {"Ids": np.array([[7], [9]]), "W": block}, num_shards=2, shard_index=1,
+              height=10, block_start=6)["Out"]
+    assert out.rows.tolist() == [7, 9] and out.height == 10
+    np.testing.assert_array_equal(out.values, block[[1, 3]])
+    with pytest.raises(IndexError, match=r"id 5 is not in this block of a table of 10 rows \(it holds rows 6..9\)"):
+        run("shard_lookup", {"Ids": np.array([[5]]), "W": block}, num_shards=2, shard_index=1, height=10,
+            block_start=6)

@@ -24,7 +24,12 @@ from typing import Sequence
 
 from placegroup.errors import ProgramError, SerializationError
 from placegroup.io.files import load_program, save_program
-from placegroup.io.var_files import _scope, load_persistables, save_persistables
+from placegroup.io.var_files import (
+    _scope,
+    held_elsewhere,
+    load_persistables,
+    save_persistables,
+)
 from placegroup.ir.framework import Program, Variable, default_main_program
 from placegroup.ir.framework_helpers import FEED_TARGETS, FETCH_TARGETS
 
@@ -42,7 +47,9 @@ PASS_NAME = "prune_for_inference"
 # goes. What is left must read only feeds, persistable vars (saved beside it) and what its own
 # earlier ops wrote; anything else is an error naming the var and, where the training program
 # computed it by an op the clone drops (an lr schedule, say), that op. A forward collective (a
-# model-parallel layer, whose weight each trainer holds only its columns of) is refused.
+# model-parallel layer, whose weight each trainer holds only its columns of) is refused. A
+# lookup of rows a trainer prefetched from a table's blocks (NOTE(block-prefetch)) reads the
+# whole table again, which the trainer asks its pservers for (NOTE(save-gather)).
 def prune_for_inference(program: Program, feed_names: Sequence[str], target_names: Sequence[str],
                         shown: dict[str, str] | None = None) -> Program:
     """A one-process copy of ``program`` that computes ``target_names`` from ``feed_names``
@@ -66,6 +73,10 @@ def prune_for_inference(program: Program, feed_names: Sequence[str], target_name
     b = p.global_block()
     for op in (op for blk in p.blocks for op in blk.ops):
         op.place, op.edges = None, {}
+    for op in b.ops:  # a lookup of rows prefetched from a table's blocks reads the table again
+        for slot, names in op.inputs.items():
+            whole = [b.var(n).attrs.get("prefetch_of") if b.has_var(n) else None for n in names]
+            op.inputs[slot] = [w if w and b.has_var(w) else n for n, w in zip(names, whole)]
     feeds, needed, keep = set(feed_names), set(target_names), []
     for op in reversed(b.ops):
         if set(op.output_arg_names) & (needed - feeds):
@@ -220,7 +231,9 @@ def save_inference_model(dirname: str, feeded_var_names, target_vars, executor, 
         model += ".main_program"
         program.extra.update({FEED_KEY: list(feeded_var_names), FETCH_KEY: fetch_names})
     if not program_only:
-        values = _scope(executor, None).vars
+        sc = _scope(executor, None)
+        values = {**sc.vars, **held_elsewhere(sc, [v.name for v in program.list_vars()
+                                                   if v.persistable and v.name not in sc.vars])}
         lacking = [v for v in program.list_vars() if v.persistable and v.name not in values]
         if lacking and export_for_deployment:
             raise ProgramError(_lacking(lacking))

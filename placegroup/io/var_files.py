@@ -87,6 +87,12 @@ def _scope(executor, scope: Scope | None) -> Scope:
     return scope
 
 
+def held_elsewhere(scope: Scope, names: list) -> dict:
+    """The values of ``names`` a trainer's pservers hold for it (NOTE(save-gather) in
+    executor/executor.py); {} in one process or on a pserver."""
+    return scope.held_elsewhere(names) if names and scope.held_elsewhere is not None else {}
+
+
 def save_vars(executor, dirname: str, main_program=None, vars: Sequence | None = None,
               predicate: Callable | None = None, filename: str | None = None, *,
               scope: Scope | None = None) -> list[str]:
@@ -104,7 +110,9 @@ def save_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
 
     Returns:
         The names saved, in program order. A selected var the scope holds no value for is
-        skipped (in a distributed run a process holds only its part).
+        skipped (in a distributed run a process holds only its part), except that a trainer
+        asks its pservers for the parameters they hold for it (NOTE(save-gather) in
+        executor/executor.py).
 
     Raises:
         SerializationError: a value that is not a plain numeric array, or a var name that
@@ -114,9 +122,11 @@ def save_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
         >>> save_vars(exe, "ckpt", main, predicate=is_parameter)  # doctest: +SKIP
         ['fc_0.w_0', 'fc_0.b_0']
     """
-    values = _scope(executor, scope).vars
+    sc = _scope(executor, scope)
+    selected = list(_select(_program(main_program), vars, predicate))
+    values = {**sc.vars, **held_elsewhere(sc, [v.name for v in selected if v.name not in sc.vars])}
     items = []
-    for v in _select(_program(main_program), vars, predicate):
+    for v in selected:
         if v.name not in values:
             continue
         arr = to_numpy(values[v.name])

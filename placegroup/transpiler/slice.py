@@ -9,13 +9,14 @@ Per parameter ``p`` with an optimizer (the ops whose ``op.param`` is ``p``)::
 With ``count > 1`` the update is repeated per block (``parts.repeat_update``). On the trainer,
 ``split`` cuts the gradient into blocks right after backward writes it, and ``concat`` joins
 the updated blocks back into ``p`` at the end of the step (and at the end of the startup
-program), so the trainer's ``p`` always holds the latest update. Tables marked
+program), so the trainer's ``p`` always holds the latest update, except for a table only
+lookups read, whose rows the trainer prefetches (NOTE(block-prefetch)). Tables marked
 ``distributed`` are left to the sparse pass.
 """
 from __future__ import annotations
 
-from placegroup.ops.registry import ROUND_END
-from placegroup.transpiler.parts import block_parts, repeat_update
+from placegroup.ops.registry import ROUND_END, grad_name
+from placegroup.transpiler.parts import block_parts, prefetch_lookups, read_prefetched, repeat_update
 from placegroup.transpiler.passes import Job, PassResult
 
 
@@ -35,9 +36,46 @@ def _slice_param(job: Job, p, parts) -> None:
             attrs[ROUND_END] = True
         main.insert_op(last + 1, split, {"X": [g]}, {"Out": [g + part.suffix for part in parts]},
                        attrs, role="backward", infer=False)
+    lookups = _lookups_only(main, p.name)
+    if lookups:
+        _prefetch_blocks(job, p, parts, lookups)
+        return
     blocks = [p.name + part.suffix for part in parts]
     main.append_op("concat", {"X": blocks}, {"Out": [p.name]}, {"axis": 0}, role="optimize", infer=False)
     startup.append_op("concat", {"X": blocks}, {"Out": [p.name]}, {"axis": 0}, role="init", infer=False)
+
+
+_LOOKUPS = ("lookup_table", "lookup_table_v2")
+
+
+def _lookups_only(main, name: str) -> list:
+    """The forward lookups of table ``name`` when its gradient is sparse and only lookups (and
+    their gradients) read it; else []."""
+    grad = main.var(grad_name(name)) if main.has_var(grad_name(name)) else None
+    if grad is None or grad.type != "selected_rows":
+        return []
+    readers = [op for op in main.ops if name in op.input_arg_names]
+    if not readers or any(op.type not in _LOOKUPS + tuple(t + "_grad" for t in _LOOKUPS)
+                          or op.input("W") != [name] for op in readers):
+        return []
+    return [op for op in readers if op.type in _LOOKUPS]
+
+
+def _prefetch_blocks(job: Job, p, parts, lookups: list) -> None:
+    """NOTE(block-prefetch): a table sliced into row blocks that only lookups read (an
+    ``embedding(is_sparse=True)`` without ``is_distributed``) is not pulled whole into the
+    trainer each step, as Fluid does (40 MB a step for a 1M x 10 table): the trainer prefetches
+    the rows its batch looks up from the blocks, as it does from a distributed table's shards
+    (transpiler/sparse.py), and the lookups read those. The blocks, their update and their
+    names are the slice pass's; only the way the trainer reads them changes, so the values every
+    lookup sees are the same. Lookups that share the table share one prefetch where they can
+    (NOTE(shared-table) in parts.py)."""
+    main, startup = job.main.global_block(), job.startup.global_block()
+    read_prefetched(main, p.name, prefetch_lookups(main, p, parts, lookups))
+    # the trainer holds no copy: the var stays in the program, unread and unwritten, so that a
+    # trainer's save_persistables still names it and gets it from the blocks (NOTE(save-gather)
+    # in executor/executor.py)
+    startup.remove_var(p.name)
 
 
 def slice_params(job: Job, ctx) -> PassResult:
