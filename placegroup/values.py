@@ -158,6 +158,8 @@ class SelectedRows:
         repeated row summed (in the order they appear)."""
         xp = xp or array_module(self.values)
         n = self.rows.shape[0]
+        if n > 1 and bool((self.rows[1:] > self.rows[:-1]).all()):
+            return self  # already sorted and unique: a prefetch's rows, block after block
         if xp is numpy and n:
             # a stable sort finds the groups; scatter_add sums them (NOTE(merge-flat-add-at)),
             # entries adding up in their original order
