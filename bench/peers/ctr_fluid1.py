@@ -25,6 +25,9 @@ with the Paddle 2.6.2 peer), so every framework trains on the same batches: ids
 ``(zipf(1.1) * 2654435761) % 1,000,000``, a click drawn from the sigmoid of the ids' hidden
 weights plus two dense features. A trainer prints one JSON line: examples per second over the
 timed steps, the first and last loss, the AUC, and (with CTR_PROFILE) the ops' own time per step.
+A pserver whose ``exe.run(pserver_prog)`` returns (placegroup's do when the trainers finish;
+Fluid 1.8.5's serve until stopped, so print nothing) prints one too: the process CPU seconds,
+all threads, spent in that call (every step, warm-up included), and ``CTR_STEPS``.
 """
 from __future__ import print_function
 
@@ -127,7 +130,14 @@ def main():
             endpoint = os.environ["PADDLE_CURRENT_ENDPOINT"]
             pserver_prog = t.get_pserver_program(endpoint)
             exe.run(t.get_startup_program(endpoint, pserver_prog))
-            exe.run(pserver_prog)
+            c0 = time.process_time()
+            exe.run(pserver_prog)  # serves until the trainers are done (Fluid's: until stopped)
+            # one JSON line: the CPU (all threads) spent serving; bench_ctr_scaling.py reads it
+            index = os.environ["PADDLE_PSERVERS_IP_PORT_LIST"].split(",").index(endpoint)
+            print(json.dumps({"pserver": index,
+                              "endpoint": endpoint, "cpu_s": time.process_time() - c0,
+                              "steps": steps, "trainers": env_int("PADDLE_TRAINERS_NUM", 1)}))
+            sys.stdout.flush()
             return
         prog = t.get_trainer_program()
         exe.run(startup)

@@ -23,7 +23,7 @@ that fails (a non-zero exit, or a trainer without its JSON line) or a run past `
 every process of the run and raises ``PeerError`` with the last lines of the failing process's
 stderr (and stdout: Paddle prints its crash report there).
 
-    from launch_peer import run_cluster, run_one
+    from launch_peer import run_cluster, run_cluster_all, run_one
     recs = run_cluster("/work/pd26/bin/python", "bench/peers/paddle26_ctr.py",
                        {"CTR_STEPS": "30", "CTR_WARMUP": "5"})
     ref = run_one([sys.executable, "-m", "placegroup", "run"], "bench/peers/ctr_fluid1.py", {})
@@ -35,11 +35,12 @@ import glob
 import json
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
+
+from placegroup.tools.launch import free_ports
 
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "CPU_NUM": "1"}
 # what a run sets itself; an inherited value of any of them is dropped
@@ -52,15 +53,6 @@ TAIL = 30  # lines of each output quoted in an error
 
 class PeerError(RuntimeError):
     """A peer process failed or timed out; the message quotes its last output lines."""
-
-
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct ports that were free a moment ago (bound to port 0, then released)."""
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
-        for s in socks:
-            s.bind((host, 0))
-        return [s.getsockname()[1] for s in socks]
 
 
 def _command(python: str | Sequence[str], script: str) -> list[str]:
@@ -104,9 +96,9 @@ class _Proc:
                 parts.append(f"--- {label}:\n" + "\n".join(lines[-n:]))
         return "\n".join(parts) or "(no output)"
 
-    def record(self) -> dict:
+    def record(self, key: str = "examples_per_s") -> dict:
         """The JSON line it printed (the last line of its stdout that parses to an object with
-        ``examples_per_s``)."""
+        ``key``: a trainer's ``examples_per_s``, a pserver's ``cpu_s``)."""
         found = None
         with open(self.out_path, errors="replace") as f:
             for line in f:
@@ -116,7 +108,7 @@ class _Proc:
                     continue
                 with contextlib.suppress(ValueError):
                     rec = json.loads(line[start:])
-                    if isinstance(rec, dict) and "examples_per_s" in rec:
+                    if isinstance(rec, dict) and key in rec:
                         found = rec
         if found is None:
             raise PeerError(f"{self.name} (pid {self.popen.pid}) exited without its JSON line; "
@@ -171,7 +163,8 @@ def _wait_all(procs: Sequence[_Proc], trainers: Sequence[_Proc], timeout: float)
 
 
 def run_cluster(python: str | Sequence[str], script: str, env_extra: dict | None = None, trainers: int = 2,
-                pservers: int = 2, timeout: float = 600.0, grace: float = 5.0, logdir: str | None = None) -> list[dict]:
+                pservers: int = 2, timeout: float = 600.0, grace: float = 5.0, logdir: str | None = None,
+                *, with_pservers: bool = False):
     """Run ``script`` as ``pservers`` pservers and ``trainers`` trainers on 127.0.0.1.
 
     Args:
@@ -185,6 +178,8 @@ def run_cluster(python: str | Sequence[str], script: str, env_extra: dict | None
             after SIGTERM before SIGKILL.
         logdir: where to keep each process's ``<role><i>.out``/``.err`` (default: only in the
             run's temporary directory, removed at the end).
+
+        with_pservers: return ``(trainer records, pserver records)`` instead (``run_cluster_all``).
 
     Returns:
         The trainers' JSON records, by trainer id.
@@ -219,9 +214,30 @@ def run_cluster(python: str | Sequence[str], script: str, env_extra: dict | None
             deadline = time.monotonic() + grace  # placegroup's pservers return by themselves
             while any(p.popen.poll() is None for p in ps_procs) and time.monotonic() < deadline:
                 time.sleep(0.1)
+            if with_pservers:
+                return records, [_pserver_record(p) for p in ps_procs]
             return records
         finally:
             _stop(procs, grace)
+
+
+def _pserver_record(p: _Proc) -> dict | None:
+    """A pserver's JSON line (with ``cpu_s``), or None: still running, failed, or printed none."""
+    if p.popen.poll() != 0:
+        return None
+    with contextlib.suppress(PeerError):
+        return p.record("cpu_s")
+    return None
+
+
+def run_cluster_all(python: str | Sequence[str], script: str, env_extra: dict | None = None, trainers: int = 2,
+                    pservers: int = 2, timeout: float = 600.0, grace: float = 5.0,
+                    logdir: str | None = None) -> tuple[list[dict], list[dict | None]]:
+    """``run_cluster``, returning the pservers' JSON records too: ``(trainer records, pserver
+    records)``, each by id. A pserver's record is the last JSON object with ``cpu_s`` on its
+    stdout, or None where it printed none or had not exited by itself within ``grace`` seconds
+    of the last trainer (Fluid's and Paddle 2.6.2's pservers serve until stopped)."""
+    return run_cluster(python, script, env_extra, trainers, pservers, timeout, grace, logdir, with_pservers=True)
 
 
 def run_one(python: str | Sequence[str], script: str, env_extra: dict | None = None,
