@@ -37,10 +37,11 @@ model is then checked against:
   the touched rows of Adam;
 * ``n_p``, ``u_p``: a pserver's messages per trainer per round, and CPU per message.
 
-One pserver is another regime, left out of the fit (``--fit-min-p 2``) and shown against it: with
-P = 1 the table is not sliced into blocks, so the trainer does not prefetch its rows
-(NOTE(block-prefetch)) but pulls the whole 40 MB table back after every step, as Fluid does (the
-pserver's profile shows ~5 MB messages and no ``shard_lookup``).
+One pserver was another regime when this was written, left out of the fit (``--fit-min-p 2``) and
+shown against it: with P = 1 the table was not sliced into blocks, so the trainer did not prefetch
+its rows but pulled the whole 40 MB table back after every step, as Fluid does; a table left whole
+is now prefetched as one block (NOTE(block-prefetch)), so measure P = 1 again before fitting it
+(then, the pserver's profile showed ~5 MB messages and no ``shard_lookup``).
 
 What it leaves out, so where it misses: the process CPU outside the profiled thread (ZeroMQ's IO
 thread, the garbage collector, the loop around ``exe.run``) and the startup of the first,

@@ -16,7 +16,7 @@ lookups read, whose rows the trainer prefetches (NOTE(block-prefetch)). Tables m
 from __future__ import annotations
 
 from placegroup.ops.registry import ROUND_END, grad_name
-from placegroup.transpiler.parts import block_parts, prefetch_lookups, read_prefetched, repeat_update
+from placegroup.transpiler.parts import Part, block_parts, prefetch_lookups, read_prefetched, repeat_update
 from placegroup.transpiler.passes import Job, PassResult
 
 
@@ -50,11 +50,11 @@ _LOOKUPS = ("lookup_table", "lookup_table_v2")
 
 def _lookups_only(main, name: str) -> list:
     """The forward lookups of table ``name`` when its gradient is sparse and only lookups (and
-    their gradients) read it; else []."""
+    their gradients) read it besides its own update; else []."""
     grad = main.var(grad_name(name)) if main.has_var(grad_name(name)) else None
     if grad is None or grad.type != "selected_rows":
         return []
-    readers = [op for op in main.ops if name in op.input_arg_names]
+    readers = [op for op in main.ops if name in op.input_arg_names and op.param != name]
     if not readers or any(op.type not in _LOOKUPS + tuple(t + "_grad" for t in _LOOKUPS)
                           or op.input("W") != [name] for op in readers):
         return []
@@ -78,10 +78,20 @@ def _prefetch_blocks(job: Job, p, parts, lookups: list) -> None:
     startup.remove_var(p.name)
 
 
+def _prefetch_whole(job: Job, p, lookups: list) -> None:
+    """A table left whole on its pserver (one pserver, or ``slice_var_up=False``) that only
+    lookups read is prefetched by rows too, as one block: NOTE(block-prefetch). It stays where
+    its update runs and its startup op makes it, and no trainer op reads it now."""
+    main = job.main.global_block()
+    whole = [Part(0, 0, int(p.shape[0]), 1, "")]
+    read_prefetched(main, p.name, prefetch_lookups(main, p, whole, lookups))
+
+
 def slice_params(job: Job, ctx) -> PassResult:
     job = job.copy()
-    if not ctx.slice_var_up or len(ctx.pservers) <= 1:
+    if not ctx.pservers:
         return PassResult(job, False)
+    slicing = ctx.slice_var_up and len(ctx.pservers) > 1
     main = job.main.global_block()
     changed = False
     order = []
@@ -92,9 +102,12 @@ def slice_params(job: Job, ctx) -> PassResult:
         p = main.var(name)
         if p.attrs.get("distributed") or p.attrs.get("model_parallel"):
             continue
-        parts = block_parts(p.shape, len(ctx.pservers), ctx.min_block_size)
+        parts = block_parts(p.shape, len(ctx.pservers), ctx.min_block_size) if slicing else []
         if len(parts) > 1:
             _slice_param(job, p, parts)
+            changed = True
+        elif _lookups_only(main, p.name):
+            _prefetch_whole(job, p, _lookups_only(main, p.name))
             changed = True
     job.main._bump()
     job.startup._bump()
