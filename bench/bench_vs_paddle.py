@@ -30,7 +30,9 @@ at most k of the trainer's updates old. Both placegroup rows are printed.
 
 Prints, per mode and run kind, steps/s per trainer (the median over repeats and trainers, min-max),
 the loss at the end, each role's peak RSS (VmHWM, the largest over repeats) and thread count, and
-the ratio placegroup / Paddle. Paddle runs under the python named by ``PLACEGROUP_PADDLE_PYTHON``
+the ratio placegroup / Paddle, and each placegroup row's step as a number of floor round trips
+(a raw pyzmq round trip of 14 floats, bench/floors.py, measured after the runs; the strict async
+target is at most 2.5). Paddle runs under the python named by ``PLACEGROUP_PADDLE_PYTHON``
 (else /work/paddle-venv/bin/python where it exists); placegroup never imports it. Without a
 python that imports paddle it prints why and exits 0. Paddle's trainers also open a client
 service of their own on the first free port from 8500 (brpc, not configurable), and its pservers
@@ -57,6 +59,9 @@ import threading
 import time
 
 from placegroup.tools.launch import free_ports, launch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from floors import round_trip  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER = os.path.join(HERE, "sync_worker.py")
@@ -301,6 +306,7 @@ def main() -> None:
                     print(f"{mode} {kind} failed: {r['error']}\n{r.get('log', '')}", file=sys.stderr)
                     sys.exit(1)
                 results.setdefault((mode, kind), []).append(r)
+    floor_us = 1e6 / round_trip()  # after the runs, in the same window (bench/floors.py)
     print(f"{'mode':<6}{'run':<27}{'steps/s per trainer':>20}{'(min-max)':>14}{'loss at end':>13}"
           f"{'peak RSS MiB':>15}{'threads':>10}")
     print(f"{'':<6}{'':<27}{'median':>20}{'':>14}{'':>13}{'trainer/pserver':>15}{'tr/ps':>10}")
@@ -328,6 +334,11 @@ def main() -> None:
             span = f"({min(rates):,.0f}-{max(rates):,.0f})"
             print(f"{mode:<6}{name:<27}{med[kind]:>20,.0f}{span:>14}{statistics.median(losses):>12.4g}{mark}"
                   f"{rss:>15}{threads:>10}")
+        for kind in ours[mode]:
+            if kind in med:  # a step against the raw pyzmq round trip of 14 floats
+                print(f"{'':<6}{names[kind]}: a step is {1e6 / med[kind] / floor_us:.2f} floor round trips "
+                      f"({1e6 / med[kind]:,.0f} us; the floor {floor_us:,.0f} us)"
+                      + ("  [target <= 2.5]" if mode == "async" and kind == "placegroup" else ""))
         for loop in loops:
             for kind in ours[mode]:
                 if kind in med and loop in med:
