@@ -31,6 +31,7 @@ from placegroup.ops.registry import Meta, Slot, check, grad_of, register
 from placegroup.values import SelectedRows, is_selected_rows, scatter_add
 
 _ATTRS = {"is_sparse": False, "is_distributed": False, "padding_idx": -1}
+_W = Slot("W", rows_by="Ids")  # a lookup and its gradient read only the rows Ids names
 
 
 def _out_shape(ids_shape: tuple, dim: int) -> tuple:
@@ -75,7 +76,7 @@ def _prefetched_positions(xp, w: SelectedRows, flat, pad: int):
     return xp.where(found, pos, 0)
 
 
-@register("lookup_table", ins=("W", Slot("Ids", no_grad=True)), outs=("Out",), attrs=_ATTRS,
+@register("lookup_table", ins=(_W, Slot("Ids", no_grad=True)), outs=("Out",), attrs=_ATTRS,
           infer=_infer, grad=grad_of(("W",)))
 def lookup_table(xp, ins, a, ctx):
     """Out[i] = W[Ids[i]], zeros where Ids[i] == padding_idx (NOTE(lookup-ids)); ``W`` may be
@@ -96,7 +97,7 @@ def lookup_table(xp, ins, a, ctx):
     return {"Out": out.reshape(_out_shape(ids.shape, dim))}
 
 
-@register("lookup_table_grad", ins=("W", "Ids", "Out@GRAD"),
+@register("lookup_table_grad", ins=(_W, "Ids", "Out@GRAD"),
           outs=(Slot("W@GRAD", sparse_if="is_sparse"),), attrs=_ATTRS, role="backward")
 def lookup_table_grad(xp, ins, a, ctx):
     """W@GRAD: a SelectedRows over the batch's ids with ``is_sparse``, else dense; repeated
@@ -117,7 +118,7 @@ def lookup_table_grad(xp, ins, a, ctx):
     return {"W@GRAD": dw}
 
 
-@register("lookup_table_v2", ins=("W", Slot("Ids", no_grad=True)), outs=("Out",), attrs=_ATTRS,
+@register("lookup_table_v2", ins=(_W, Slot("Ids", no_grad=True)), outs=("Out",), attrs=_ATTRS,
           infer=lambda ins, a: _infer(ins, a, v2=True), grad=grad_of(("W",)))
 def lookup_table_v2(xp, ins, a, ctx):
     """Out[..., :] = W[Ids[...]]: ``lookup_table`` keeping every dim of Ids."""
@@ -125,7 +126,7 @@ def lookup_table_v2(xp, ins, a, ctx):
     return {"Out": out.reshape(tuple(ins["Ids"].shape) + (out.shape[-1],))}
 
 
-@register("lookup_table_v2_grad", ins=("W", "Ids", "Out@GRAD"),
+@register("lookup_table_v2_grad", ins=(_W, "Ids", "Out@GRAD"),
           outs=(Slot("W@GRAD", sparse_if="is_sparse"),), attrs=_ATTRS, role="backward")
 def lookup_table_v2_grad(xp, ins, a, ctx):
     """As ``lookup_table_grad``: Out@GRAD's rows line up with the flattened Ids."""

@@ -273,8 +273,9 @@ def adam(xp, ins, a, ctx):
 # a table-sized temporary: ~200 ms for a 1M x 10 table. Here the touched rows are computed first,
 # from their old values, by the dense rule itself; then one pass over the table in blocks of
 # _BLOCK elements (256 KiB of float32) decays and applies in place, the block's one temporary
-# staying in cache; then the touched rows are written back. Every value is the dense rule's, bit for bit (the untouched
-# rows' ``m1`` can differ only in the sign of a zero, which no later result can see).
+# staying in cache; then the touched rows are written back. Every value is the dense rule's, bit
+# for bit (the untouched rows' ``m1`` can differ only in the sign of a zero, which no later
+# result can see).
 _BLOCK = 1 << 16
 
 

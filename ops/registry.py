@@ -120,6 +120,9 @@ class Slot:
     role: str | None = None  # Param, Grad, LearningRate, Moment, ParamOut, ... (NOTE(opt-roles))
     no_grad: bool = False  # never differentiable (ids, labels, counters)
     sparse_if: str | None = None  # output: a SelectedRows when this bool attr is true (is_sparse)
+    # input: the op reads only the rows of this var that the ids in slot ``rows_by`` name (a
+    # lookup), so a pass may serve the var by those rows (NOTE(block-prefetch))
+    rows_by: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -99,7 +99,7 @@ def split_ids(xp, ins, a, ctx):
         rows = f" of {a['height']:,} rows" if a["height"] else ""
         raise OutOfRange(f"split_ids: id {bad} is out of range for table{table}{rows}")
     if a["sections"]:  # sorted ids: each block's are one run
-        cuts = xp.searchsorted(uniq, numpy.cumsum(a["sections"])[:-1])
+        cuts = xp.searchsorted(uniq, xp.asarray(numpy.cumsum(a["sections"])[:-1]))
         return {"Out": [part.reshape(-1, 1) for part in xp.split(uniq, cuts)]}
     shard = uniq % n
     return {"Out": [uniq[shard == k].reshape(-1, 1) for k in range(n)]}

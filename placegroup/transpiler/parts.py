@@ -122,6 +122,16 @@ def _read_all_parts(op, copied: set, parts: list[Part]) -> None:
         op.inputs[slot] = [m for n in names for m in ([n + part.suffix for part in parts] if n in copied else [n])]
 
 
+def ids_of(op, w: str) -> str | None:
+    """The ids var by whose rows ``op`` reads table ``w`` (its OpDef's ``Slot.rows_by``: a
+    lookup or its gradient), or None where the op reads ``w`` otherwise."""
+    for slot, names in op.inputs.items():
+        by = op.opdef.slot(slot).rows_by if w in names else None
+        if by:
+            return op.input(by)[0]
+    return None
+
+
 def prefetch(main, w, ids: list[str], parts: list[Part], at: int, tag: str) -> str:
     """Insert, at op ``at``, ids -> ``split_ids`` -> ``shard_lookup`` on each part (an each edge,
     run where the part lives) -> ``merge_selected_rows``; returns the name of the rows fetched
@@ -161,27 +171,27 @@ def prefetch_lookups(main, w, parts: list[Part], lookups: list) -> dict:
     computed after an earlier lookup, each lookup prefetches its own ids right before it, its
     vars tagged with the lookup's index. Either way the lookups' SelectedRows gradients are
     what ``append_backward`` sums into ``W@GRAD`` (NOTE(sum-sparse))."""
-    ids = list(dict.fromkeys(op.input("Ids")[0] for op in lookups))
+    ids = list(dict.fromkeys(ids_of(op, w.name) for op in lookups))
     first = main.ops.index(lookups[0])
     last_writer = {n: k for k, op in enumerate(main.ops) for n in op.output_arg_names}
     if all(last_writer.get(n, -1) < first for n in ids):
         return dict.fromkeys(ids, prefetch(main, w, ids, parts, first, ""))
     rows: dict = {}
     for i, op in enumerate(lookups):
-        n = op.input("Ids")[0]
+        n = ids_of(op, w.name)
         if n not in rows:
             rows[n] = prefetch(main, w, [n], parts, main.ops.index(op), f"@{i}")
     return rows
 
 
 def read_prefetched(main, w: str, rows: dict) -> None:
-    """Every op of ``main`` that reads ``w`` (the lookups, and their gradients, which read W for
-    its shape) reads the rows prefetched over its ids instead (else any prefetch's: all hold
+    """Every op of ``main`` that reads ``w`` besides its update (the lookups, and their
+    gradients) reads the rows prefetched over its ids instead (else any prefetch's: all hold
     W's shape)."""
     any_rows = next(iter(rows.values()))
     for op in main.ops:
         if w in op.input_arg_names and op.param is None:
-            fetched = rows.get((op.inputs.get("Ids") or [None])[0], any_rows)
+            fetched = rows.get(ids_of(op, w), any_rows)
             op.inputs = {k: [fetched if n == w else n for n in v] for k, v in op.inputs.items()}
 
 

@@ -16,7 +16,7 @@ lookups read, whose rows the trainer prefetches (NOTE(block-prefetch)). Tables m
 from __future__ import annotations
 
 from placegroup.ops.registry import ROUND_END, grad_name
-from placegroup.transpiler.parts import Part, block_parts, prefetch_lookups, read_prefetched, repeat_update
+from placegroup.transpiler.parts import Part, block_parts, ids_of, prefetch_lookups, read_prefetched, repeat_update
 from placegroup.transpiler.passes import Job, PassResult
 
 
@@ -25,7 +25,7 @@ def block_layout(shape, n_pservers: int, min_block_size: int) -> list[tuple[int,
     return [(part.offset, part.rows) for part in block_parts(shape, n_pservers, min_block_size)]
 
 
-def _slice_param(job: Job, p, parts) -> None:
+def _slice_param(job: Job, p, parts, lookups: list) -> None:
     main, startup = job.main.global_block(), job.startup.global_block()
     for g in repeat_update(job, p, parts):
         grad = main.var(g)
@@ -36,7 +36,6 @@ def _slice_param(job: Job, p, parts) -> None:
             attrs[ROUND_END] = True
         main.insert_op(last + 1, split, {"X": [g]}, {"Out": [g + part.suffix for part in parts]},
                        attrs, role="backward", infer=False)
-    lookups = _lookups_only(main, p.name)
     if lookups:
         _prefetch_blocks(job, p, parts, lookups)
         return
@@ -45,20 +44,17 @@ def _slice_param(job: Job, p, parts) -> None:
     startup.append_op("concat", {"X": blocks}, {"Out": [p.name]}, {"axis": 0}, role="init", infer=False)
 
 
-_LOOKUPS = ("lookup_table", "lookup_table_v2")
-
-
-def _lookups_only(main, name: str) -> list:
-    """The forward lookups of table ``name`` when its gradient is sparse and only lookups (and
-    their gradients) read it besides its own update; else []."""
+def _row_readers(main, name: str) -> list:
+    """The forward ops that read table ``name`` when its gradient is sparse and every op that
+    reads it besides its own update reads it by rows (``Slot.rows_by``: lookups and their
+    gradients); else []."""
     grad = main.var(grad_name(name)) if main.has_var(grad_name(name)) else None
     if grad is None or grad.type != "selected_rows":
         return []
     readers = [op for op in main.ops if name in op.input_arg_names and op.param != name]
-    if not readers or any(op.type not in _LOOKUPS + tuple(t + "_grad" for t in _LOOKUPS)
-                          or op.input("W") != [name] for op in readers):
+    if not readers or any(ids_of(op, name) is None for op in readers):
         return []
-    return [op for op in readers if op.type in _LOOKUPS]
+    return [op for op in readers if op.role == "forward"]
 
 
 def _prefetch_blocks(job: Job, p, parts, lookups: list) -> None:
@@ -103,11 +99,12 @@ def slice_params(job: Job, ctx) -> PassResult:
         if p.attrs.get("distributed") or p.attrs.get("model_parallel"):
             continue
         parts = block_parts(p.shape, len(ctx.pservers), ctx.min_block_size) if slicing else []
+        lookups = _row_readers(main, name)
         if len(parts) > 1:
-            _slice_param(job, p, parts)
+            _slice_param(job, p, parts, lookups)
             changed = True
-        elif _lookups_only(main, p.name):
-            _prefetch_whole(job, p, _lookups_only(main, p.name))
+        elif lookups:
+            _prefetch_whole(job, p, lookups)
             changed = True
     job.main._bump()
     job.startup._bump()

@@ -13,8 +13,7 @@ each shard is initialized alone (ops/random.py, strided rows). On the trainer::
         --shard_selected_rows--> W@GRAD.shard k                 (local rows, to pserver k)
 
 with one prefetch for all the lookups that share W where their ids allow (NOTE(shared-table) in
-parts.py); and W's update
-(merge, optimizer, state) is repeated per shard on its pserver
+parts.py); and W's update (merge, optimizer, state) is repeated per shard on its pserver
 (``parts.repeat_update``), so only touched rows cross the wire and are updated.
 """
 from __future__ import annotations
