@@ -20,6 +20,7 @@ import json
 import numpy as np
 
 from placegroup.util.key_index import KeyIndex, as_ids, mix64
+from placegroup.values import SelectedRows
 
 _PHI = np.uint64(0x9E3779B97F4A7C15)
 _S11 = np.uint64(11)
@@ -175,13 +176,9 @@ class TableConfig:
 # -- per-row optimizers: Fluid's kernels (ops/optimizer.py) on a SelectedRows gradient, lazy ------
 
 def _merge(rows: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows sorted unique, repeats summed in their order: ``SelectedRows.merged``'s bits."""
-    uniq, inv = np.unique(rows, return_inverse=True)
-    if uniq.size == rows.size:
-        return uniq, g[np.argsort(rows)]
-    out = np.zeros((uniq.size, g.shape[1]), g.dtype)
-    np.add.at(out, inv.reshape(-1), g)
-    return uniq, out
+    """Rows sorted unique, repeats summed in their order: ``SelectedRows.merged`` itself."""
+    m = SelectedRows(rows, g, int(rows.max()) + 1 if rows.size else 0).merged(np)
+    return m.rows, m.values
 
 
 def _sgd(cfg, t, a, rows, g) -> None:
