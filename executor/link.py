@@ -38,6 +38,7 @@ from placegroup.ir.edges import RULES
 from placegroup.ir.framework import SELECTED_ROWS
 from placegroup.ir.place_group import ExecutorRole
 from placegroup.values import as_host, to_device
+from placegroup.util.sched import set_sched
 
 log = logging.getLogger("placegroup.executor")
 FAILED_LINGER_MS = 200
@@ -87,6 +88,8 @@ class Link:
         mesh = program.cluster.pserver_mesh
         connect, bind = peer_links(cluster, me, mesh)
         digest = program.cluster.digest
+        if network is None:  # NOTE(sched-batch): before the sockets, so their IO thread inherits it
+            set_sched(0, config.get("PLACEGROUP_SCHED"))
         self.transport = open_transport(me.name, bind, connect, digest=digest, network=network,
                                         max_message=message_limit(program),  # NOTE(max-message)
                                         peer_timeout=self.peer_timeout,

@@ -67,6 +67,12 @@ def _flag(text: str) -> bool:
     return text == "1"
 
 
+def _sched(text: str) -> str:
+    if text not in ("batch", "normal"):
+        raise ValueError(text)
+    return text
+
+
 def _seconds(text: str) -> float:
     value = float(text)
     if value < 0:
@@ -115,6 +121,11 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
     _S("PLACEGROUP_PROFILE", _flag, False,
        "1: each executor prints, when it closes or the process exits, the time per op type, "
        "the time spent waiting for peers, and what its messages cost.", "0 or 1"),
+    _S("PLACEGROUP_SCHED", _sched, "batch",
+       "The scheduling policy an executor that joins a cluster puts its thread (and the socket "
+       "threads it starts) under: batch (SCHED_BATCH: a woken peer does not preempt the one that "
+       "woke it, which on few cores makes a step's messages much faster) or normal (leave it).",
+       "batch or normal"),
     _S("PLACEGROUP_PEER_TIMEOUT", _seconds, 30.0,
        "Seconds a silent peer counts as alive; then it is lost (PeerLost names it).", "seconds"),
     _S("PLACEGROUP_START_TIMEOUT", _seconds, 120.0,

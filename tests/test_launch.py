@@ -109,3 +109,57 @@ def test_launch_binds_each_process_and_its_threads_to_its_cores(tmp_path, bind):
 def test_an_unknown_cpu_bind_is_refused():
     with pytest.raises(ValueError, match="cpu_bind must be one of auto, spread, none, got 'all'"):
         launch(sys.executable, [], 1, 1, cpu_bind="all")
+
+
+def _link_policy_in_a_thread(monkeypatch, setting: str | None) -> int:
+    """The policy of a fresh thread after it made a pserver's Link (its sockets) over TCP."""
+    import threading
+
+    import placegroup as fluid
+    from placegroup.executor.link import Link
+    from placegroup.ir.cluster import Cluster
+    from placegroup.tools.launch import free_ports
+    from tests.conftest import build_fit_a_line
+
+    if setting is None:
+        monkeypatch.delenv("PLACEGROUP_SCHED", raising=False)
+    else:
+        monkeypatch.setenv("PLACEGROUP_SCHED", setting)
+    ep = f"127.0.0.1:{free_ports(1)[0]}"
+    build_fit_a_line()
+    t = fluid.DistributeTranspiler()
+    t.transpile(trainer_id=0, pservers=ep, trainers=1)
+    prog = t.get_program(ep, "pserver")
+    cluster = Cluster.from_program(prog)
+    seen = {}
+
+    def make():  # sched_setscheduler(0) is the calling thread's: this one's, not pytest's
+        seen["before"] = os.sched_getscheduler(0)
+        Link(prog, cluster.find(prog.executor), cluster, peer_timeout=5).close()
+        seen["after"] = os.sched_getscheduler(0)
+
+    th = threading.Thread(target=make)
+    th.start()
+    th.join()
+    assert seen["before"] == os.sched_getscheduler(0)
+    return seen["after"]
+
+
+@needs_batch
+def test_an_executor_joining_a_cluster_puts_itself_under_sched_batch(monkeypatch):
+    # started plainly (Kubernetes, Slurm, a shell), without the launcher
+    assert _link_policy_in_a_thread(monkeypatch, None) == os.SCHED_BATCH
+
+
+@needs_batch
+def test_placegroup_sched_normal_leaves_an_executors_policy_alone(monkeypatch):
+    assert _link_policy_in_a_thread(monkeypatch, "normal") == os.sched_getscheduler(0)
+
+
+def test_an_unknown_placegroup_sched_is_a_config_error(monkeypatch):
+    from placegroup import config
+    from placegroup.errors import ConfigError
+
+    monkeypatch.setenv("PLACEGROUP_SCHED", "fifo")
+    with pytest.raises(ConfigError, match="PLACEGROUP_SCHED"):
+        config.get("PLACEGROUP_SCHED")

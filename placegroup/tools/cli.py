@@ -195,8 +195,10 @@ def dot_hint(path: str) -> str:
 @click.option("--checkpoint-every", type=click.IntRange(min=1), default=None,
               help="Save a checkpoint every this many steps (PLACEGROUP_CHECKPOINT_EVERY).")
 @click.option("--sched", type=click.Choice(["batch", "normal"]), default="batch", show_default=True,
-              help="Scheduling policy of the processes: batch (SCHED_BATCH: woken peers take an idle "
-                   "core instead of preempting the sender) or normal (leave it).")
+              help="Scheduling policy the launcher puts the processes under: batch (SCHED_BATCH: "
+                   "woken peers take an idle core instead of preempting the sender) or normal (leave "
+                   "it; an executor joining a cluster still takes SCHED_BATCH itself unless "
+                   "PLACEGROUP_SCHED=normal).")
 @click.option("--cpu-bind", type=click.Choice(["auto", "spread", "none"]), default="auto", show_default=True,
               help="spread: bind each process to its share of the cores (trainer i and pserver i "
                    "share one when there are more processes than cores); none: run anywhere; auto: "

@@ -6,7 +6,7 @@ count), ``PADDLE_INIT_PORT`` and ``POD_IP`` (its own endpoint), ``PADDLE_TRAINER
 Fleet names ``PADDLE_PSERVERS_IP_PORT_LIST``, ``PADDLE_TRAINERS_NUM``,
 ``PADDLE_CURRENT_ENDPOINT``, ``PADDLE_TRAINER_ENDPOINTS``, ``PADDLE_PORT``, and its share of the cores for BLAS
 (``OMP_NUM_THREADS`` and friends, unless already set), under the SCHED_BATCH policy
-(NOTE(sched-batch); ``--sched normal`` to leave it) and, where that pays, bound to its share of
+(NOTE(sched-batch); ``--sched normal`` to leave it to the processes) and, where that pays, bound to its share of
 the cores (NOTE(cpu-bind); ``--cpu-bind spread|none`` to choose). Every line a process prints is
 prefixed with its name (``[trainer:0]``, ``[pserver@127.0.0.1:41237]``, NOTE(process-names)).
 The first process that fails stops the others;
@@ -39,6 +39,7 @@ from placegroup import config
 from placegroup.errors import ConfigError
 from placegroup.ir.place_group import ExecutorId
 from placegroup.tools.progress import Bars
+from placegroup.util.sched import SCHED_POLICIES, set_sched
 
 
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
@@ -223,34 +224,9 @@ def _stop(procs: Sequence[Proc], grace: float) -> None:
             p.popen.wait()
 
 
-SCHED_POLICIES = ("batch", "normal")
 # How many times the job was restarted before this attempt (0 on the first): set for every
 # process, so a script can tell a fresh start from a restart (NOTE(restarts)).
 RESTART_ENV = "PLACEGROUP_RESTART"
-
-
-def set_sched(pid: int, policy: str) -> bool:
-    """Run process ``pid`` (and the threads it starts from now on) under ``policy``.
-
-    NOTE(sched-batch): the processes of a step wake one another over sockets, a message at a
-    time. Under the default policy (SCHED_OTHER) Linux puts a woken thread on its waker's core
-    and lets it preempt the waker at once: a pserver that has answered trainer 0 loses its
-    core to trainer 0 for a whole step before it can answer trainer 1, while the other core
-    idles (seen with ``perf sched``: a 128 us send took 2.3 ms). SCHED_BATCH threads never
-    preempt on wake-up (the tick still shares a busy core fairly), so the waker finishes what
-    it was doing and a woken peer takes an idle core instead. On 2 cores and 2 trainers + 2
-    pservers that is 0.30 -> 0.36 of the sparse floor (median of 10 runs each, bench/
-    bench_sparse.py). It needs no privilege; ``normal`` leaves the policy alone. Returns False
-    where the platform has no SCHED_BATCH (macOS, Windows)."""
-    if policy not in SCHED_POLICIES:
-        raise ValueError(f"sched must be one of {', '.join(SCHED_POLICIES)}, got {policy!r}")
-    if policy == "normal" or not hasattr(os, "SCHED_BATCH"):
-        return False
-    try:
-        os.sched_setscheduler(pid, os.SCHED_BATCH, os.sched_param(0))
-    except (ProcessLookupError, PermissionError):  # it already exited, or a sandbox forbids it
-        return False
-    return True
 
 
 CPU_BINDS = ("auto", "spread", "none")
@@ -309,7 +285,8 @@ def launch(script: str, args: Sequence[str], trainers: int, pservers: int, grace
             to every process as ``PLACEGROUP_KEYS``; one already in the environment passes
             through without it.
         sched: ``"batch"`` runs every process under SCHED_BATCH (NOTE(sched-batch)),
-            ``"normal"`` leaves the scheduling policy as it is.
+            ``"normal"`` leaves it to the processes (whose executors take it themselves unless
+            PLACEGROUP_SCHED=normal).
         cpu_bind: ``"spread"`` binds each process to its cores (``cpu_sets``, NOTE(cpu-bind)),
             ``"none"`` lets them run anywhere, ``"auto"`` spreads where ``bind_pays``.
         paddle_compat: run ``python -m placegroup run script args...`` instead, so that an
