@@ -22,14 +22,15 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from floors import bandwidth, round_trip  # noqa: E402
+from floors import bandwidth, round_trip_cost  # noqa: E402
 
 from placegroup.tools.launch import launch  # noqa: E402
 
 WORKER = os.path.join(HERE, "sync_worker.py")
 
 
-def _cluster(model: str, steps: int, warmup: int, batch: int, trainers=2, pservers=2, **launch_kw) -> list[dict]:
+def _cluster(model: str, steps: int, warmup: int, batch: int, trainers=2, pservers=2, **launch_kw):
+    """(the trainers' records, the pservers' CPU seconds per step)."""
     with tempfile.TemporaryDirectory() as out:
         log = io.StringIO()
         args = ["--model", model, "--steps", str(steps), "--warmup", str(warmup), "--batch", str(batch),
@@ -37,7 +38,8 @@ def _cluster(model: str, steps: int, warmup: int, batch: int, trainers=2, pserve
         code = launch(WORKER, args, trainers, pservers, out=log, **launch_kw)
         if code:
             raise SystemExit(f"{model} cluster failed ({code}):\n{log.getvalue()}")
-        return [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, "TRAINER*.json")))]
+        return ([json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, "TRAINER*.json")))],
+                [json.load(open(f))["cpu_per_step_s"] for f in sorted(glob.glob(os.path.join(out, "PSERVER*.json")))])
 
 
 def _local(model: str, steps: int, warmup: int, batch: int) -> dict:
@@ -57,9 +59,9 @@ def main() -> None:
     a = ap.parse_args()
     how = {"sched": a.sched, "cpu_bind": a.cpu_bind}
     load = os.getloadavg()[0]
-    rt = round_trip()
-    floor_us = 1e6 / rt
-    fit = _cluster("fit_a_line", a.steps, a.steps // 10, 20, **how)
+    rt_s, rt_cpu_s = round_trip_cost()
+    rt, floor_us = 1 / rt_s, 1e6 * rt_s
+    fit, fit_ps_cpu = _cluster("fit_a_line", a.steps, a.steps // 10, 20, **how)
     fit_local = _local("fit_a_line", a.steps, a.steps // 10, 20)
     step_us = 1e6 * sum(r["median_s"] for r in fit) / len(fit)
     print(f"floor: one push + pull round trip of 14 floats over raw pyzmq: {floor_us:.1f} us "
@@ -68,8 +70,20 @@ def main() -> None:
     print(f"  step {step_us:.1f} us ({1e6 / step_us:,.0f} steps/s per trainer) = "
           f"{step_us / floor_us:.1f} floor round trips  [target <= 4; PaddlePaddle 1.8.5 ~97]")
     print(f"  one process, whole batch: {1e6 * fit_local['median_s']:.1f} us per step")
+    # NOTE(cpu-bound): on few cores a step is bounded by the CPU its processes spend, not by latency
+    cores = os.cpu_count() or 1
+    cpu_us = 1e6 * (sum(r["cpu_per_step_s"] for r in fit) + sum(fit_ps_cpu))
+    trainers_us = ", ".join(f"{1e6 * r['cpu_per_step_s']:.0f}" for r in fit)
+    pservers_us = ", ".join(f"{1e6 * c:.0f}" for c in fit_ps_cpu)
+    print(f"  CPU per step: trainers {trainers_us} us, pservers {pservers_us} us (whole run); all together "
+          f"{cpu_us:.0f} us = {cpu_us / cores / floor_us:.1f} floor round trips of wall on {cores} cores")
+    print(f"  a floor round trip takes {1e6 * rt_cpu_s:.0f} us of CPU (both ends); the step's 4 round trips "
+          f"(each trainer with each pserver) at that price alone: {4e6 * rt_cpu_s / cores / floor_us:.1f} floor "
+          f"round trips of wall on {cores} cores")
     print(f"  bytes per trainer step: {fit[0]['bytes_per_step']:,.0f}")
-    wide = _cluster("wide", a.wide_steps, 5, 64, **how)
+    if not a.wide_steps:
+        return
+    wide, _ = _cluster("wide", a.wide_steps, 5, 64, **how)
     wide_local = _local("wide", a.wide_steps, 5, 64)
     moved = sum(r["bytes_per_step"] for r in wide) / len(wide)
     bw = bandwidth(int(moved / 2))

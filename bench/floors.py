@@ -4,7 +4,8 @@ that differs between machines.
 * ``round_trip(n)``: two processes, a DEALER connected to a ROUTER over tcp on 127.0.0.1; the
   "trainer" sends a msgpack header and a float32 buffer of ``n`` elements (copy=False), the
   "server" subtracts 0.01 x it from its own array and replies with a header and that array.
-  Returns round trips per second over ``rounds`` rounds after a warm-up.
+  Returns round trips per second over ``rounds`` rounds after a warm-up;
+  ``round_trip_cost(n)``: seconds and CPU seconds (both processes) per round trip.
 * ``bandwidth(nbytes)``: the same pair moving one buffer of ``nbytes`` each way; bytes/s.
 """
 from __future__ import annotations
@@ -17,25 +18,31 @@ import numpy as np
 import zmq
 
 
-def _server(port_q, n: int, rounds: int) -> None:
+def _server(port_q, n: int, rounds: int, warm: int = 0) -> None:
     ctx = zmq.Context()
     s = ctx.socket(zmq.ROUTER)
     port = s.bind_to_random_port("tcp://127.0.0.1")
     port_q.put(port)
     param = np.zeros(n, np.float32)
-    for _ in range(rounds):
+    cpu0 = 0.0
+    for i in range(rounds):
+        if i == warm:
+            cpu0 = time.process_time()  # this process's CPU, libzmq's IO thread included
         ident, head, buf = s.recv_multipart(copy=False)
         msgpack.unpackb(head.bytes)
         g = np.frombuffer(buf.buffer, np.float32)
         param -= 0.01 * g
         s.send_multipart([ident, msgpack.packb({"var": "w", "version": 0, "shape": [n]}), param], copy=False)
+    port_q.put(time.process_time() - cpu0)
     s.close()
     ctx.term()
 
 
-def _pair(n: int, rounds: int) -> float:
+def _pair(n: int, rounds: int) -> tuple[float, float]:
+    """(seconds, CPU seconds of both processes) per round trip."""
+    warm = min(200, rounds // 10)
     q = mp.get_context("spawn").Queue()
-    p = mp.get_context("spawn").Process(target=_server, args=(q, n, rounds))
+    p = mp.get_context("spawn").Process(target=_server, args=(q, n, rounds, warm))
     p.start()
     port = q.get(timeout=60)
     ctx = zmq.Context()
@@ -43,34 +50,41 @@ def _pair(n: int, rounds: int) -> float:
     s.connect(f"tcp://127.0.0.1:{port}")
     g = np.ones(n, np.float32)
     head = {"var": "w@GRAD", "version": 0, "shape": [n]}
-    warm = min(200, rounds // 10)
-    t0 = 0.0
+    t0 = cpu0 = 0.0
     for i in range(rounds):
         if i == warm:
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.process_time()
         s.send_multipart([msgpack.packb(head), g], copy=False)
         _, buf = s.recv_multipart(copy=False)
         np.frombuffer(buf.buffer, np.float32)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    server_cpu = q.get(timeout=60)
     s.close()
     ctx.term()
     p.join()
-    return dt / (rounds - warm)
+    return dt / (rounds - warm), (cpu + server_cpu) / (rounds - warm)
 
 
 def round_trip(n: int = 14, rounds: int = 5000) -> float:
     """Round trips per second of the round-trip floor (module docstring)."""
-    return 1.0 / _pair(n, rounds)
+    return 1.0 / _pair(n, rounds)[0]
+
+
+def round_trip_cost(n: int = 14, rounds: int = 5000) -> tuple[float, float]:
+    """(seconds, CPU seconds) per round trip of the floor: the CPU is both processes', libzmq's
+    IO threads included, the share of a core one round trip takes whatever else runs."""
+    return _pair(n, rounds)
 
 
 def bandwidth(nbytes: int, rounds: int = 50) -> float:
     """Bytes per second moved one way, from round trips of ``nbytes`` each way."""
-    per = _pair(max(1, nbytes // 4), rounds)
+    per = _pair(max(1, nbytes // 4), rounds)[0]
     return 2 * nbytes / per
 
 
 if __name__ == "__main__":
-    rt = round_trip()
-    print(f"floor round trip (14 floats): {rt:,.0f}/s = {1e6 / rt:.1f} us")
+    per, cpu = round_trip_cost()
+    print(f"floor round trip (14 floats): {1 / per:,.0f}/s = {1e6 * per:.1f} us, "
+          f"{1e6 * cpu:.1f} us of CPU (both processes)")
     for size in (1 << 12, 1 << 20, 1 << 24):
         print(f"floor bandwidth {size:>10,} B: {bandwidth(size) / 1e9:.2f} GB/s")
