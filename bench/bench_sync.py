@@ -75,7 +75,7 @@ def main() -> None:
     cpu_us = 1e6 * (sum(r["cpu_per_step_s"] for r in fit) + sum(fit_ps_cpu))
     trainers_us = ", ".join(f"{1e6 * r['cpu_per_step_s']:.0f}" for r in fit)
     pservers_us = ", ".join(f"{1e6 * c:.0f}" for c in fit_ps_cpu)
-    print(f"  CPU per step: trainers {trainers_us} us, pservers {pservers_us} us (whole run); all together "
+    print(f"  CPU per step: trainers {trainers_us} us, pservers {pservers_us} us (all steps); all together "
           f"{cpu_us:.0f} us = {cpu_us / cores / floor_us:.1f} floor round trips of wall on {cores} cores")
     print(f"  a floor round trip takes {1e6 * rt_cpu_s:.0f} us of CPU (both ends); the step's 4 round trips "
           f"(each trainer with each pserver) at that price alone: {4e6 * rt_cpu_s / cores / floor_us:.1f} floor "
