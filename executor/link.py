@@ -37,8 +37,8 @@ from placegroup.ir.cluster import Cluster
 from placegroup.ir.edges import RULES
 from placegroup.ir.framework import SELECTED_ROWS
 from placegroup.ir.place_group import ExecutorRole
-from placegroup.values import as_host, to_device
 from placegroup.util.sched import set_sched
+from placegroup.values import as_host, to_device
 
 log = logging.getLogger("placegroup.executor")
 FAILED_LINGER_MS = 200
