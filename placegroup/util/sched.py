@@ -23,9 +23,10 @@ def set_sched(pid: int, policy: str) -> bool:
     preempt on wake-up (the tick still shares a busy core fairly), so the waker finishes what
     it was doing and a woken peer takes an idle core instead. On 2 cores and 2 trainers + 2
     pservers that is 0.30 -> 0.36 of the sparse floor (median of 10 runs each, bench/
-    bench_sparse.py), and 11.7 -> 7.7 floor round trips a sync fit_a_line step started
-    plainly (bench/bench_sync.py). It needs no privilege; ``normal`` leaves the policy alone.
-    Returns False where the platform has no SCHED_BATCH (macOS, Windows) or forbids it.
+    bench_sparse.py), and 10.0 -> 7.3 floor round trips a sync fit_a_line step started
+    plainly (bench/bench_sync.py, medians of 5 alternations). It needs no privilege;
+    ``normal`` leaves the policy alone. Returns False where the platform has no SCHED_BATCH
+    (macOS, Windows) or forbids it.
 
     Raises:
         ValueError: ``policy`` is not one of SCHED_POLICIES.
