@@ -41,31 +41,51 @@ def _server(port_q, n: int, rounds: int, warm: int = 0) -> None:
     ctx.term()
 
 
-def _pair(n: int, rounds: int) -> tuple[float, float]:
-    """(seconds, CPU seconds of both processes) per round trip."""
+def _measure(server, n: int, rounds: int, connect, exchange, close) -> tuple[float, float]:
+    """Run ``server`` in a process of its own, ``connect(port)`` to it and time ``rounds``
+    calls of ``exchange(conn, head, buffer)`` after a warm-up; (seconds, CPU seconds of both
+    processes) per round trip."""
     warm = min(200, rounds // 10)
     q = mp.get_context("spawn").Queue()
-    p = mp.get_context("spawn").Process(target=_server, args=(q, n, rounds, warm))
+    p = mp.get_context("spawn").Process(target=server, args=(q, n, rounds, warm))
     p.start()
-    port = q.get(timeout=60)
-    ctx = zmq.Context()
-    s = ctx.socket(zmq.DEALER)
-    s.connect(f"tcp://127.0.0.1:{port}")
+    conn = connect(q.get(timeout=60))
     g = np.ones(n, np.float32)
     head = {"var": "w@GRAD", "version": 0, "shape": [n]}
     t0 = cpu0 = 0.0
     for i in range(rounds):
         if i == warm:
             t0, cpu0 = time.perf_counter(), time.process_time()
-        s.send_multipart([msgpack.packb(head), g], copy=False)
-        _, buf = s.recv_multipart(copy=False)
-        np.frombuffer(buf.buffer, np.float32)
+        exchange(conn, msgpack.packb(head), g)
     dt, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     server_cpu = q.get(timeout=60)
-    s.close()
-    ctx.term()
+    close(conn)
     p.join()
     return dt / (rounds - warm), (cpu + server_cpu) / (rounds - warm)
+
+
+def _zmq_connect(port: int):
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.DEALER)
+    s.connect(f"tcp://127.0.0.1:{port}")
+    return ctx, s
+
+
+def _zmq_exchange(conn, head: bytes, g: np.ndarray) -> None:
+    s = conn[1]
+    s.send_multipart([head, g], copy=False)
+    _, buf = s.recv_multipart(copy=False)
+    np.frombuffer(buf.buffer, np.float32)
+
+
+def _zmq_close(conn) -> None:
+    conn[1].close()
+    conn[0].term()
+
+
+def _pair(n: int, rounds: int) -> tuple[float, float]:
+    """(seconds, CPU seconds of both processes) per round trip of the floor."""
+    return _measure(_server, n, rounds, _zmq_connect, _zmq_exchange, _zmq_close)
 
 
 def round_trip(n: int = 14, rounds: int = 5000) -> float:
@@ -118,31 +138,24 @@ def _tcp_server(port_q, n: int, rounds: int, warm: int) -> None:
     listener.close()
 
 
+def _tcp_connect(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def _tcp_exchange(sock: socket.socket, head: bytes, g: np.ndarray) -> None:
+    _send_message(sock, head, g)
+    _, body = _recv_message(sock)
+    np.frombuffer(body, np.float32)
+
+
 def tcp_round_trip_cost(n: int = 14, rounds: int = 5000) -> tuple[float, float]:
     """The round-trip floor's exchange over plain TCP sockets, each process's own thread
     reading and writing them (no IO thread): (seconds, CPU seconds of both processes) per
     round trip. Not a floor any target is measured against: what a transport without
     libzmq's IO thread on the path would start from (docs/performance.md)."""
-    warm = min(200, rounds // 10)
-    q = mp.get_context("spawn").Queue()
-    p = mp.get_context("spawn").Process(target=_tcp_server, args=(q, n, rounds, warm))
-    p.start()
-    sock = socket.create_connection(("127.0.0.1", q.get(timeout=60)))
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    g = np.ones(n, np.float32)
-    head = {"var": "w@GRAD", "version": 0, "shape": [n]}
-    t0 = cpu0 = 0.0
-    for i in range(rounds):
-        if i == warm:
-            t0, cpu0 = time.perf_counter(), time.process_time()
-        _send_message(sock, msgpack.packb(head), g)
-        _, body = _recv_message(sock)
-        np.frombuffer(body, np.float32)
-    dt, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    server_cpu = q.get(timeout=60)
-    sock.close()
-    p.join()
-    return dt / (rounds - warm), (cpu + server_cpu) / (rounds - warm)
+    return _measure(_tcp_server, n, rounds, _tcp_connect, _tcp_exchange, socket.socket.close)
 
 
 def bandwidth(nbytes: int, rounds: int = 50) -> float:
