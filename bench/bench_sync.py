@@ -53,10 +53,12 @@ def _local(model: str, steps: int, warmup: int, batch: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=2000)
-    ap.add_argument("--wide-steps", type=int, default=30)
+    ap.add_argument("--wide-steps", type=int, default=30, help="steps of the wide MLP, 5 of them warm-up (0: skip it)")
     ap.add_argument("--sched", choices=["batch", "normal"], default="batch", help="placegroup launch --sched")
     ap.add_argument("--cpu-bind", choices=["auto", "spread", "none"], default="auto", help="placegroup launch --cpu-bind")
     a = ap.parse_args()
+    if 0 < a.wide_steps <= 5:
+        ap.error(f"--wide-steps must be 0 (skip the wide MLP) or more than its 5 warm-up steps, got {a.wide_steps}")
     how = {"sched": a.sched, "cpu_bind": a.cpu_bind}
     load = os.getloadavg()[0]
     rt_s, rt_cpu_s = round_trip_cost()

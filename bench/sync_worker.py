@@ -44,6 +44,8 @@ def main() -> None:
     ap.add_argument("--slow-every", type=int, default=1,
                     help="... in bursts: slow * K every K-th step instead (the same mean)")
     a = ap.parse_args()
+    if not 0 <= a.warmup < a.steps:
+        ap.error(f"--warmup must be below --steps ({a.steps}), got {a.warmup}")
     cpu_start = time.process_time()  # after the imports
     x, cost = build(a.model)
     exe = fluid.Executor(fluid.CPUPlace())
