@@ -33,6 +33,7 @@ import os
 from typing import Any, Callable, Mapping
 
 from placegroup.errors import ConfigError
+from placegroup.util.sched import SCHED_POLICIES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +69,7 @@ def _flag(text: str) -> bool:
 
 
 def _sched(text: str) -> str:
-    if text not in ("batch", "normal"):
+    if text not in SCHED_POLICIES:
         raise ValueError(text)
     return text
 

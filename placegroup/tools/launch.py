@@ -6,8 +6,8 @@ count), ``PADDLE_INIT_PORT`` and ``POD_IP`` (its own endpoint), ``PADDLE_TRAINER
 Fleet names ``PADDLE_PSERVERS_IP_PORT_LIST``, ``PADDLE_TRAINERS_NUM``,
 ``PADDLE_CURRENT_ENDPOINT``, ``PADDLE_TRAINER_ENDPOINTS``, ``PADDLE_PORT``, and its share of the cores for BLAS
 (``OMP_NUM_THREADS`` and friends, unless already set), under the SCHED_BATCH policy
-(NOTE(sched-batch); ``--sched normal`` to leave it to the processes) and, where that pays, bound to its share of
-the cores (NOTE(cpu-bind); ``--cpu-bind spread|none`` to choose). Every line a process prints is
+(NOTE(sched-batch); ``--sched normal`` to leave it to the processes) and, where that pays,
+bound to its share of the cores (NOTE(cpu-bind); ``--cpu-bind spread|none`` to choose). Every line a process prints is
 prefixed with its name (``[trainer:0]``, ``[pserver@127.0.0.1:41237]``, NOTE(process-names)).
 The first process that fails stops the others;
 ``launch`` exits with its code. When every trainer has finished, the pservers, told by the
