@@ -33,7 +33,8 @@ import os
 from typing import Any, Callable, Mapping
 
 from placegroup.errors import ConfigError
-from placegroup.util.sched import SCHED_POLICIES
+
+SCHED_POLICIES = ("batch", "normal")  # PLACEGROUP_SCHED's, and placegroup launch --sched's
 
 
 @dataclasses.dataclass(frozen=True)

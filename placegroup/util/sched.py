@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-SCHED_POLICIES = ("batch", "normal")
+from placegroup.config import SCHED_POLICIES
 
 
 def set_sched(pid: int, policy: str) -> bool:
