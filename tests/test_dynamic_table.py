@@ -13,25 +13,35 @@ TOP = 2 ** 63 - 1
 
 def test_zeros_before_admission_and_count_filter():
     t = DynamicTable(TableConfig(dim=3, entry=CountFilterEntry(3)))
-    for _ in range(2):  # a pull's repeats count once: two sightings, not four
-        assert not t.pull([7, 7]).any()
-    t.push([7], np.ones((1, 3)), step=0)  # not admitted: dropped
-    assert len(t) == 0
+    assert not t.pull([7, 7]).any() and len(t) == 0  # a pull counts nothing
+    t.push([7, 7], np.ones((2, 3)))  # two sightings: a candidate, its gradient only counts
+    assert len(t) == 0 and not t.pull([7]).any()
+    t.push([7, 8], np.ones((2, 3)))  # the third: admitted, with its initial value
     v = t.pull([7, 8])
     assert len(t) == 1 and v[0].any() and not v[1].any()
-    assert t.state()["count"].tolist() == [3.0]
+    assert np.array_equal(v[0], DynamicTable(TableConfig(dim=3)).pull([7])[0])  # untouched by the grad
+    assert t.state()["count"].tolist() == [3.0] and t.admitted == 1
 
 
-def test_probability_entry_is_deterministic_and_per_sighting():
+def test_no_entry_admits_at_first_pull_unless_told_not_to():
+    t = DynamicTable(TableConfig(dim=2))
+    assert not t.pull([4], create=False).any() and len(t) == 0  # inference reads zeros
+    assert t.pull([4]).any() and len(t) == 1
+    t.push([5], np.ones((1, 2)))  # never pulled: admitted by the update, its gradient only counts
+    assert len(t) == 2 and np.array_equal(t.pull([5]), DynamicTable(TableConfig(dim=2)).pull([5]))
+
+
+def test_probability_entry_is_deterministic_and_per_update():
     cfg = TableConfig(dim=2, seed=11, entry=ProbabilityEntry(0.3))
     a, b = DynamicTable(cfg), DynamicTable(cfg)
     ids = np.arange(2000)
     admitted = []
     for _ in range(3):
-        va, vb = a.pull(ids), b.pull(ids[::-1])[::-1]
-        assert np.array_equal(va, vb)
+        a.push(ids, np.zeros((ids.size, 2)))
+        b.push(ids[::-1], np.zeros((ids.size, 2)))
+        assert np.array_equal(a.pull(ids), b.pull(ids))
         admitted.append(len(a))
-    # about 1 - 0.7**k of the ids after k sightings
+    # about 1 - 0.7**k of the ids after k updates that saw them
     assert [round(n / 2000, 1) for n in admitted] == [0.3, 0.5, 0.7]
 
 
@@ -71,7 +81,7 @@ def test_optimizers_against_per_row_references(opt):
     for step in range(1, 8):
         batch = rng.choice(ids, size=6)[: 2 + step % 4]  # uneven updates, repeats
         g = rng.normal(size=(batch.size, 3)).astype(f)
-        t.push(batch, g, step)
+        t.push(batch, g)
         for i in np.unique(batch):
             r = ref[i]
             if opt == "sgd":
@@ -98,31 +108,40 @@ def test_optimizers_against_per_row_references(opt):
 
 
 def test_ttl_eviction_and_row_reuse():
-    t = DynamicTable(TableConfig(dim=2, ttl=2, entry=CountFilterEntry(2)))
-    t.pull([1, 2, 3], step=0)
-    t.pull([1, 2, 3, 9], step=0)  # 1..3 admitted at their second sighting; 9 is a candidate
-    t.push([1], np.ones((1, 2)), step=1)
-    assert t.end_round(1).tolist() == []
-    t.pull([2], step=2)
-    assert t.end_round(2).tolist() == [3]  # 3 unseen at steps 1 and 2; 9 (a candidate) too
-    assert t.end_round(3).tolist() == [1]
+    t = DynamicTable(TableConfig(dim=2, ttl=2, entry=CountFilterEntry(2), round_steps=10 ** 6))
+    t.push([1, 2, 3, 1, 2, 3, 9], np.ones((7, 2)))  # step 1: 1..3 seen twice, admitted; 9 a candidate
+    t.push([1], np.ones((1, 2)))                    # step 2
+    assert t.end_round().tolist() == []
+    t.push([2], np.ones((1, 2)))                    # step 3
+    assert t.end_round().tolist() == [3]  # last seen at step 1; candidate 9 too
+    t.push(np.zeros(0, np.int64), np.zeros((0, 2)))  # step 4
+    assert t.end_round().tolist() == [1] and t.evicted == 2
     before = t._a["values"].shape[0]
-    t.pull([50, 51], step=4)
-    t.pull([50, 51], step=4)
+    t.push([50, 51, 50, 51], np.ones((4, 2)))
     assert sorted(t._index.lookup([50, 51]).tolist()) == [0, 2]  # the freed rows of 1 and 3
     assert t._a["values"].shape[0] == before  # no growth
-    assert not t.pull([9], step=4).any()  # its first sighting was forgotten
+    t.push([9], np.ones((1, 2)))
+    assert not t.pull([9]).any()  # its first sighting was forgotten
+
+
+def test_rounds_end_by_themselves():
+    t = DynamicTable(TableConfig(dim=1, ttl=1, round_steps=3))
+    t.push([1], np.ones((1, 1)))
+    t.push([2], np.ones((1, 1)))
+    assert len(t) == 2
+    t.push([2], np.ones((1, 1)))  # step 3 ends a round: 1 (last seen at step 1) goes
+    assert t.state()["keys"].tolist() == [2]
 
 
 def test_decayed_count_eviction():
-    t = DynamicTable(TableConfig(dim=1, min_count=1.5, decay=0.5))
-    for _ in range(3):
-        t.pull([1])
-    t.pull([1, 2])
-    assert t.end_round(0).tolist() == [2]  # 1 has 4, 2 has 1
-    assert t.state()["count"].tolist() == [2.0]
-    assert t.end_round(1).tolist() == []  # 2 >= 1.5, then halves to 1
-    assert t.end_round(2).tolist() == [1]
+    t = DynamicTable(TableConfig(dim=1, min_count=1.5, decay=0.5, round_steps=10 ** 6))
+    t.push([1, 1, 1, 1, 2], np.zeros((5, 1)))
+    t.push([1, 2], np.zeros((2, 1)))  # admitted at step 1 with 4 and 1 sightings, then 5 and 2
+    assert t.state()["count"].tolist() == [5.0, 2.0]
+    assert t.end_round().tolist() == []  # then halved: 2.5 and 1
+    assert t.end_round().tolist() == [2]
+    assert t.state()["count"].tolist() == [1.25]
+    assert t.end_round().tolist() == [1]
 
 
 def _calls(rng, n_calls):
@@ -135,14 +154,13 @@ def _calls(rng, n_calls):
 def _apply(tables, n, step, ids, g):
     for k, t in enumerate(tables):
         mine = mix64(ids) % np.uint64(n) == np.uint64(k)
-        t.pull(ids[mine], step)
-        t.push(ids[mine], g[mine], step)
-        t.end_round(step)
+        t.pull(ids[mine])
+        t.push(ids[mine], g[mine], lr=0.05 / (1 + step % 3))
 
 
 def test_split_and_reshard_is_bit_equal():
     cfg = TableConfig(dim=4, seed=3, optimizer="adam", lr=0.05, entry=CountFilterEntry(2), ttl=4,
-                      min_count=0.8, decay=0.9)
+                      min_count=0.8, decay=0.9, round_steps=2)
     one, two = DynamicTable(cfg), [DynamicTable(cfg) for _ in range(2)]
     calls = list(_calls(np.random.default_rng(1), 24))
     for step, ids, g in calls[:12]:
@@ -176,7 +194,8 @@ def test_state_round_trip_and_memory():
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(dim=0), "dim"), (dict(dim=2, dtype="int8"), "dtype"), (dict(dim=2, ttl=0), "ttl"),
-    (dict(dim=2, ttl=-3), "ttl"), (dict(dim=2, init_low=1.0, init_high=1.0), "init_low"),
+    (dict(dim=2, ttl=-3), "ttl"), (dict(dim=2, init_low=1.0, init_high=0.5), "init_low"),
+    (dict(dim=2, round_steps=0), "round_steps"),
     (dict(dim=2, optimizer="ftrl"), "optimizer"), (dict(dim=2, decay=0.0), "decay"),
     (dict(dim=2, min_count=0), "min_count"), (dict(dim=2, beta1=1.0), "beta1"),
     (dict(dim=2, entry="count"), "entry"), (dict(dim=2, lr=0), "lr"),
@@ -191,9 +210,8 @@ def test_call_errors():
     with pytest.raises(ValueError, match="id -1"):
         t.pull([3, -1])
     with pytest.raises(ValueError, match=r"shape \[1, 2\]"):
-        t.push([3], np.ones((1, 3)), step=0)
-    with pytest.raises(ValueError, match="step"):
-        t.end_round(-1)
+        t.push([3], np.ones((1, 3)))
+    assert t.step == 0  # a refused update changes nothing
     with pytest.raises(ValueError, match="count"):
         CountFilterEntry(0)
     with pytest.raises(ValueError, match="probability"):

@@ -61,17 +61,18 @@ class CountFilterEntry:
         _need(_is_int(self.count) and self.count >= 1,
               f"CountFilterEntry.count must be an int >= 1, got {self.count!r}")
 
-    def admit(self, seed: int, ids: np.ndarray, sightings: np.ndarray) -> np.ndarray:
+    def admit(self, seed: int, ids: np.ndarray, sightings: np.ndarray, step: int) -> np.ndarray:
         return sightings >= self.count
 
 
 @dataclasses.dataclass(frozen=True)
 class ProbabilityEntry:
-    """Admit an id at each sighting with ``probability`` (in (0, 1]).
+    """Admit an id, at each update that sees it, with ``probability`` (in (0, 1]).
 
-    The k-th sighting (k = 1, 2, ...) of an id admits it when
-    ``counter_uniform(seed, 2, [id], [k - 1]) < probability``: deterministic for a table's seed,
-    yet, as in Paddle's entry, an id seen often is admitted with probability 1 - (1 - p)**k.
+    At update ``step`` an unadmitted id of the gradient is admitted when
+    ``counter_uniform(seed, 2, [id], [step]) < probability``: deterministic for a table's seed
+    and the same on whichever shard holds the id, yet, as in Paddle's entry, an id seen in k
+    updates is admitted with probability 1 - (1 - p)**k.
     """
     probability: float
 
@@ -79,8 +80,8 @@ class ProbabilityEntry:
         _need(isinstance(self.probability, (int, float)) and 0 < self.probability <= 1,
               f"ProbabilityEntry.probability must be in (0, 1], got {self.probability!r}")
 
-    def admit(self, seed: int, ids: np.ndarray, sightings: np.ndarray) -> np.ndarray:
-        return counter_uniform(seed, _STREAM_ADMIT, ids, (sightings - 1)[:, None])[:, 0] < self.probability
+    def admit(self, seed: int, ids: np.ndarray, sightings: np.ndarray, step: int) -> np.ndarray:
+        return counter_uniform(seed, _STREAM_ADMIT, ids, np.array([step]))[:, 0] < self.probability
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,13 +107,15 @@ class TableConfig:
     Args:
         dim: values per row (>= 1). dtype: "float32" or "float64".
         seed: 0 to 2**64 - 1; with the id it fixes initial values and probability draws.
-        init_low, init_high: a new row is uniform in [init_low, init_high) (low < high).
+        init_low, init_high: a new row is uniform in [init_low, init_high) (low <= high; equal:
+            a constant).
         optimizer: "sgd", "adagrad" or "adam"; lr (> 0); epsilon (>= 0, default the kernel's:
             adagrad 1e-6, adam 1e-8); initial_accumulator (adagrad's first moment, >= 0);
             beta1, beta2 (adam, in [0, 1)).
         entry: CountFilterEntry, ProbabilityEntry or None (admit at first sight).
         ttl: evict a row unseen for ttl steps (an int >= 1) or None.
         min_count: evict a row whose decayed count is below it (> 0) or None; decay in (0, 1].
+        round_steps: a round ends (eviction, then decay) after every round_steps updates (>= 1).
     """
     dim: int
     dtype: str = "float32"
@@ -129,14 +132,15 @@ class TableConfig:
     ttl: int | None = None
     min_count: float | None = None
     decay: float = 1.0
+    round_steps: int = 100
 
     def __post_init__(self):
         num = (int, float)
         _need(_is_int(self.dim) and self.dim >= 1, f"TableConfig.dim must be an int >= 1, got {self.dim!r}")
         _need(self.dtype in ("float32", "float64"), f"TableConfig.dtype must be float32 or float64, got {self.dtype!r}")
         _need(_is_int(self.seed) and 0 <= self.seed < 2 ** 64, f"TableConfig.seed must be an int in 0 to 2**64 - 1, got {self.seed!r}")
-        _need(isinstance(self.init_low, num) and isinstance(self.init_high, num) and self.init_low < self.init_high,
-              f"TableConfig needs init_low < init_high, got {self.init_low!r} and {self.init_high!r}")
+        _need(isinstance(self.init_low, num) and isinstance(self.init_high, num) and self.init_low <= self.init_high,
+              f"TableConfig needs init_low <= init_high, got {self.init_low!r} and {self.init_high!r}")
         _need(self.optimizer in _EPSILON, f"TableConfig.optimizer must be one of {sorted(_EPSILON)}, got {self.optimizer!r}")
         _need(isinstance(self.lr, num) and self.lr > 0, f"TableConfig.lr must be > 0, got {self.lr!r}")
         _need(self.epsilon is None or (isinstance(self.epsilon, num) and self.epsilon >= 0),
@@ -153,6 +157,8 @@ class TableConfig:
         _need(self.min_count is None or (isinstance(self.min_count, num) and self.min_count > 0),
               f"TableConfig.min_count must be > 0 or None, got {self.min_count!r}")
         _need(isinstance(self.decay, num) and 0 < self.decay <= 1, f"TableConfig.decay must be in (0, 1], got {self.decay!r}")
+        _need(_is_int(self.round_steps) and self.round_steps >= 1,
+              f"TableConfig.round_steps must be an int >= 1, got {self.round_steps!r}")
 
     @property
     def eps(self) -> float:
@@ -231,32 +237,41 @@ def _grow(arrays: dict, need: int) -> None:
 class DynamicTable:
     """Rows of an embedding table keyed by raw non-negative int64 ids, created on admission.
 
-    * ``pull(ids, step)`` reads ``[n, dim]`` values; an id not admitted reads zeros and gets no
-      row. Counting: each *distinct* id of a pull is one sighting (``push`` does not count);
-      a not-yet-admitted id's sightings live in a small candidate index (count, last step) until
-      ``entry`` admits it, at that same pull, which then reads its initial value.
+    The table counts time in updates: ``step`` is the number of ``push`` calls so far. In sync
+    training every shard gets one (merged) push per step, so ``step`` is the training step on
+    every shard and in one process alike.
+
+    * ``pull(ids, create)`` reads ``[n, dim]`` values; an id without a row reads zeros. With no
+      ``entry`` and ``create`` (training), an id is admitted at first sight: its row is made
+      here, with its initial value, and read. A pull counts nothing.
+    * ``push(ids, grads, lr)`` is one update: ``step`` advances, and each *occurrence* of an id
+      is a sighting (so a batch split over trainers, whose gradients the pserver concatenates,
+      counts as the whole batch does in one process). Admitted rows: count += sightings,
+      last-seen = step, and the optimizer updates them. An id without a row: its gradient only
+      counts; its sightings add up in a small candidate index (count, last step) until
+      ``entry`` admits it (CountFilterEntry: count >= its count; ProbabilityEntry: a draw on
+      (seed, id, step)), and its row is made with its initial value, to be read from the next
+      step on. With no entry such an id (pulled with ``create=False``) is admitted here.
     * Initial value of a row: ``init_low + (init_high - init_low)·counter_uniform(seed, 1, id, j)``
       for element j, in float64, then cast to ``dtype``: a function of (seed, id) only.
-    * ``push(ids, grads, step)`` updates admitted rows only (others' gradients are dropped),
-      lazily, with the row's own optimizer state: SGD subtracts each entry in turn (the sgd
-      kernel's NOTE(sgd-add-at)); Adagrad and Adam first sum a repeated id's gradients in order
-      (``SelectedRows.merged``), then apply the kernel's rule; Adam's beta powers are per row,
-      start at beta1/beta2 and advance once per update of that row (NOTE(sparse-adam-powers)).
-    * ``end_round(step)``: with ``ttl``, rows and candidates last seen (pulled, or for rows
-      pushed) at ``s`` with ``step - s >= ttl`` go; with ``min_count``, rows whose count is below
-      it go, then every row's count is multiplied by ``decay``. Candidates' counts never decay.
-      Freed rows are reused by later admissions (``KeyIndex``'s lowest free row first).
+    * The update is lazy, with the row's own optimizer state: SGD subtracts each entry in turn
+      (the sgd kernel's NOTE(sgd-add-at)); Adagrad and Adam first sum a repeated id's gradients in
+      order (``SelectedRows.merged``), then apply the kernel's rule; Adam's beta powers are per
+      row, start at beta1/beta2 and advance once per update of that row
+      (NOTE(sparse-adam-powers)). ``lr`` overrides the config's (a schedule's current rate).
+    * Rounds: after every ``round_steps``-th push, ``end_round()`` runs by itself. With ``ttl``,
+      rows and candidates last seen at ``s`` with ``step - s >= ttl`` go; with ``min_count``,
+      rows whose count is below it go, then every remaining row's count is multiplied by
+      ``decay``. Candidates' counts never decay. Freed rows are reused by later admissions
+      (``KeyIndex``'s lowest free row first).
     * Memory: per row ``values`` (dim x itemsize), the optimizer's state, a float32 count and an
       int32 last-seen step, plus ``KeyIndex``'s 13.3 to 20.7 bytes; the row arrays grow by
       1.25x (+16 rows), like the index's, and never shrink.
 
-    Steps are ints in 0 to 2**31 - 1; ``pull`` without one uses the last step given to ``push``
-    or ``end_round`` (0 at first).
-
     Example:
         >>> t = DynamicTable(TableConfig(dim=2, optimizer="sgd", lr=0.5))
-        >>> t.push([3], t.pull([3]) * 0 + 1.0, step=1)
-        >>> t.pull([3, 4]).shape
+        >>> t.push([3], np.ones((1, 2)))
+        >>> t.pull([3, 4], create=False).shape
         (2, 2)
     """
 
@@ -274,6 +289,7 @@ class DynamicTable:
             self._a[k] = np.zeros((16, c.dim) if per_elem else 16, c.dtype)
         self._c = {"count": np.zeros(16, np.int32), "last": np.zeros(16, np.int32)}
         self.step = 0
+        self.admitted = self.evicted = 0  # since this table was made (the profile's counters)
 
     def __len__(self) -> int:
         return len(self._index)
@@ -284,53 +300,59 @@ class DynamicTable:
         arrays = list(self._a.values()) + list(self._c.values())
         return self._index.nbytes + self._cand.nbytes + sum(a.nbytes for a in arrays)
 
-    def pull(self, ids, step: int | None = None) -> np.ndarray:
-        """Values ``[len(ids), dim]`` of ``ids`` (zeros where not admitted); counts sightings.
+    def pull(self, ids, create: bool = True) -> np.ndarray:
+        """Values ``[len(ids), dim]`` of ``ids`` (zeros where no row); see the class docstring.
 
         Raises:
-            ValueError: a negative id (the caller adds the feed's name), or a bad step.
+            ValueError: a negative id (the caller adds the feed's name).
         """
-        ids, step = as_ids(ids), self._clock(step)
+        ids = as_ids(ids)
         uniq, inv = np.unique(ids, return_inverse=True)
         rows = self._index.lookup(uniq)
-        seen = rows[rows >= 0]
-        self._a["count"][seen] += 1
-        self._a["last"][seen] = step
         miss = rows < 0
-        if miss.any():
-            new, counts = self._sight(uniq[miss], step)
-            if new.size:
-                self._admit(new, counts, step)
-                rows = self._index.lookup(uniq)
+        if create and self.config.entry is None and miss.any():
+            self._admit(uniq[miss], np.zeros(int(miss.sum()), np.float32), self.step + 1)
+            rows = self._index.lookup(uniq)
         out = np.zeros((uniq.size, self.config.dim), self.config.dtype)
         hit = rows >= 0
         out[hit] = self._a["values"][rows[hit]]
         return out[inv.reshape(-1)]
 
-    def push(self, ids, grads, step: int) -> None:
-        """Update the admitted rows of ``ids`` by ``grads`` ``[len(ids), dim]`` (class docstring).
+    def push(self, ids, grads, lr: float | None = None) -> None:
+        """One update by ``grads`` ``[len(ids), dim]`` (the class docstring says what it does).
 
         Raises:
-            ValueError: a negative id, grads of another shape, or a bad step.
+            ValueError: a negative id, grads of another shape, or more than 2**31 - 1 updates.
         """
-        ids, step = as_ids(ids), self._clock(step)
+        ids = as_ids(ids)
         g = np.asarray(grads)
         _need(g.shape == (ids.size, self.config.dim),
               f"push: grads must have shape [{ids.size}, {self.config.dim}], got {list(g.shape)}")
-        rows = self._index.lookup(ids)
+        _need(self.step < _MAX_STEP, f"push: a table counts at most {_MAX_STEP} updates")
+        self.step += 1
+        uniq, inv, occ = np.unique(ids, return_inverse=True, return_counts=True)
+        urows = self._index.lookup(uniq)
+        have = urows >= 0
+        self._a["count"][urows[have]] += occ[have].astype(np.float32)
+        self._a["last"][urows[have]] = self.step
+        if not have.all():
+            new, counts = self._sight(uniq[~have], occ[~have])
+            if new.size:  # rows from the next step on: this gradient only counts
+                self._admit(new, counts, self.step)
+        rows = urows[inv.reshape(-1)]
         keep = rows >= 0
-        rows, g = rows[keep], g[keep].astype(self.config.dtype, copy=False)
-        self._a["last"][rows] = step
+        if not keep.all():
+            rows, g = rows[keep], g[keep]
+        g = g.astype(self.config.dtype, copy=False)
         if rows.size:
-            self._update(self.config, self._t, self._a, rows, g)
+            cfg = self.config if lr is None else dataclasses.replace(self.config, lr=float(lr))
+            self._update(cfg, self._t, self._a, rows, g)
+        if self.step % self.config.round_steps == 0:
+            self.end_round()
 
-    def end_round(self, step: int) -> np.ndarray:
-        """Evict by ``ttl`` and ``min_count``, then decay counts; returns the evicted row ids.
-
-        Raises:
-            ValueError: a bad step.
-        """
-        step, c = self._clock(step), self.config
+    def end_round(self) -> np.ndarray:
+        """Evict by ``ttl`` and ``min_count``, then decay counts; returns the evicted ids, sorted."""
+        step, c = self.step, self.config
         keys, rows = self._index.keys_and_rows()
         gone = np.zeros(keys.size, bool)
         if c.ttl is not None:
@@ -340,6 +362,7 @@ class DynamicTable:
         if c.min_count is not None:
             gone |= self._a["count"][rows] < np.float32(c.min_count)
         self._index.remove(keys[gone])
+        self.evicted += int(gone.sum())
         if c.decay != 1:
             self._a["count"][rows[~gone]] *= np.float32(c.decay)
         return np.sort(keys[gone])
@@ -381,30 +404,24 @@ class DynamicTable:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _clock(self, step) -> int:
-        if step is None:
-            return self.step
-        _need(_is_int(step) and 0 <= step <= _MAX_STEP, f"step must be an int in 0 to {_MAX_STEP}, got {step!r}")
-        self.step = int(step)
-        return self.step
-
-    def _sight(self, ids: np.ndarray, step: int) -> tuple[np.ndarray, np.ndarray]:
-        """Count one sighting of each of the distinct unadmitted ``ids``; (admitted ids, counts)."""
+    def _sight(self, ids: np.ndarray, occ: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Count ``occ`` sightings of each of the distinct ids without a row at this update;
+        returns (the ids admitted, their counts)."""
         entry = self.config.entry
         if entry is None:
-            return ids, np.ones(ids.size, np.float32)
+            return ids, occ.astype(np.float32)
         known = self._cand.lookup(ids) >= 0
         rows = self._cand.insert(ids)
         _grow(self._c, int(rows.max()) + 1)
         self._c["count"][rows[~known]] = 0
-        self._c["count"][rows] += 1
-        self._c["last"][rows] = step
+        self._c["count"][rows] += occ.astype(np.int32)
+        self._c["last"][rows] = self.step
         counts = self._c["count"][rows].astype(np.int64)
-        ok = entry.admit(self.config.seed, ids, counts)
+        ok = entry.admit(self.config.seed, ids, counts, self.step)
         self._cand.remove(ids[ok])
         return ids[ok], counts[ok].astype(np.float32)
 
-    def _admit(self, ids: np.ndarray, counts: np.ndarray, step: int) -> None:
+    def _admit(self, ids: np.ndarray, counts: np.ndarray, last: int) -> None:
         c = self.config
         rows = self._index.insert(ids)
         _grow(self._a, int(rows.max()) + 1)
@@ -413,7 +430,8 @@ class DynamicTable:
         for k, (_, init) in self._opt.items():
             self._a[k][rows] = init
         self._a["count"][rows] = counts
-        self._a["last"][rows] = step
+        self._a["last"][rows] = last
+        self.admitted += ids.size
 
 
 def shard(state, n: int, k: int) -> dict:
