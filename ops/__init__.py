@@ -9,7 +9,8 @@ from placegroup.ops import (activation, averaging, clip, collective, compare, co
                             resample, rnn, sampled_loss, sequence, sequence_pad, shape, sparse, tensor,  # noqa: F401
                             unary)  # importing them registers their ops
 from placegroup.ops import (beam_search, chunk_eval, contrib, control_flow, crf, cross_entropy2, ctc,  # noqa: F401
-                            cudnn_lstm, file_io, file_io_combine, gather_tree, lod_rank, lstmp, sequence_more)
+                            cudnn_lstm, dynamic, file_io, file_io_combine, gather_tree, lod_rank, lstmp,
+                            sequence_more)
 from placegroup.ops.registry import (EMPTY_VAR, GRAD_SUFFIX, Meta, OpDef, OpSpec, Slot, get_op_def,
                                      grad_name, register, registered_ops)
 

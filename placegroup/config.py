@@ -75,6 +75,27 @@ def _sched(text: str) -> str:
     return text
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise ValueError(text)
+    return value
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise ValueError(text)
+    return value
+
+
 def _seconds(text: str) -> float:
     value = float(text)
     if value < 0:
@@ -128,6 +149,19 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in (
        "threads it starts) under: batch (SCHED_BATCH: a woken peer does not preempt the one that "
        "woke it, which on few cores makes a step's messages much faster) or normal (leave it).",
        "batch or normal"),
+    # -- tables keyed by raw ids (sparse_embedding): override every table's config ----------
+    _S("PLACEGROUP_TABLE_TTL", _positive_int, None,
+       "Updates a row of a sparse_embedding table may go unseen before the next round end drops "
+       "it (overrides the layer's table_config.ttl); unset: the layer's.", "an int >= 1"),
+    _S("PLACEGROUP_TABLE_MIN_COUNT", _positive, None,
+       "A row whose decayed count of sightings is below this goes at a round end (overrides "
+       "table_config.min_count); unset: the layer's.", "a number > 0"),
+    _S("PLACEGROUP_TABLE_DECAY", _fraction, None,
+       "Each round end multiplies every row's count by this (overrides table_config.decay); "
+       "unset: the layer's.", "a number in (0, 1]"),
+    _S("PLACEGROUP_TABLE_ROUND_STEPS", _positive_int, None,
+       "A round (eviction, then decay) ends after every this many updates of a table "
+       "(overrides table_config.round_steps); unset: the layer's.", "an int >= 1"),
     _S("PLACEGROUP_PEER_TIMEOUT", _seconds, 30.0,
        "Seconds a silent peer counts as alive; then it is lost (PeerLost names it).", "seconds"),
     _S("PLACEGROUP_START_TIMEOUT", _seconds, 120.0,

@@ -17,6 +17,7 @@ LOD_TENSOR = "lod_tensor"
 SELECTED_ROWS = "selected_rows"
 TENSOR_ARRAY = "lod_tensor_array"
 RANK_TABLE = "lod_rank_table"
+DYNAMIC_TABLE = "dynamic_table"  # a table keyed by raw ids (sparse_embedding): a DynamicTable
 
 
 def normalize_dtype(dtype: Any) -> str:

@@ -9,6 +9,8 @@ Thread-safety: ``minimize`` edits the programs it is given; build programs from 
 """
 from __future__ import annotations
 
+import dataclasses
+from numbers import Real
 from typing import Any
 
 from placegroup.model.backward import append_backward
@@ -17,6 +19,7 @@ from placegroup.model.initializer import ConstantInitializer
 from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable, default_main_program, default_startup_program
 from placegroup.model.regularizer import append_regularization_ops
+from placegroup.util.dynamic_table import TableConfig
 
 __all__ = ["Optimizer", "global_state_var", "updated_parameters"]
 
@@ -102,6 +105,32 @@ class Optimizer:
     def _append_optimize_op(self, block, param, grad):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    # NOTE(table-optimizer): a table keyed by raw ids (sparse_embedding) keeps each row's
+    # optimizer state beside the row, so its update is one op, dynamic_table_update, whatever the
+    # optimizer; the optimizer's kind and hyperparameters go into the table's config in the
+    # startup program here, where they are first known. SGD, Adagrad and Adam (lazy, per-row beta
+    # powers) are the ones a table has.
+    _TABLE_OPTIMIZERS = {"sgd": (), "adagrad": (("epsilon", "_epsilon"), ("initial_accumulator", "_initial_accumulator_value")),
+                         "adam": (("beta1", "_beta1"), ("beta2", "_beta2"), ("epsilon", "_epsilon"))}
+
+    def _append_table_update(self, block, param, grad):
+        kind = getattr(self, "type", None)
+        if kind not in self._TABLE_OPTIMIZERS:
+            raise ValueError(f"{type(self).__name__}: the table {param.name!r} (sparse_embedding) keeps its optimizer "
+                             f"state per row, which placegroup has for SGD, Adagrad and Adam only")
+        sblock = (self._startup or default_startup_program()).global_block()
+        made = [op for op in sblock.ops if op.type == "dynamic_table" and param.name in op.output_arg_names]
+        if not made:
+            raise ValueError(f"{type(self).__name__}: no startup op makes the table {param.name!r}; minimize with "
+                             f"the startup program its sparse_embedding was built in")
+        lr = self._param_lr(block, param)
+        cfg = TableConfig.from_json(made[0].attrs["config"])
+        hyper = {field: getattr(self, attr) for field, attr in self._TABLE_OPTIMIZERS[kind]}
+        lr0 = self._learning_rate if isinstance(self._learning_rate, Real) else cfg.lr
+        made[0].attrs["config"] = dataclasses.replace(cfg, optimizer=kind, lr=float(lr0), **hyper).to_json()
+        return block.append_op("dynamic_table_update", {"Param": [param], "Grad": [grad], "LearningRate": [lr]},
+                               {"ParamOut": [param]}, {"optimizer": kind}, role="optimize")
+
     # -- the public entry points -------------------------------------------------------------
     def backward(self, loss, startup_program=None, parameter_list=None, no_grad_set=None, callbacks=None):
         # as Fluid 1.8: error clips (var.error_clip) apply on every minimize
@@ -114,7 +143,10 @@ class Optimizer:
             if p.trainable:
                 block = p.block.program.global_block()
                 first = len(block.ops)
-                ops.append(self._append_optimize_op(block, p, g))
+                if p.attrs.get("dynamic_table"):
+                    ops.append(self._append_table_update(block, p, g))
+                else:
+                    ops.append(self._append_optimize_op(block, p, g))
                 for op in block.ops[first:]:  # the update op and its helpers (a scaled lr)
                     op.param = p.name
         return ops

@@ -19,8 +19,10 @@ parts.py); and W's update (merge, optimizer, state) is repeated per shard on its
 from __future__ import annotations
 
 from placegroup.errors import PassError
+from placegroup.ir.variable import DYNAMIC_TABLE
 from placegroup.ops.registry import grad_name
-from placegroup.transpiler.parts import prefetch_lookups, read_prefetched, repeat_update, shard_parts
+from placegroup.transpiler.parts import (Part, ids_of, prefetch_lookups, read_prefetched, repeat_update,
+                                         shard_parts)
 from placegroup.transpiler.passes import Job, PassResult
 
 
@@ -32,7 +34,10 @@ def _shard_table(job: Job, w, pservers) -> None:
     main, startup = job.main.global_block(), job.startup.global_block()
     m = len(pservers)
     height = w.shape[0]
-    parts = shard_parts(height, m)
+    dynamic = w.type == DYNAMIC_TABLE
+    # a table keyed by raw ids: shard k holds the ids with mix64(id) % m == k (NOTE(hash-shards)
+    # in ops/dynamic.py), its rows made as ids come: no row count (-1)
+    parts = [Part(k, k, -1, m, f".shard{k}") for k in range(m)] if dynamic else shard_parts(height, m)
     lookups = [op for op in _readers(main, w.name) if op.role == "forward"]
     if not lookups:
         raise PassError(f"distributed table {w.name!r} is read by no forward op")
@@ -40,16 +45,56 @@ def _shard_table(job: Job, w, pservers) -> None:
     outside = repeat_update(job, w, parts)  # W@GRAD, read by the merge or the optimizer
     for part in parts:
         main.var(w.name + part.suffix).attrs["pinned"] = pservers[part.index]  # shard k -> pserver k
-    read_prefetched(main, w.name, prefetch_lookups(main, w, parts, lookups))  # NOTE(shared-table) in parts.py
+        if dynamic:
+            for block in (main, startup):
+                block.var(w.name + part.suffix).type = DYNAMIC_TABLE
+    if dynamic:
+        ids = list(dict.fromkeys(ids_of(op, w.name) for op in lookups))
+        first = main.ops.index(lookups[0])
+        if any(k >= first for k, op in enumerate(main.ops) for n in op.output_arg_names if n in ids):
+            raise PassError(f"table {w.name!r} (sparse_embedding): its ids must all be ready (fed, or made) "
+                            f"before its first lookup, so each step fetches every distinct id once")
+        pads = {op.attrs.get("padding_idx", -1) for op in lookups}
+        fetched = _prefetch_by_hash(main, w, ids, m, first, all(op.attrs.get("is_test") for op in lookups),
+                                    pads.pop() if len(pads) == 1 else -1)
+        read_prefetched(main, w.name, dict.fromkeys(ids, fetched))
+    else:
+        read_prefetched(main, w.name, prefetch_lookups(main, w, parts, lookups))  # NOTE(shared-table) in parts.py
     # backward: the gradient cut into shards of local rows, right after its last writer
     for g in outside:
         if g != grad:
             raise PassError(f"distributed table {w.name!r}: its update reads {g!r} besides its gradient")
         last = max(k for k, op in enumerate(main.ops) if g in op.output_arg_names)
-        main.insert_op(last + 1, "shard_selected_rows", {"X": [g]}, {"Out": [g + part.suffix for part in parts]},
-                       {"num_shards": m, "height": height}, role="backward", infer=False)
+        if dynamic:
+            main.insert_op(last + 1, "dynamic_shard_grad", {"X": [g]}, {"Out": [g + part.suffix for part in parts]},
+                           {"num_shards": m}, role="backward", infer=False)
+        else:
+            main.insert_op(last + 1, "shard_selected_rows", {"X": [g]}, {"Out": [g + part.suffix for part in parts]},
+                           {"num_shards": m, "height": height}, role="backward", infer=False)
     for block in (main, startup):  # the whole table is gone
         block.remove_var(w.name)
+
+
+def _prefetch_by_hash(main, w, ids: list[str], m: int, at: int, is_test: bool, pad: int) -> str:
+    """Insert, at op ``at``: ``ids`` -> ``dynamic_split_ids`` (each distinct id once, by
+    NOTE(hash-shards)) -> ``dynamic_shard_lookup`` on each shard (an each edge, run on the
+    shard's pserver) -> ``merge_selected_rows``; returns the fetched rows' var (a SelectedRows
+    keyed by raw ids)."""
+    shard_ids = [main.create_var(f"{ids[0]}@{w.name}.shard{k}", shape=[-1, 1], dtype="int64",
+                                 stop_gradient=True).name for k in range(m)]
+    rows = [main.create_var(f"{w.name}@ROWS.shard{k}", shape=list(w.shape), dtype=w.dtype,
+                            type="selected_rows", stop_gradient=True).name for k in range(m)]
+    fetched = main.create_var(f"{w.name}@PREFETCH", shape=list(w.shape), dtype=w.dtype, type="selected_rows",
+                              stop_gradient=True, attrs={"prefetch_of": w.name})
+    main.insert_op(at, "dynamic_split_ids", {"Ids": list(ids)}, {"Out": shard_ids},
+                   {"num_shards": m, "table": w.name, "ids_names": list(ids), "padding_idx": pad}, infer=False)
+    for k in range(m):
+        op = main.insert_op(at + 1 + k, "dynamic_shard_lookup", {"Ids": [shard_ids[k]], "W": [w.name + f".shard{k}"]},
+                            {"Out": [rows[k]]}, {"num_shards": m, "shard_index": k, "is_test": is_test}, infer=False)
+        op.edges["Ids"] = "each"
+        op.param = w.name + f".shard{k}"
+    main.insert_op(at + 1 + m, "merge_selected_rows", {"X": rows}, {"Out": [fetched]}, infer=False)
+    return fetched.name
 
 
 def shard_tables(job: Job, ctx) -> PassResult:

@@ -19,6 +19,7 @@ import json
 
 import numpy as np
 
+from placegroup import config as settings
 from placegroup.util.key_index import KeyIndex, as_ids, mix64
 from placegroup.values import SelectedRows
 
@@ -177,6 +178,47 @@ class TableConfig:
             e = dict(d["entry"])
             d["entry"] = _ENTRIES[e.pop("kind")](**e)
         return cls(**d)
+
+
+@dataclasses.dataclass(frozen=True)
+class SparseTableConfig:
+    """When a table keyed by raw ids (``sparse_embedding``) drops its rows, and its seed.
+
+    Args:
+        ttl: a row not seen (in a gradient) for ``ttl`` updates goes at the next round end
+            (an int >= 1); None: never by age.
+        min_count: at a round end, rows whose count of sightings is below it go (> 0); None:
+            never by count.
+        decay: then every remaining row's count is multiplied by it (in (0, 1]).
+        round_steps: a round ends after every ``round_steps`` updates of the table (>= 1).
+        seed: fixes the rows' initial values and ProbabilityEntry's draws (0 to 2**64 - 1);
+            None: the startup program's ``random_seed``.
+
+    The environment overrides the first four for every table: PLACEGROUP_TABLE_TTL,
+    PLACEGROUP_TABLE_MIN_COUNT, PLACEGROUP_TABLE_DECAY, PLACEGROUP_TABLE_ROUND_STEPS
+    (``placegroup env`` lists them).
+
+    Example:
+        >>> SparseTableConfig(ttl=1000, min_count=2.0, decay=0.98, round_steps=500)
+    """
+    ttl: int | None = None
+    min_count: float | None = None
+    decay: float = 1.0
+    round_steps: int = 100
+    seed: int | None = None
+
+    def eviction(self) -> dict:
+        """ttl, min_count, decay and round_steps, each overridden by its environment variable
+        when that is set (checked by ``TableConfig``).
+
+        Raises:
+            ConfigError: a variable that is set holds a bad value (naming it).
+        """
+        out = {}
+        for field in ("ttl", "min_count", "decay", "round_steps"):
+            name = f"PLACEGROUP_TABLE_{field.upper()}"
+            out[field] = settings.get(name) if settings.is_set(name) else getattr(self, field)
+        return out
 
 
 # -- per-row optimizers: Fluid's kernels (ops/optimizer.py) on a SelectedRows gradient, lazy ------

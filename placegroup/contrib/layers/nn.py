@@ -14,8 +14,10 @@ from placegroup.ir.framework import Variable
 from placegroup.model.layer_helper import LayerHelper
 from placegroup.layers.sequence import _check
 from placegroup.layers.tensor import _op_seed
+from placegroup.util.dynamic_table import CountFilterEntry, ProbabilityEntry, SparseTableConfig, TableConfig
 
-__all__ = ["shuffle_batch", "partial_concat", "partial_sum", "fused_embedding_seq_pool", "fused_elemwise_activation"]
+__all__ = ["shuffle_batch", "partial_concat", "partial_sum", "fused_embedding_seq_pool", "fused_elemwise_activation",
+           "sparse_embedding"]
 
 
 def shuffle_batch(x, seed=None):
@@ -213,4 +215,108 @@ def fused_elemwise_activation(x, y, functor_list, axis: int = -1, scale: float =
                      {"Out": [out], "IntermediateOut": [intermediate]},
                      {"axis": int(axis), "scale": float(scale), "save_intermediate_out": bool(save_intermediate_out),
                       "functor_list": [str(f) for f in functor_list]})
+    return out
+
+
+_TABLE_CLASSES = ("MemorySparseTable", "CommonSparseTable")
+
+
+def _table_init_range(startup_op, layer: str) -> tuple[float, float, int]:
+    """(low, high, seed) of the initializer op the parameter got: a table keyed by raw ids draws
+    each new row from U(low, high) by (seed, id), so only Uniform (Xavier's uniform form
+    included) and Constant initializers carry over."""
+    if startup_op.type == "uniform_random":
+        a = startup_op.attrs
+        return float(a["min"]), float(a["max"]), int(a.get("seed", 0))
+    if startup_op.type == "fill_constant":
+        v = float(startup_op.attrs["value"])
+        return v, v, 0
+    raise ValueError(f"{layer}: a table keyed by raw ids makes each row when its id is admitted, from a "
+                     f"uniform draw on (seed, id); its param_attr's initializer must be Uniform, Xavier "
+                     f"(uniform) or Constant, not one that makes `{startup_op.type}`")
+
+
+def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry=None,
+                     table_class: str = "MemorySparseTable", param_attr=None, dtype: str = "float32",
+                     slot=None, table_config=None):
+    """Rows of an embedding table keyed by raw 64-bit ids, made as ids are admitted and dropped
+    as they go stale (Paddle 2.x's ``paddle.static.nn.sparse_embedding``).
+
+    Ids are any int64 in 0 to 2**63 - 1: no vocabulary, no hashing into a range, no collisions.
+    In a cluster the table lives only on the pservers, each holding the ids a fixed 64-bit mix
+    of the id assigns it; a trainer fetches each distinct id of its batch once a step. An id not
+    yet admitted reads zeros (or the padding row), and its gradient only counts sightings.
+
+    Args:
+        input: int64 ids, [N, 1] (or any shape; a trailing 1 is dropped, as ``embedding``).
+        size: ``[capacity hint, D]``: only D is used; the table grows with the data.
+        padding_idx: an id that reads zeros and gets no gradient; negative counts from
+            ``size[0]``, as Paddle's does. None for none.
+        is_test: only read: an id with no row reads zeros and makes none.
+        entry: when an id gets a row: ``placegroup.distributed.CountFilterEntry(n)`` (after n
+            sightings), ``ProbabilityEntry(p)`` (with probability p at each update that sees
+            it), or None (at first sight).
+        table_class: Paddle's name of the table's storage; rows are kept in memory either way.
+        param_attr: the table's ParamAttr: its name, and a Uniform, Xavier or Constant
+            initializer for new rows (Xavier over ``size``, as Paddle's default).
+        dtype: float32 or float64.
+        slot: the feature slot this table serves, kept on the parameter for the dump.
+        table_config: a ``placegroup.distributed.SparseTableConfig``: ttl, min_count, decay,
+            round_steps and seed (the environment may override the first four).
+
+    Returns:
+        The embeddings, [N, D].
+
+    Raises:
+        ValueError: a bad size, dtype, table_class, entry or initializer, or a config value out
+            of range (naming it).
+        OutOfRange: at run time, a negative id, naming the ids var.
+
+    Example::
+
+        entry = placegroup.distributed.CountFilterEntry(10)
+        emb = placegroup.contrib.layers.sparse_embedding(
+            ids, size=[1024, 64], entry=entry,
+            table_config=placegroup.distributed.SparseTableConfig(ttl=10000, round_steps=1000))
+    """
+    layer = "sparse_embedding"
+    size = [int(d) for d in size]
+    if len(size) != 2 or size[1] < 1:
+        raise ValueError(f"{layer}: size must be [capacity hint, dim] with dim >= 1, got {size}")
+    if dtype not in ("float32", "float64"):
+        raise ValueError(f"{layer}: dtype must be float32 or float64, got {dtype!r}")
+    if table_class not in _TABLE_CLASSES:
+        raise ValueError(f"{layer}: table_class must be one of {list(_TABLE_CLASSES)}, got {table_class!r}")
+    if entry is not None and not isinstance(entry, (CountFilterEntry, ProbabilityEntry)):
+        raise ValueError(f"{layer}: entry must be a CountFilterEntry, a ProbabilityEntry or None, got {entry!r}")
+    if table_config is not None and not isinstance(table_config, SparseTableConfig):
+        raise ValueError(f"{layer}: table_config must be a placegroup.distributed.SparseTableConfig, "
+                         f"got {table_config!r}")
+    _check(input, layer, ("int64",))
+    pad = -1 if padding_idx is None else int(padding_idx) if padding_idx >= 0 else size[0] + int(padding_idx)
+    if pad < -1:
+        raise ValueError(f"{layer}: padding_idx {padding_idx} is below -size[0] ({-size[0]})")
+    helper = LayerHelper(layer)
+    w = helper.create_parameter(param_attr, [max(size[0], 1), size[1]], dtype)
+    sblock = helper.startup_program.global_block()
+    made = [k for k, op in enumerate(sblock.ops) if w.name in op.output_arg_names]
+    if not made:
+        raise ValueError(f"{layer}: the table {w.name!r} is already made by another layer; each "
+                         f"sparse_embedding needs its own table")
+    low, high, init_seed = _table_init_range(sblock.ops[made[0]], layer)
+    tc = table_config or SparseTableConfig()
+    cfg = TableConfig(dim=size[1], dtype=dtype, seed=tc.seed if tc.seed is not None else init_seed,
+                      init_low=low, init_high=high, entry=entry, **tc.eviction())
+    sblock.remove_op(made[0])
+    sblock.insert_op(made[0], "dynamic_table", {}, {"Out": [w.name]}, {"config": cfg.to_json()}, role="init",
+                     infer=False)
+    for var in (w, sblock.var(w.name)):  # no height: rows come and go (a -1 dim is free)
+        var.type, var.shape = "dynamic_table", (-1, size[1])
+    w.attrs.update(dynamic_table=True, sparse_update=True, distributed=True, table_class=table_class,
+                   capacity_hint=size[0],
+                   **({"slot": str(slot)} if slot is not None else {}))
+    out = helper.create_variable_for_type_inference(dtype)
+    helper.append_op("dynamic_lookup", {"Ids": [input], "W": [w]}, {"Out": [out]},
+                     {"padding_idx": pad, "is_test": bool(is_test), "is_sparse": True, "ids_name": input.name,
+                      "table": w.name})
     return out

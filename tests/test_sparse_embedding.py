@@ -1,0 +1,199 @@
+"""sparse_embedding: tables keyed by raw 64-bit ids (ops/dynamic.py, placegroup/util/dynamic_table.py).
+
+* One process equals a fixed-vocabulary embedding whose rows start where the table's do (SGD and
+  Adagrad: both update only the rows a batch touches).
+* 2 trainers + 2 (and 3) pservers in sync mode equal one process, with admission and eviction on:
+  losses, the fc, and the table itself (its keys, rows, counts and candidates, gathered from the
+  shards).
+* Bad input gets a clear error: a negative id names its feed, in one process and on a trainer;
+  bad configs, optimizers and initializers name what to change.
+"""
+import numpy as np
+import pytest
+
+import placegroup as fluid
+import placegroup.distributed as dist
+from placegroup.contrib.layers import sparse_embedding
+from placegroup.errors import ConfigError
+from placegroup.util.dynamic_table import DynamicTable, TableConfig
+from tests.inproc import build_programs, run_cluster, run_local
+
+DIM = 8
+
+
+def _ids(rng, n: int) -> np.ndarray:
+    """Raw 64-bit feature ids: Zipf ranks spread over 0..2**63 - 1 by an odd multiplier."""
+    ranks = rng.zipf(1.3, size=(n, 1)).astype(np.uint64)
+    return ((ranks * np.uint64(0x9E3779B97F4A7C15)) % np.uint64(2 ** 63)).astype(np.int64)
+
+
+def _batches(steps: int = 12, batch: int = 32, seed: int = 0) -> list:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(steps):
+        x = _ids(rng, batch)
+        out.append((x, (x % 7 < 3).astype(np.int64)))
+    return out
+
+
+def _model(optimizer: str = "adam", entry=None, config=None, init=(-0.5, 0.5)):
+    def build():
+        ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+        emb = sparse_embedding(ids, size=[1000, DIM], entry=entry, table_config=config,
+                               param_attr=fluid.ParamAttr(name="emb", initializer=fluid.initializer.Uniform(*init)))
+        logits = fluid.layers.fc(input=emb, size=2)
+        cost = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits=logits, label=label))
+        {"sgd": lambda: fluid.optimizer.SGD(0.5), "adagrad": lambda: fluid.optimizer.Adagrad(0.3),
+         "adam": lambda: fluid.optimizer.Adam(0.05)}[optimizer]().minimize(cost)
+        return [ids, label], cost
+    return build
+
+
+def _table(params: dict, name: str) -> DynamicTable:
+    return np.asarray(params[name]).item()
+
+
+def _state_by_key(states: list) -> dict:
+    """One table's arrays from its shards' states, rows sorted by key (and candidates by theirs)."""
+    out = {}
+    for cand in ("", "candidate_"):
+        keys = np.concatenate([s[cand + "keys"] for s in states])
+        order = np.argsort(keys)
+        for name in states[0]:
+            if name.startswith("candidate_") == bool(cand) and name not in ("step", "config"):
+                out[name] = np.concatenate([s[name] for s in states])[order]
+    return out
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adagrad"])
+def test_one_process_equals_a_fixed_vocabulary_embedding(optimizer):
+    batches = _batches(steps=8)
+    keys = np.unique(np.concatenate([x.ravel() for x, _ in batches]))
+    cfg = TableConfig(dim=DIM, seed=0, init_low=-0.5, init_high=0.5)
+    rows0 = DynamicTable(cfg).pull(keys)  # where the table's rows start: a function of (seed, id)
+
+    def fixed():
+        ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+        label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+        emb = fluid.layers.embedding(ids, size=[len(keys), DIM], is_sparse=True, param_attr=fluid.ParamAttr(
+            name="emb", initializer=fluid.initializer.NumpyArrayInitializer(rows0)))
+        logits = fluid.layers.fc(input=emb, size=2)
+        cost = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits=logits, label=label))
+        {"sgd": lambda: fluid.optimizer.SGD(0.5), "adagrad": lambda: fluid.optimizer.Adagrad(0.3)}[optimizer]().minimize(cost)
+        return [ids, label], cost
+
+    dense = [(np.searchsorted(keys, x), y) for x, y in batches]
+    want = run_local(fixed, dense)
+    cfg_seed = fluid.distributed.SparseTableConfig(seed=0)
+    got = run_local(_model(optimizer, config=cfg_seed), batches)
+    np.testing.assert_allclose(got.losses[0], want.losses[0], rtol=1e-6)
+    table = _table(got.params[0], "emb")
+    assert len(table) == len(keys)
+    np.testing.assert_allclose(table.pull(keys, create=False), want.params[0]["emb"], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(got.params[0]["fc_0.w_0"], want.params[0]["fc_0.w_0"], rtol=1e-5, atol=1e-7)
+
+
+CASES = {
+    "count-filter, ttl, decayed counts": dict(entry=dist.CountFilterEntry(2),
+                                              config=dist.SparseTableConfig(ttl=4, min_count=1.5, decay=0.8, round_steps=3)),
+    "probability": dict(entry=dist.ProbabilityEntry(0.4), config=dist.SparseTableConfig(ttl=6, round_steps=2)),
+    "first sight, adagrad": dict(optimizer="adagrad", config=dist.SparseTableConfig(min_count=2.0, round_steps=4)),
+}
+
+
+@pytest.mark.parametrize("pservers", [2, 3])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_sync_cluster_equals_one_process_with_admission_and_eviction(case, pservers):
+    kw = dict(CASES[case])
+    build = _model(kw.pop("optimizer", "adam"), **kw)
+    batches = _batches(steps=12)
+    ref = run_local(build, batches)
+    run = run_cluster(build, 2, pservers, batches)
+    np.testing.assert_allclose(np.mean([run.losses[0], run.losses[1]], axis=0), ref.losses[0], rtol=1e-5, atol=1e-6)
+    for k in (0, 1):
+        assert "emb" not in run.params[k]  # a trainer never holds the table
+        for name in ("fc_0.w_0", "fc_0.b_0"):
+            np.testing.assert_allclose(run.params[k][name], ref.params[0][name], rtol=1e-5, atol=1e-6, err_msg=name)
+    one = _table(ref.params[0], "emb")
+    shards = [_table(run.pserver_params[i], f"emb.shard{i}") for i in range(pservers)]
+    assert all(len(s) for s in shards) and all(s.step == one.step == 12 for s in shards)
+    assert one.evicted > 0 and sum(s.evicted for s in shards) == one.evicted
+    want, got = _state_by_key([one.state()]), _state_by_key([s.state() for s in shards])
+    for name in ("keys", "count", "last", "candidate_keys", "candidate_count", "candidate_last"):
+        assert np.array_equal(got[name], want[name]), name
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_inference_lookup_makes_no_rows():
+    def build():
+        ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+        return [ids], sparse_embedding(ids, size=[10, 4], is_test=True)
+    main, startup, feeds, out = build_programs(build)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    got, = exe.run(main, feed={"ids": np.array([[5], [2 ** 62]], np.int64)}, fetch_list=[out], scope=scope)
+    assert got.shape == (2, 4) and not got.any()
+    assert len(scope.vars[main.all_parameters()[0].name]) == 0
+
+
+def test_padding_id_reads_zeros_and_gets_no_gradient():
+    def build():
+        ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+        emb = sparse_embedding(ids, size=[10, 4], padding_idx=0, param_attr=fluid.ParamAttr(name="emb"))
+        cost = fluid.layers.mean(emb)
+        fluid.optimizer.SGD(1.0).minimize(cost)
+        return [ids], emb
+    main, startup, feeds, out = build_programs(build)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    got, = exe.run(main, feed={"ids": np.array([[0], [7]], np.int64)}, fetch_list=[out], scope=scope)
+    assert not got[0].any() and got[1].any()
+    assert scope.vars["emb"].state()["keys"].tolist() == [7]  # the padding id never gets a row
+
+
+def test_environment_overrides_the_eviction_settings(monkeypatch):
+    monkeypatch.setenv("PLACEGROUP_TABLE_TTL", "7")
+    monkeypatch.setenv("PLACEGROUP_TABLE_ROUND_STEPS", "9")
+    main, startup, _, _ = build_programs(_model(config=dist.SparseTableConfig(ttl=100, decay=0.5)))
+    op = next(op for op in startup.global_block().ops if op.type == "dynamic_table")
+    cfg = TableConfig.from_json(op.attrs["config"])
+    assert (cfg.ttl, cfg.round_steps, cfg.decay, cfg.optimizer, cfg.beta2) == (7, 9, 0.5, "adam", 0.999)
+    monkeypatch.setenv("PLACEGROUP_TABLE_TTL", "0")
+    with pytest.raises(ConfigError, match="PLACEGROUP_TABLE_TTL"):
+        build_programs(_model())
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda ids: sparse_embedding(ids, size=[10, 4], table_config=dist.SparseTableConfig(ttl=0)), "ttl"),
+    (lambda ids: sparse_embedding(ids, size=[10, 4], entry="count"), "entry"),
+    (lambda ids: sparse_embedding(ids, size=[10, 4], table_class="SSD"), "table_class"),
+    (lambda ids: sparse_embedding(ids, size=[10], dtype="float32"), "size"),
+    (lambda ids: sparse_embedding(ids, size=[10, 4], param_attr=fluid.ParamAttr(
+        initializer=fluid.initializer.Normal())), "Uniform"),
+])
+def test_bad_layer_arguments(make, match):
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+        with pytest.raises(ValueError, match=match):
+            make(ids)
+
+
+def test_an_optimizer_a_table_lacks_is_named():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+        cost = fluid.layers.mean(sparse_embedding(ids, size=[10, 4]))
+        with pytest.raises(ValueError, match="SGD, Adagrad and Adam"):
+            fluid.optimizer.Momentum(0.1, momentum=0.9).minimize(cost)
+
+
+def test_negative_id_names_its_feed_in_one_process_and_on_a_trainer():
+    batches = _batches(steps=2)
+    bad = batches[1][0].copy()
+    bad[3, 0] = -5
+    batches[1] = (bad, batches[1][1])
+    with pytest.raises(Exception, match=r"id -5 in 'ids' is negative"):
+        run_local(_model("sgd"), batches)
+    with pytest.raises(Exception, match=r"id -5 in 'ids' is negative"):
+        run_cluster(_model("sgd"), 2, 2, batches, timeout=30)
