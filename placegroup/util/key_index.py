@@ -137,8 +137,10 @@ class KeyIndex:
         ids = as_ids(keys)
         return self._probe(ids)[0].reshape(np.shape(keys))
 
-    def insert(self, keys) -> np.ndarray:
-        """Rows of ``keys``, adding the absent ones (rows as the class docstring says).
+    def insert(self, keys, with_new: bool = False):
+        """Rows of ``keys``, adding the absent ones (rows as the class docstring says); with
+        ``with_new``, also a bool array, True where the id was absent before this call (one
+        probe serves both: a caller that makes rows for new ids needs no lookup first).
 
         Raises:
             TypeError, ValueError: as ``as_ids``; nothing is inserted then.
@@ -146,7 +148,8 @@ class KeyIndex:
         """
         ids = as_ids(keys)
         rows, end = self._probe(ids)
-        miss = np.flatnonzero(rows < 0)
+        fresh = rows < 0
+        miss = np.flatnonzero(fresh)
         if miss.size:
             first, inv = _groups(ids[miss])
             is_first = np.zeros(miss.size, bool)
@@ -162,6 +165,8 @@ class KeyIndex:
                 start = end[miss[is_first]]  # the empty slot each id's lookup stopped at
             self._place(start, new.astype(np.int32))
             self._live += first.size
+        if with_new:
+            return rows.reshape(np.shape(keys)), fresh.reshape(np.shape(keys))
         return rows.reshape(np.shape(keys))
 
     def remove(self, keys) -> np.ndarray:
@@ -211,7 +216,7 @@ class KeyIndex:
         ix._row_key = np.full(max(ix._n_rows, 16), -1, np.int64)
         ix._row_key[rws] = ids
         ix._free = np.flatnonzero(ix._row_key[:ix._n_rows] < 0).astype(np.int64)
-        ix._place(ix._home(ids), rws.astype(np.int32))
+        ix._fill(ix._home(ids), rws)
         ix._live = ids.size
         return ix
 
@@ -261,10 +266,10 @@ class KeyIndex:
         reuse, self._free = self._free[:n], self._free[n:]
         fresh = np.arange(self._n_rows, self._n_rows + n - reuse.size, dtype=np.int64)
         self._n_rows += fresh.size
-        if self._n_rows > self._row_key.size:
-            grown = np.full(max(self._n_rows, int(self._row_key.size * 1.25) + 16), -1, np.int64)
-            grown[:self._row_key.size] = self._row_key
-            self._row_key = grown
+        if self._n_rows > self._row_key.size:  # in place, as DynamicTable's rows (NOTE(grow-in-place))
+            old = self._row_key.size
+            self._row_key.resize(max(self._n_rows, int(old * 1.25) + 16), refcheck=False)
+            self._row_key[old:] = -1
         return np.concatenate([reuse, fresh])
 
     def _needs_rebuild(self, n_new: int) -> bool:
@@ -281,4 +286,20 @@ class KeyIndex:
         live = self._slots[self._slots >= 0]
         self._slots = np.full(n, _EMPTY, np.int32)
         self._tomb = 0
-        self._place(self._home(self._row_key[live]), live)
+        self._fill(self._home(self._row_key[live]), live)
+
+    def _fill(self, home: np.ndarray, rows: np.ndarray) -> None:
+        """Place distinct ``rows`` (with their ``home`` slots) into an index with no entries.
+
+        NOTE(sorted-fill): with the homes sorted, linear probing puts the i-th at
+        ``max(home_i, slot_{i-1} + 1)``, which is ``i + max_{j <= i}(home_j - j)``: one sort and
+        one running max place them all, where ``_place``'s rounds would take as many rounds as
+        the longest run. The few that run past the last slot wrap round through ``_place``."""
+        order = np.argsort(home, kind="stable")
+        h, r = home[order], rows[order].astype(np.int32)
+        i = np.arange(h.size)
+        pos = i + np.maximum.accumulate(h - i) if h.size else h
+        fits = pos < self._slots.size
+        self._slots[pos[fits]] = r[fits]
+        if not fits.all():
+            self._place(np.zeros(int((~fits).sum()), np.int64), r[~fits])
