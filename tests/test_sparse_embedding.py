@@ -197,3 +197,49 @@ def test_negative_id_names_its_feed_in_one_process_and_on_a_trainer():
         run_local(_model("sgd"), batches)
     with pytest.raises(Exception, match=r"id -5 in 'ids' is negative"):
         run_cluster(_model("sgd"), 2, 2, batches, timeout=30)
+
+
+def test_a_checkpoint_resumes_onto_3_pservers_bit_equal(tmp_path, monkeypatch):
+    """2 + 2 saves at step 4; resumed onto 2 + 3, the losses and the whole table (keys, rows,
+    optimizer state, counts, candidates) equal an uninterrupted 2 + 2 run's to the bit."""
+    build = _model("adam", **CASES["count-filter, ttl, decayed counts"])
+    batches = _batches(steps=10)
+    full = run_cluster(build, 2, 2, batches)
+    monkeypatch.setenv("PLACEGROUP_CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.setenv("PLACEGROUP_CHECKPOINT_EVERY", "4")
+    run_cluster(build, 2, 2, batches[:4])
+    assert fluid.io.latest_checkpoint(str(tmp_path)) == 4
+    monkeypatch.setenv("PLACEGROUP_RESUME", "1")
+    rest = run_cluster(build, 2, 3, batches[4:])
+    for k in (0, 1):
+        assert rest.losses[k] == full.losses[k][4:]
+    want = _state_by_key([_table(full.pserver_params[i], f"emb.shard{i}").state() for i in range(2)])
+    got = _state_by_key([_table(rest.pserver_params[i], f"emb.shard{i}").state() for i in range(3)])
+    assert len(want["keys"]) and len(want["candidate_keys"])
+    for name in want:
+        assert np.array_equal(got[name], want[name]), name
+
+
+def test_loading_a_table_of_another_dim_is_an_error_naming_it(tmp_path):
+    def build(dim):
+        def make():
+            ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+            sparse_embedding(ids, size=[10, dim], param_attr=fluid.ParamAttr(name="emb"))
+            return [ids], None
+        return make
+    exe = fluid.Executor()
+    main, startup, _, _ = build_programs(build(4))
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    scope.vars["emb"].pull([1, 2, 3])
+    fluid.io.save_checkpoint(exe, str(tmp_path), main, 1, scope=scope)
+    main2, startup2, _, _ = build_programs(build(6))
+    scope2 = fluid.Scope()
+    exe.run(startup2, scope=scope2)
+    with pytest.raises(fluid.errors.SerializationError, match=r"table 'emb'.* dim 4, but this program's table has 6"):
+        fluid.io.load_checkpoint(exe, str(tmp_path), main2, scope=scope2)
+    main3, startup3, _, _ = build_programs(build(4))
+    scope3 = fluid.Scope()
+    exe.run(startup3, scope=scope3)
+    assert fluid.io.load_checkpoint(exe, str(tmp_path), main3, scope=scope3) == 1
+    assert scope3.vars["emb"].state()["keys"].tolist() == [1, 2, 3]

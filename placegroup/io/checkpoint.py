@@ -36,6 +36,7 @@ import pydantic
 from placegroup.io import var_files as _io
 from placegroup.util import var_format
 from placegroup.io.checkpoint_reslice import Piece, RowSet, assemble
+from placegroup.io.checkpoint_tables import KIND as TABLE, is_table, load_table, table_arrays
 from placegroup.io.checkpoint_store import (FORMAT, STEP, VERSION, Entry, Manifest, SEALED, complete,
                                             in_background, latest_checkpoint, prune, wait_sealed, write_part)
 from placegroup import config
@@ -136,6 +137,12 @@ def _describe(var) -> tuple[str, str, RowSet]:
     return (part[0] if part else var.name), "rows", rows
 
 
+def _describe_table(var) -> str:
+    """The table a table var is (a shard) of."""
+    part = var.attrs.get("slice_of")
+    return part[0] if part else var.name
+
+
 def _held(program) -> list:
     return _io._select(program, None, _io.is_persistable)
 
@@ -179,17 +186,24 @@ def save_checkpoint(executor, dirname: str, main_program, step: int, *, scope=No
     tag, endpoint, expected = _tags(program)
     who = tag if program.executor is None else str(program.executor)  # the runtime's name, not the file's
     entries, values = [], []
-    for i, v in enumerate(held):
+    for v in held:
         if v.name not in scope.vars:
             raise SerializationError(f"{who}: var {v.name!r} has no value to save at step {step} (run "
                                      f"the startup program first)")
+        if is_table(scope.vars[v.name]):  # NOTE(table-reshard) in checkpoint_tables.py
+            for name, arr in table_arrays(v.name, scope.vars[v.name]):
+                entries.append(Entry(name=name, of=_describe_table(v), kind=TABLE, first=0, stride=1,
+                                     count=arr.shape[0], shape=list(arr.shape), dtype=arr.dtype.name,
+                                     file=f"{len(entries):04d}-{quote(name, safe='@')}"))
+                values.append(arr)
+            continue
         arr = to_numpy(scope.vars[v.name])
         if not isinstance(arr, np.ndarray):
             raise SerializationError(f"{who}: var {v.name!r}: cannot checkpoint a {type(arr).__name__}")
         of, kind, rows = _describe(v)
         entries.append(Entry(name=v.name, of=of, kind=kind, first=rows.first, stride=rows.stride,
                               count=rows.count, shape=list(arr.shape), dtype=arr.dtype.name,
-                              file=f"{i:04d}-{quote(v.name, safe='@')}"))
+                              file=f"{len(entries):04d}-{quote(v.name, safe='@')}"))
         values.append(arr)
     cluster = program.cluster
     manifest = Manifest(format=FORMAT, version=VERSION, step=step, executor=tag, endpoint=endpoint,
@@ -269,6 +283,12 @@ def load_checkpoint(executor, dirname: str, main_program=None, step: int | None 
 
     values = {}
     for v in _held(program):
+        if is_table(scope.vars.get(v.name)):
+            found = [e for _, e, _ in pieces.get(_describe_table(v), []) if e.kind == TABLE]
+            paths = {e.name: path for _, e, path in pieces.get(_describe_table(v), [])}
+            values[v.name] = load_table(v, scope.vars[v.name], found,
+                                        lambda e: reader(paths[e.name], e.name)(0, e.count))
+            continue
         of, kind, want = _describe(v)
         found = pieces.get(of, [])
         if kind == "own":  # a model-parallel shard goes back to the trainer that held it
@@ -286,6 +306,9 @@ def load_checkpoint(executor, dirname: str, main_program=None, step: int | None 
             for _, e, path in found])
     place = getattr(executor, "place", None)
     for name, arr in values.items():
+        if is_table(arr):
+            scope.vars[name] = arr
+            continue
         scope.var(name).get_tensor().set(arr, place)
     return step
 

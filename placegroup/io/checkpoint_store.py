@@ -40,7 +40,8 @@ class Entry(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", strict=True)
     name: str
     of: str                       # the original var
-    kind: Literal["rows", "own"]  # rows of the original; own: this executor's alone (model parallel)
+    kind: Literal["rows", "own", "table"]  # rows of the original; own: this executor's alone (model
+    # parallel); table: an array of a table keyed by raw ids (placegroup/io/checkpoint_tables.py)
     first: pydantic.NonNegativeInt
     stride: pydantic.PositiveInt
     count: pydantic.NonNegativeInt
@@ -151,6 +152,7 @@ def _seal_var(path: str, chunk: int = 1 << 22) -> None:
 
 
 _sealing: list = []  # [thread, error or None] of the saves sealing in the background
+_sealing_lock = threading.Lock()
 SEALED = [0.0]       # seconds this process spent sealing in the background (PLACEGROUP_PROFILE)
 
 
@@ -168,18 +170,27 @@ def in_background(seal: Callable[[], object]) -> None:
             log.error("checkpoint: sealing a save failed: %s", e)
             job[1] = e
     job[0] = threading.Thread(target=run, name="placegroup-checkpoint-seal")  # not a daemon
-    _sealing.append(job)
+    with _sealing_lock:
+        _sealing.append(job)
     job[0].start()
 
 
 def wait_sealed() -> None:
-    """Wait until this process's saves are sealed; raises the first error one of them had."""
-    while _sealing and _sealing[0][0] is not threading.current_thread():
-        thread, error = _sealing[0]
-        thread.join()
-        _sealing.pop(0)
-        if error is not None:
-            raise error
+    """Wait until this process's saves are sealed; raises the first error one of them had.
+    Safe from several threads (a test's executors in one process): each finished save is taken
+    off the list, and its error raised, by exactly one caller."""
+    while True:
+        with _sealing_lock:
+            pending = [job for job in _sealing if job[0] is not threading.current_thread()]
+        if not pending:
+            return
+        job = pending[0]
+        job[0].join()
+        with _sealing_lock:
+            mine = any(j is job for j in _sealing)
+            _sealing[:] = [j for j in _sealing if j is not job]
+        if mine and job[1] is not None:
+            raise job[1]
 
 
 # NOTE(leftovers): hidden directories are named ``.<tag>.<pid>@<machine>.<random>.tmp|old`` by
