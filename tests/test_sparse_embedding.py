@@ -243,3 +243,34 @@ def test_loading_a_table_of_another_dim_is_an_error_naming_it(tmp_path):
     exe.run(startup3, scope=scope3)
     assert fluid.io.load_checkpoint(exe, str(tmp_path), main3, scope=scope3) == 1
     assert scope3.vars["emb"].state()["keys"].tolist() == [1, 2, 3]
+
+
+def test_an_inference_model_serves_the_trained_rows(tmp_path):
+    """Trained in one process, saved with its live rows and keys only, loaded into a fresh
+    scope: the served embeddings are the trained rows, and an id the table never admitted (or
+    never saw) reads zeros, without making a row."""
+    main, startup, feeds, cost = build_programs(_model("adagrad", entry=dist.CountFilterEntry(2)))
+    block = main.global_block()
+    emb = next(op for op in block.ops if op.type == "dynamic_lookup").output("Out")[0]
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    for x, y in _batches(steps=6):
+        exe.run(main, feed={"ids": x, "label": y}, fetch_list=[cost], scope=scope)
+    table = scope.vars["emb"]
+    with fluid.scope_guard(scope):
+        fluid.io.save_inference_model(str(tmp_path), ["ids"], [block.var(emb)], exe, main)
+    keys = table.state()["keys"]
+    unseen = np.array([[5], [2 ** 62 + 1]], np.int64)
+    cand = table.state()["candidate_keys"][:1].reshape(-1, 1)
+    probe = np.concatenate([keys[:20].reshape(-1, 1), cand, unseen])
+    fresh = fluid.Scope()
+    with fluid.scope_guard(fresh):
+        prog, feed_names, fetches = fluid.io.load_inference_model(str(tmp_path), exe)
+        got, = exe.run(prog, feed={feed_names[0]: probe}, fetch_list=fetches)
+    np.testing.assert_array_equal(got[:20], table.pull(keys[:20], create=False))
+    assert not got[20:].any()
+    served = next(v for k, v in fresh.vars.items() if isinstance(v, DynamicTable))
+    assert len(served) == len(table)  # nothing made by the lookups
+    assert set(served.state()) == {"keys", "values", "count", "last", "candidate_keys", "candidate_count",
+                                   "candidate_last", "step", "config", "moment"}
+    assert not served.state()["candidate_keys"].size  # only the rows were saved

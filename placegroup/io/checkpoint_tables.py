@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from placegroup.errors import SerializationError
-from placegroup.util.dynamic_table import DynamicTable, TableConfig, shard
+from placegroup.util.dynamic_table import DynamicTable, TableConfig, shard, state_records
 
 KIND = "table"
 _CONFIG, _STEP = "config", "step"
@@ -30,12 +30,7 @@ def is_table(value) -> bool:
 
 def table_arrays(name: str, table: DynamicTable) -> list[tuple[str, np.ndarray]]:
     """(entry name, array) for each array of ``table``'s state: what a checkpoint writes."""
-    out = []
-    for key, arr in table.state().items():
-        if key == _CONFIG:
-            arr = np.frombuffer(str(arr).encode(), np.uint8)
-        out.append((f"{name}:{key}", np.ascontiguousarray(np.atleast_1d(arr))))
-    return out
+    return state_records(name, table)
 
 
 def where(var) -> tuple[int, int]:

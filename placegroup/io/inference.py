@@ -243,7 +243,7 @@ def save_inference_model(dirname: str, feeded_var_names, target_vars, executor, 
         warnings.warn("save_inference_model specified the param `program_only` to True, It will not "
                       "save params of Program.", stacklevel=2)
     else:
-        save_persistables(executor, dirname, program, params)
+        save_persistables(executor, dirname, program, params, table_rows_only=export_for_deployment)
     return fetch_names
 
 

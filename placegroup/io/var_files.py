@@ -35,7 +35,9 @@ from placegroup.executor.scope import Scope, global_scope, to_numpy
 from placegroup.ir.cluster import Cluster
 from placegroup.util.atomic_files import atomic_write
 from placegroup.util.fluid_tensor_file import FluidVars
+from placegroup.util.dynamic_table import DynamicTable, state_of_records, state_records
 from placegroup.util.var_format import file_of, read, records
+from placegroup.ir.variable import DYNAMIC_TABLE
 from placegroup.ir.framework import default_main_program
 
 __all__ = ["is_parameter", "is_persistable", "load_params", "load_persistables", "load_vars",
@@ -93,9 +95,14 @@ def held_elsewhere(scope: Scope, names: list) -> dict:
     return scope.held_elsewhere(names) if names and scope.held_elsewhere is not None else {}
 
 
+# NOTE(table-files): a table keyed by raw ids (sparse_embedding) is saved as the arrays of its
+# state, records named ``<var>:<array>`` (``state_records``), in the var's one file or in the
+# combined one: keys, values and, unless only its rows are wanted (an inference model), the
+# optimizer's state, counts and candidates. Loading makes the table again from them; an
+# inference model's then serves lookups, an id it lacks reading zeros.
 def save_vars(executor, dirname: str, main_program=None, vars: Sequence | None = None,
               predicate: Callable | None = None, filename: str | None = None, *,
-              scope: Scope | None = None) -> list[str]:
+              scope: Scope | None = None, table_rows_only: bool = False) -> list[str]:
     """Save the values of some vars of ``main_program`` that the scope holds.
 
     Args:
@@ -107,6 +114,8 @@ def save_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
             (every var when ``predicate`` is None too, as in Fluid).
         filename: None for one file per var (named after it), else one file for all.
         scope: overrides the executor's scope.
+        table_rows_only: a table keyed by raw ids keeps only its keys and rows
+            (NOTE(table-files)).
 
     Returns:
         The names saved, in program order. A selected var the scope holds no value for is
@@ -129,6 +138,9 @@ def save_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
     for v in selected:
         if v.name not in values:
             continue
+        if isinstance(values[v.name], DynamicTable):  # NOTE(table-files)
+            items.extend(state_records(v.name, values[v.name], rows_only=table_rows_only))
+            continue
         arr = to_numpy(values[v.name])
         if not isinstance(arr, np.ndarray):
             raise SerializationError(f"var {v.name!r}: cannot save a {type(arr).__name__} value")
@@ -137,9 +149,12 @@ def save_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
     if filename is not None:
         atomic_write(os.path.join(dirname, filename), records(items))
     else:
-        for name, arr in items:
-            atomic_write(file_of(dirname, name), records([(name, arr)]))
-    return [name for name, _ in items]
+        files: dict[str, list] = {}
+        for name, arr in items:  # a table's arrays go in its one file
+            files.setdefault(name.split(":")[0] if ":" in name else name, []).append((name, arr))
+        for name, recs in files.items():
+            atomic_write(file_of(dirname, name), records(recs))
+    return list(dict.fromkeys(name.split(":")[0] if ":" in name else name for name, _ in items))
 
 
 def _check(var, arr: np.ndarray, path: str, fluid: bool) -> None:
@@ -172,8 +187,21 @@ def load_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
         >>> load_vars(exe, "ckpt", main, predicate=is_persistable)  # doctest: +SKIP
     """
     chosen = _select(_program(main_program), vars, predicate)
-    loaded: dict[str, np.ndarray] = {}
-    if filename is not None:
+    loaded: dict[str, Any] = {}
+    tables = [v for v in chosen if v.type == DYNAMIC_TABLE]
+    chosen = [v for v in chosen if v.type != DYNAMIC_TABLE]
+    for v in tables:  # NOTE(table-files)
+        path = os.path.join(dirname, filename) if filename is not None else file_of(dirname, v.name)
+        try:
+            table = DynamicTable.from_state(state_of_records(v.name, read(path, v.name)))
+        except ValueError as e:
+            raise SerializationError(f"{path!r}: {e}") from None
+        want = (v.shape[-1], v.dtype)
+        if (table.config.dim, table.config.dtype) != want:
+            raise SerializationError(f"table {v.name!r} in {path!r} has rows of {table.config.dim} {table.config.dtype}, "
+                                     f"but the program declares {want[0]} {want[1]}")
+        loaded[v.name] = table
+    if filename is not None and chosen:
         path = os.path.join(dirname, filename)
         saved = read(path, names=sorted(v.name for v in chosen))  # Fluid's combined file: sorted names
         for v in chosen:
@@ -193,7 +221,10 @@ def load_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
     target = _scope(executor, scope)
     place = getattr(executor, "place", None)
     for name, arr in loaded.items():
-        target.var(name).get_tensor().set(arr, place)
+        if isinstance(arr, DynamicTable):
+            target.vars[name] = arr
+        else:
+            target.var(name).get_tensor().set(arr, place)
     return list(loaded)
 
 
@@ -210,12 +241,13 @@ def load_params(executor, dirname: str, main_program=None, filename: str | None 
 
 
 def save_persistables(executor, dirname: str, main_program=None, filename: str | None = None, *,
-                      scope: Scope | None = None) -> list[str]:
+                      scope: Scope | None = None, table_rows_only: bool = False) -> list[str]:
     """``save_vars`` of every persistable var: parameters, optimizer state, lr, counters.
 
     Saving these after a step and loading them before the next resumes training exactly.
     """
-    return save_vars(executor, dirname, main_program, None, is_persistable, filename, scope=scope)
+    return save_vars(executor, dirname, main_program, None, is_persistable, filename, scope=scope,
+                     table_rows_only=table_rows_only)
 
 
 def load_persistables(executor, dirname: str, main_program=None, filename: str | None = None, *,

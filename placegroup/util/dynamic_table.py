@@ -440,11 +440,15 @@ class DynamicTable:
 
     # -- persistence -------------------------------------------------------------------------
 
-    def state(self) -> dict:
+    def state(self, rows_only: bool = False) -> dict:
         """The table as numpy arrays, rows in row order: ``keys``, ``values``, the optimizer's
         state by name, ``count``, ``last``, ``candidate_keys/count/last``, ``step`` and
-        ``config`` (a 0-d str array of ``TableConfig.to_json``). Copies; nothing is pickled."""
+        ``config`` (a 0-d str array of ``TableConfig.to_json``). Copies; nothing is pickled.
+        ``rows_only``: keys, values, step and config (what serving needs)."""
         keys, rows = self._index.keys_and_rows()
+        if rows_only:
+            return {"keys": keys, "values": self._a["values"][rows], "step": np.array(self.step, np.int64),
+                    "config": np.array(self.config.to_json())}
         ck, cr = self._cand.keys_and_rows()
         out = {"keys": keys, **{k: v[rows] for k, v in self._a.items()}}
         out.update(candidate_keys=ck, candidate_count=self._c["count"][cr], candidate_last=self._c["last"][cr],
@@ -453,24 +457,32 @@ class DynamicTable:
 
     @classmethod
     def from_state(cls, state: dict) -> "DynamicTable":
-        """The table ``state`` describes (rows renumbered densely in the order given).
+        """The table ``state`` describes (rows renumbered densely in the order given). ``config``
+        and ``values`` are needed; any other array may be missing (``state(rows_only=True)``):
+        counts then start at 0, last-seen steps at ``step``, optimizer state at its initial
+        value, and there are no candidates.
 
         Raises:
-            ValueError: an array is missing or its length differs from ``keys``'s.
+            ValueError: ``values`` is missing, or an array's length differs from ``keys``'s.
         """
         t = cls(TableConfig.from_json(str(state["config"])))
+        step = int(state.get("step", 0))
         for part, index_attr, prefix, key in ((t._a, "_index", "", "keys"), (t._c, "_cand", "candidate_", "candidate_keys")):
-            keys = as_ids(state[key])
-            for k in part:
-                _need(prefix + k in state, f"from_state: the state has no {prefix + k!r}")
+            keys = as_ids(state.get(key, np.zeros(0, np.int64)))
+            _need(prefix != "" or "values" in state, "from_state: the state has no 'values'")
+            given = [k for k in part if prefix + k in state]
+            for k in given:
                 v = np.asarray(state[prefix + k])
                 _need(v.shape[:1] == (keys.size,), f"from_state: {prefix + k!r} has {v.shape[:1]} rows, keys {keys.size}")
                 _need(v.shape[1:] == part[k].shape[1:], f"from_state: {prefix + k!r} rows are {v.shape[1:]}, want {part[k].shape[1:]}")
             _grow(part, keys.size)
             for k in part:
-                part[k][:keys.size] = state[prefix + k]
+                if k in given:
+                    part[k][:keys.size] = state[prefix + k]
+                else:  # rows only (an inference model): fresh state, seen now
+                    part[k][:keys.size] = step if k == "last" else t._opt[k][1] if k in t._opt else 0
             setattr(t, index_attr, KeyIndex.from_keys_and_rows(keys, np.arange(keys.size)))
-        t.step = int(state["step"])
+        t.step = step
         return t
 
     # -- internals ---------------------------------------------------------------------------
@@ -505,6 +517,33 @@ class DynamicTable:
         self._a["count"][rows] = counts
         self._a["last"][rows] = last
         self.admitted += ids.size
+
+
+def state_records(name: str, table: DynamicTable, rows_only: bool = False) -> list[tuple[str, np.ndarray]]:
+    """``table``'s state as named 1-D-or-more arrays for a var file: ``<name>:<array>`` for
+    each array of ``state(rows_only)``, the config as its JSON's UTF-8 bytes (uint8)."""
+    out = []
+    for key, arr in table.state(rows_only).items():
+        if key == "config":
+            arr = np.frombuffer(str(arr).encode(), np.uint8)
+        out.append((f"{name}:{key}", np.ascontiguousarray(np.atleast_1d(arr))))
+    return out
+
+
+def state_of_records(name: str, saved: dict) -> dict:
+    """The state ``state_records(name, ...)`` wrote, from a var file's ``{record: array}``.
+
+    Raises:
+        ValueError: there are no records of ``name``, or none holds its config.
+    """
+    prefix = name + ":"
+    state = {k[len(prefix):]: v for k, v in saved.items() if k.startswith(prefix)}
+    _need(bool(state), f"no table {name!r} among the saved records {sorted(saved)[:8]}")
+    _need("config" in state, f"table {name!r}: its config was not saved")
+    state["config"] = np.array(np.asarray(state["config"], np.uint8).tobytes().decode())
+    if "step" in state:
+        state["step"] = np.asarray(state["step"]).reshape(())
+    return state
 
 
 def shard(state, n: int, k: int) -> dict:
