@@ -50,6 +50,8 @@ from placegroup.ir.evaluate import register_runner
 from placegroup.ir.framework import default_main_program, transpiled_job
 from placegroup.ir.place_group import ExecutorRole
 from placegroup.ir.places import CPUPlace
+from placegroup.ir.variable import DYNAMIC_TABLE
+from placegroup.util.dynamic_table import DynamicTable
 from placegroup.datafeed.reader_registry import reader_feed
 from placegroup.values import LoDTensor, check_lod, is_selected_rows
 
@@ -137,10 +139,19 @@ def _held_elsewhere(program, plan: Plan, member: _Member, names) -> dict:
         return {}
     got = member.link.fetch([fetch_edge(plan, n) for n in asked], step, np,
                             member.interp.describe(None, step))
-    out = {n: got[n] for n in direct}
+    out = {n: _table_again(block.var(n), got[n]) for n in direct}
     for whole, parts in blocks.items():
         out[whole] = np.concatenate([got[p] for _, p in sorted(parts)])
     return out
+
+
+def _table_again(var, value):
+    """A table keyed by raw ids comes as the SelectedRows of its rows (``DynamicTable.as_wire``):
+    the table again, with the config its var carries."""
+    if var.type != DYNAMIC_TABLE:
+        return value
+    return DynamicTable.from_state({"keys": value.rows, "values": value.values,
+                                    "config": np.array(var.attrs["table_config"])})
 
 
 class _Member:

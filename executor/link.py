@@ -36,6 +36,7 @@ from placegroup.errors import PlacegroupError, PlacementError
 from placegroup.ir.cluster import Cluster
 from placegroup.ir.edges import RULES
 from placegroup.ir.framework import SELECTED_ROWS
+from placegroup.ir.variable import DYNAMIC_TABLE
 from placegroup.ir.place_group import ExecutorRole
 from placegroup.util.sched import set_sched
 from placegroup.values import as_host, to_device
@@ -254,7 +255,8 @@ def expectations(plan, senders) -> Expectations:
 
     def allow(n: str, src: str) -> None:
         v = meta[n][0]
-        exp.allow(n, src, meta[n][1], v.shape, v.type == SELECTED_ROWS, levels.get(n, v.lod_level))
+        # a table keyed by raw ids travels as the SelectedRows of its rows (DynamicTable.as_wire)
+        exp.allow(n, src, meta[n][1], v.shape, v.type in (SELECTED_ROWS, DYNAMIC_TABLE), levels.get(n, v.lod_level))
 
     for p in plan.ops:
         for e in p.remote + ((p.each,) if p.each is not None else ()):

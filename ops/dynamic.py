@@ -28,11 +28,10 @@ import numpy
 
 from placegroup.errors import OutOfRange  # a user's data, not a bug: one line (NOTE(user-errors))
 from placegroup.ops.registry import Cut, Meta, Slot, check, grad_of, register
-from placegroup.util.dynamic_table import DynamicTable, TableConfig
+from placegroup.util.dynamic_table import ID_SPACE, DynamicTable, TableConfig
 from placegroup.util.key_index import mix64
 from placegroup.values import SelectedRows, is_selected_rows, sorted_unique
 
-ID_SPACE = 2 ** 63 - 1  # the height of a SelectedRows keyed by raw ids
 _TABLE = Slot("W", rows_by="Ids")
 
 

@@ -482,6 +482,9 @@ def as_host(value: Any) -> Any:
         return SelectedRows(as_host(value.rows), as_host(value.values), value.height)
     if isinstance(value, LoDTensor):
         return value.to_host()
+    wire = getattr(value, "as_wire", None)  # a value that is no array says how it travels (a table)
+    if wire is not None:
+        return wire()
     return value.get() if hasattr(value, "get") else value
 
 

@@ -274,3 +274,24 @@ def test_an_inference_model_serves_the_trained_rows(tmp_path):
     assert set(served.state()) == {"keys", "values", "count", "last", "candidate_keys", "candidate_count",
                                    "candidate_last", "step", "config", "moment"}
     assert not served.state()["candidate_keys"].size  # only the rows were saved
+
+
+def test_a_trainer_saves_an_inference_model_of_the_pservers_rows(tmp_path):
+    """A trainer of 2 + 2 saves the inference model: it asks each pserver for its shard's rows
+    (they travel as SelectedRows keyed by id), and the model, loaded in one process, serves them."""
+    def after(k, exe, prog, scope, main):
+        if k == 0:
+            emb = next(op for op in prog.global_block().ops if op.type == "dynamic_lookup").output("Out")[0]
+            with fluid.scope_guard(scope):
+                fluid.io.save_inference_model(str(tmp_path), ["ids"], [prog.global_block().var(emb)], exe, prog)
+    run = run_cluster(_model("adam", entry=dist.CountFilterEntry(2)), 2, 2, _batches(steps=5), after=after)
+    shards = [_table(run.pserver_params[i], f"emb.shard{i}") for i in range(2)]
+    keys = np.concatenate([s.state()["keys"][:10] for s in shards])
+    probe = np.concatenate([keys, [3, 2 ** 61]]).reshape(-1, 1)
+    exe = fluid.Executor()
+    with fluid.scope_guard(fluid.Scope()):
+        prog, feed_names, fetches = fluid.io.load_inference_model(str(tmp_path), exe)
+        got, = exe.run(prog, feed={feed_names[0]: probe}, fetch_list=fetches)
+    want = np.concatenate([s.pull(s.state()["keys"][:10], create=False) for s in shards])
+    np.testing.assert_array_equal(got[:len(keys)], want)
+    assert len(keys) > 10 and not got[len(keys):].any()

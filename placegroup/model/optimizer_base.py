@@ -127,7 +127,8 @@ class Optimizer:
         cfg = TableConfig.from_json(made[0].attrs["config"])
         hyper = {field: getattr(self, attr) for field, attr in self._TABLE_OPTIMIZERS[kind]}
         lr0 = self._learning_rate if isinstance(self._learning_rate, Real) else cfg.lr
-        made[0].attrs["config"] = dataclasses.replace(cfg, optimizer=kind, lr=float(lr0), **hyper).to_json()
+        made[0].attrs["config"] = param.attrs["table_config"] = dataclasses.replace(
+            cfg, optimizer=kind, lr=float(lr0), **hyper).to_json()
         return block.append_op("dynamic_table_update", {"Param": [param], "Grad": [grad], "LearningRate": [lr]},
                                {"ParamOut": [param]}, {"optimizer": kind}, role="optimize")
 

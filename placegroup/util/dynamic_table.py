@@ -27,6 +27,7 @@ _PHI = np.uint64(0x9E3779B97F4A7C15)
 _S11 = np.uint64(11)
 _STREAM_INIT, _STREAM_ADMIT = 1, 2
 _MAX_STEP = 2 ** 31 - 1  # last-seen steps are int32
+ID_SPACE = 2 ** 63 - 1  # the height of a SelectedRows keyed by raw ids
 
 
 def counter_uniform(seed: int, stream: int, ids: np.ndarray, counters: np.ndarray) -> np.ndarray:
@@ -439,6 +440,13 @@ class DynamicTable:
         return np.sort(keys[gone])
 
     # -- persistence -------------------------------------------------------------------------
+
+    def as_wire(self) -> SelectedRows:
+        """The live rows as a SelectedRows keyed by their ids (height ``ID_SPACE``): how a table
+        travels when a trainer asks a pserver for it (a trainer saving an inference model);
+        the receiver makes a table again with ``from_state`` and the var's config."""
+        keys, rows = self._index.keys_and_rows()
+        return SelectedRows(keys, self._a["values"][rows], ID_SPACE)
 
     def state(self, rows_only: bool = False) -> dict:
         """The table as numpy arrays, rows in row order: ``keys``, ``values``, the optimizer's

@@ -313,7 +313,7 @@ def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry
     for var in (w, sblock.var(w.name)):  # no height: rows come and go (a -1 dim is free)
         var.type, var.shape = "dynamic_table", (-1, size[1])
     w.attrs.update(dynamic_table=True, sparse_update=True, distributed=True, table_class=table_class,
-                   capacity_hint=size[0],
+                   capacity_hint=size[0], table_config=cfg.to_json(),
                    **({"slot": str(slot)} if slot is not None else {}))
     out = helper.create_variable_for_type_inference(dtype)
     helper.append_op("dynamic_lookup", {"Ids": [input], "W": [w]}, {"Out": [out]},
