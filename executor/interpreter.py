@@ -28,6 +28,8 @@ Thread-safety: an interpreter belongs to the executor thread that runs it.
 """
 from __future__ import annotations
 
+import functools
+
 import logging
 import sys
 import time
@@ -133,6 +135,10 @@ class Interpreter:
             self._end_step(plan, step)
         if self.profile is not None:
             self.profile.step_done(plan.startup or plan.initializes)
+            if plan.startup or plan.initializes:  # the tables keyed by raw ids it made: their line
+                for name, v in vals.items():
+                    if hasattr(v, "profile_line"):
+                        self.profile.extra.setdefault(f"table {name}", functools.partial(v.profile_line, name))
 
     def _follow_switch(self) -> None:
         """fluid.profiler was started or stopped: profile from this step on, or stop (a profile

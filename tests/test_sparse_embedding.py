@@ -295,3 +295,26 @@ def test_a_trainer_saves_an_inference_model_of_the_pservers_rows(tmp_path):
     want = np.concatenate([s.pull(s.state()["keys"][:10], create=False) for s in shards])
     np.testing.assert_array_equal(got[:len(keys)], want)
     assert len(keys) > 10 and not got[len(keys):].any()
+
+
+def test_dump_and_profile_show_each_table(monkeypatch, capsys):
+    """``placegroup dump`` says each table's config in words; ``PLACEGROUP_PROFILE=1`` prints its
+    live rows, admissions, evictions and bytes."""
+    from placegroup.tools.dump import render_text
+
+    build = _model("adam", **CASES["count-filter, ttl, decayed counts"])
+    main, startup, feeds, cost = build_programs(build)
+    text = render_text(main)
+    assert ("// table emb: dim 8 float32, adam (lr 0.05), rows admitted after 2 sightings, dropped when unseen "
+            "for 4 updates or count below 1.5, counts x0.8 each round of 3 updates") in text
+    monkeypatch.setenv("PLACEGROUP_PROFILE", "1")
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    for x, y in _batches(steps=12):
+        exe.run(main, feed={"ids": x, "label": y}, fetch_list=[cost], scope=scope)
+    exe.close()
+    t = scope.vars["emb"]
+    line = next(x for x in capsys.readouterr().err.splitlines() if "table emb:" in x)
+    assert line.strip() == (f"table emb: {len(t):,} live rows, {t.admitted:,} admitted, {t.evicted:,} evicted, "
+                            f"{len(t._cand):,} candidates, {t.nbytes / 2 ** 20:,.1f} MiB after 12 updates")
+    assert t.admitted > len(t) > 0 and t.evicted > 0

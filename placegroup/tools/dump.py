@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from placegroup.ir.variable import DYNAMIC_TABLE
+from placegroup.util.dynamic_table import CountFilterEntry, TableConfig
 from placegroup.executor.transfers import render as render_transfers
 from placegroup.executor.transfers import transfers
 from placegroup.ir.cluster import Cluster
@@ -129,6 +131,22 @@ def load_report(program) -> list[str]:
     return lines
 
 
+def table_report(program, view) -> list[str]:
+    """A line per table keyed by raw ids (sparse_embedding) the view holds: its config in words."""
+    lines = []
+    for v in view.vars(program.global_block()):
+        if v.type != DYNAMIC_TABLE or "table_config" not in v.attrs:
+            continue
+        c = TableConfig.from_json(v.attrs["table_config"])
+        entry = ("at first sight" if c.entry is None else f"after {c.entry.count} sightings"
+                 if isinstance(c.entry, CountFilterEntry) else f"with probability {c.entry.probability} an update")
+        evict = [f"unseen for {c.ttl} updates" if c.ttl else "", f"count below {c.min_count}" if c.min_count else ""]
+        evict = " or ".join(e for e in evict if e) or "never"
+        lines.append(f"// table {v.name}: dim {c.dim} {c.dtype}, {c.optimizer} (lr {c.lr:g}), rows admitted {entry}, "
+                     f"dropped when {evict}, counts x{c.decay:g} each round of {c.round_steps} updates, seed {c.seed}")
+    return lines
+
+
 def render_text(program, executor: ExecutorId | None = None) -> str:
     """``//`` comment lines (executor, view, per-placement counts), then the IR text."""
     view = View(program, executor)
@@ -151,6 +169,7 @@ def render_text(program, executor: ExecutorId | None = None) -> str:
     lines.append(f"// {'placement'.ljust(width)}  {'ops':>5}  {'vars':>5}")
     lines += [f"// {p.ljust(width)}  {o:>5}  {v:>5}" for p, o, v in rows]
     lines += load_report(program)
+    lines += table_report(program, view)
     lines += render_transfers(_seen_transfers(program, executor))
     if executor is None:
         return "\n".join(lines) + "\n" + str(program)

@@ -365,6 +365,11 @@ class DynamicTable:
     def __len__(self) -> int:
         return len(self._index)
 
+    def profile_line(self, name: str) -> str:
+        """``PLACEGROUP_PROFILE``'s line for this table, named ``name``."""
+        return (f"table {name}: {len(self):,} live rows, {self.admitted:,} admitted, {self.evicted:,} evicted, "
+                f"{len(self._cand):,} candidates, {self.nbytes / 2 ** 20:,.1f} MiB after {self.step:,} updates")
+
     @property
     def nbytes(self) -> int:
         """Bytes of every array the table holds: rows, candidates and both indexes."""
