@@ -318,3 +318,25 @@ def test_dump_and_profile_show_each_table(monkeypatch, capsys):
     assert line.strip() == (f"table emb: {len(t):,} live rows, {t.admitted:,} admitted, {t.evicted:,} evicted, "
                             f"{len(t._cand):,} candidates, {t.nbytes / 2 ** 20:,.1f} MiB after 12 updates")
     assert t.admitted > len(t) > 0 and t.evicted > 0
+
+
+def test_paddle_2_names_reach_the_layer_and_the_entries():
+    """``paddle.static.nn.sparse_embedding`` and ``paddle.distributed.*Entry`` through the
+    paddle alias, as a Paddle 2.x script writes them after a bare ``import paddle``."""
+    from placegroup.compat import alias_paddle, unalias_paddle
+
+    alias_paddle()
+    try:
+        import paddle
+        with fluid.program_guard(fluid.Program(), fluid.Program()):
+            ids = paddle.fluid.layers.data(name="ids", shape=[1], dtype="int64")
+            emb = paddle.static.nn.sparse_embedding(ids, size=[1024, 16], entry=paddle.distributed.CountFilterEntry(10),
+                                                    param_attr=paddle.fluid.ParamAttr(name="SparseFeatFactors"))
+            assert paddle.fluid.contrib.layers.sparse_embedding is sparse_embedding
+            assert paddle.distributed.ProbabilityEntry is dist.ProbabilityEntry
+            w = fluid.default_main_program().global_block().var("SparseFeatFactors")
+            assert w.type == "dynamic_table" and list(emb.shape) == [-1, 16]
+        with pytest.raises(AttributeError, match="no attribute 'vision'"):
+            paddle.vision
+    finally:
+        unalias_paddle()

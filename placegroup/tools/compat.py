@@ -46,6 +46,9 @@ ALIASES = {
     "paddle.fluid.framework": "placegroup.ir.framework",
     "paddle.fluid.unique_name": "placegroup.ir.unique_name",
     "paddle.fluid.incubate": "placegroup.incubate",  # imported on first use, as `fluid.incubate`
+    # Paddle 2.x's names of tables keyed by raw ids (sparse_embedding and its entries)
+    "paddle.distributed": "placegroup.distributed",
+    "paddle.static": "placegroup.static",
 }
 
 # The module of placegroup that stands for each module of FLUID_18 (compat table, gaps).
@@ -285,6 +288,7 @@ class _PaddleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             import placegroup
             module.fluid, module.batch = placegroup, placegroup.batch
             module.reader, module.dataset = placegroup.reader, placegroup.dataset
+            module.__getattr__ = _paddle_submodule
         else:
             alias, module.__spec__ = module.__spec__.name, module.__spec__.loader_state
             _adopt(label_of(alias), module)
@@ -294,6 +298,14 @@ class _PaddleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                 # here, `import paddle.fluid.data` finds the module in sys.modules, and importlib
                 # does not set the package's `data` to it.
                 sys.modules.setdefault(f"paddle.{child}", facade(child))
+
+
+def _paddle_submodule(name: str):
+    """``paddle.<name>`` on first use, for the Paddle 2.x modules placegroup aliases
+    (``paddle.distributed.CountFilterEntry`` after a bare ``import paddle``, as in Paddle 2.x)."""
+    if f"paddle.{name}" in ALIASES:
+        return importlib.import_module(f"paddle.{name}")
+    raise AttributeError(f"module 'paddle' has no attribute {name!r}")
 
 
 def _ours(module) -> bool:
