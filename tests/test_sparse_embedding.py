@@ -340,3 +340,36 @@ def test_paddle_2_names_reach_the_layer_and_the_entries():
             paddle.vision
     finally:
         unalias_paddle()
+
+
+def test_ctr_dynamic_example_over_real_processes_equals_one_process(capsys):
+    """examples/ctr_dynamic.py (26 LoD slots of raw ids sharing one table, and a wide table) under
+    placegroup launch, 2 trainers + 2 pservers over ZeroMQ: the mean of the trainers' windowed
+    losses is the one-process run's."""
+    import io
+    import os
+    import re
+
+    from placegroup.tools.launch import launch
+    from tests.conftest import TIME_FACTOR
+    from tests.test_lod_examples import EXAMPLES, example
+
+    args = ["--steps", "40", "--batch-size", "64", "--round-steps", "10", "--ttl", "15"]
+    with fluid.program_guard(fluid.Program(), fluid.Program()), fluid.scope_guard(fluid.Scope()):
+        example("ctr_dynamic").main(args)
+    alone = capsys.readouterr().out
+    evicted = re.search(r"table SparseFeatFactors: ([\d,]+) rows \(([\d,]+) admitted, ([\d,]+) evicted\)", alone)
+    assert evicted and int(evicted.group(3).replace(",", "")) > 0, alone
+    out = io.StringIO()
+    code = launch(os.path.join(EXAMPLES, "ctr_dynamic.py"), args, 2, 2, grace=60 * TIME_FACTOR, out=out)
+    text = out.getvalue()
+    assert code == 0, text[-3000:]
+    loss = re.compile(r"step +(\d+)  loss (\d+\.\d+)")
+    one = {int(s): float(v) for s, v in loss.findall(alone)}
+    per = {}
+    for k in (0, 1):
+        for s, v in loss.findall("\n".join(x for x in text.splitlines() if x.startswith(f"[trainer:{k}]"))):
+            per.setdefault(int(s), []).append(float(v))
+    assert sorted(one) == sorted(per) == [20, 40]
+    for s in one:
+        assert abs(np.mean(per[s]) - one[s]) < 2e-4, (s, per[s], one[s])

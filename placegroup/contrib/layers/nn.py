@@ -12,6 +12,7 @@ from placegroup.model.initializer import ConstantInitializer
 from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable
 from placegroup.model.layer_helper import LayerHelper
+from placegroup.model.param_attr import ParamAttr
 from placegroup.layers.sequence import _check
 from placegroup.layers.tensor import _op_seed
 from placegroup.util.dynamic_table import CountFilterEntry, ProbabilityEntry, SparseTableConfig, TableConfig
@@ -258,7 +259,9 @@ def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry
             it), or None (at first sight).
         table_class: Paddle's name of the table's storage; rows are kept in memory either way.
         param_attr: the table's ParamAttr: its name, and a Uniform, Xavier or Constant
-            initializer for new rows (Xavier over ``size``, as Paddle's default).
+            initializer for new rows (Xavier over ``size``, as Paddle's default). Calls that
+            name the same table share it (26 slots, one table): the first one makes it, with
+            its entry and config; the others only look it up.
         dtype: float32 or float64.
         slot: the feature slot this table serves, kept on the parameter for the dump.
         table_config: a ``placegroup.distributed.SparseTableConfig``: ttl, min_count, decay,
@@ -297,12 +300,17 @@ def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry
     if pad < -1:
         raise ValueError(f"{layer}: padding_idx {padding_idx} is below -size[0] ({-size[0]})")
     helper = LayerHelper(layer)
+    attr = ParamAttr.to_attr(param_attr, "param_attr")
+    main_block = helper.main_program.global_block()
+    if attr and attr.name and main_block.has_var(attr.name):  # a table shared by name (26 slots, one table)
+        w = main_block.var(attr.name)
+        if w.type != "dynamic_table" or list(w.shape) != [-1, size[1]] or w.dtype != dtype:
+            raise ValueError(f"{layer}: {attr.name!r} exists as {w.type} {w.dtype}{list(w.shape)}; a table "
+                             f"shared by name needs the same dim ({size[1]}) and dtype ({dtype})")
+        return _table_lookup(helper, w, input, pad, is_test, dtype)
     w = helper.create_parameter(param_attr, [max(size[0], 1), size[1]], dtype)
     sblock = helper.startup_program.global_block()
     made = [k for k, op in enumerate(sblock.ops) if w.name in op.output_arg_names]
-    if not made:
-        raise ValueError(f"{layer}: the table {w.name!r} is already made by another layer; each "
-                         f"sparse_embedding needs its own table")
     low, high, init_seed = _table_init_range(sblock.ops[made[0]], layer)
     tc = table_config or SparseTableConfig()
     cfg = TableConfig(dim=size[1], dtype=dtype, seed=tc.seed if tc.seed is not None else init_seed,
@@ -315,8 +323,12 @@ def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry
     w.attrs.update(dynamic_table=True, sparse_update=True, distributed=True, table_class=table_class,
                    capacity_hint=size[0], table_config=cfg.to_json(),
                    **({"slot": str(slot)} if slot is not None else {}))
+    return _table_lookup(helper, w, input, pad, is_test, dtype)
+
+
+def _table_lookup(helper, w, ids, pad: int, is_test: bool, dtype: str):
     out = helper.create_variable_for_type_inference(dtype)
-    helper.append_op("dynamic_lookup", {"Ids": [input], "W": [w]}, {"Out": [out]},
-                     {"padding_idx": pad, "is_test": bool(is_test), "is_sparse": True, "ids_name": input.name,
+    helper.append_op("dynamic_lookup", {"Ids": [ids], "W": [w]}, {"Out": [out]},
+                     {"padding_idx": pad, "is_test": bool(is_test), "is_sparse": True, "ids_name": ids.name,
                       "table": w.name})
     return out
