@@ -170,9 +170,9 @@ def in_background(seal: Callable[[], object]) -> None:
             log.error("checkpoint: sealing a save failed: %s", e)
             job[1] = e
     job[0] = threading.Thread(target=run, name="placegroup-checkpoint-seal")  # not a daemon
-    with _sealing_lock:
+    with _sealing_lock:  # started first: another thread's wait_sealed may join it at once
+        job[0].start()
         _sealing.append(job)
-    job[0].start()
 
 
 def wait_sealed() -> None:

@@ -226,19 +226,41 @@ class KeyIndex:
         return (mix64(ids) & np.uint64(self._slots.size - 1)).astype(np.int64)
 
     def _probe(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, slot): per id its row and slot, or -1 and the empty slot its probe ended at."""
+        """(rows, slot): per id its row and slot, or -1 and the empty slot its probe ended at.
+
+        NOTE(probe-window): each round looks at a window of ``w`` consecutive slots per
+        unresolved id, ``w`` = 65536 // ids (1 to 32): a batch of 64k ids steps one slot a round
+        (its gathers are the cost), a prefetch's thousand ids see 32 slots at once, so the few
+        dozen rounds a long probe run would take, each a dozen numpy calls, become one or two.
+        A probe stops at the window's first slot that holds the id or is empty, as one slot a
+        round would."""
         rows = np.full(ids.size, -1, np.int64)
         end = np.empty(ids.size, np.int64)
         mask = self._slots.size - 1
         idx, k, p = np.arange(ids.size), ids, self._home(ids)
         while idx.size:
-            s = self._slots[p]
-            hit = (s >= 0) & (self._row_key[np.maximum(s, 0)] == k)
-            done = hit | (s == _EMPTY)
-            rows[idx[hit]] = s[hit]
-            end[idx[done]] = p[done]
+            w = max(1, min(32, 65536 // idx.size))
+            if w == 1:
+                s = self._slots[p]
+                hit = (s >= 0) & (self._row_key[np.maximum(s, 0)] == k)
+                done = hit | (s == _EMPTY)
+                rows[idx[hit]] = s[hit]
+                end[idx[done]] = p[done]
+                more = ~done
+                idx, k, p = idx[more], k[more], (p[more] + 1) & mask
+                continue
+            at = (p[:, None] + np.arange(w)) & mask
+            s = self._slots[at]
+            hit = (s >= 0) & (self._row_key[np.maximum(s, 0)] == k[:, None])
+            stop = hit | (s == _EMPTY)
+            first = stop.argmax(1)
+            done = stop[np.arange(idx.size), first]
+            d, f = np.flatnonzero(done), first[done]
+            found = hit[d, f]
+            rows[idx[d[found]]] = s[d[found], f[found]]
+            end[idx[d]] = at[d, f]
             more = ~done
-            idx, k, p = idx[more], k[more], (p[more] + 1) & mask
+            idx, k, p = idx[more], k[more], (p[more] + w) & mask
         return rows, end
 
     def _place(self, p: np.ndarray, r: np.ndarray) -> None:
