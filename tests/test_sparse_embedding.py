@@ -373,3 +373,27 @@ def test_ctr_dynamic_example_over_real_processes_equals_one_process(capsys):
     assert sorted(one) == sorted(per) == [20, 40]
     for s in one:
         assert abs(np.mean(per[s]) - one[s]) < 2e-4, (s, per[s], one[s])
+
+
+def test_a_batch_with_a_negative_id_changes_nothing():
+    """The error comes before any row is read or made: the table is as it was, and training
+    goes on as if the bad batch had never come."""
+    main, startup, feeds, cost = build_programs(_model("adagrad"))
+    good = _batches(steps=4)
+    bad = (good[1][0].copy(), good[1][1])
+    bad[0][5, 0] = -1
+    runs = []
+    for with_bad in (False, True):
+        exe, scope = fluid.Executor(), fluid.Scope()
+        exe.run(startup, scope=scope)
+        losses = []
+        for i, (x, y) in enumerate(good):
+            if with_bad and i == 2:
+                before = scope.vars["emb"].state()
+                with pytest.raises(Exception, match=r"id -1 in 'ids' is negative"):
+                    exe.run(main, feed={"ids": bad[0], "label": bad[1]}, fetch_list=[cost], scope=scope)
+                after = scope.vars["emb"].state()
+                assert all(np.array_equal(before[k], after[k]) for k in before)
+            losses.append(float(exe.run(main, feed={"ids": x, "label": y}, fetch_list=[cost], scope=scope)[0][0]))
+        runs.append(losses)
+    assert runs[0] == runs[1]
