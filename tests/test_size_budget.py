@@ -149,7 +149,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # and the slice pass prefetching the rows of a table only lookups read (NOTE(block-prefetch)), sliced or whole
 # placegroup/: + ~30 for issue 30: an executor joining a cluster puts itself under SCHED_BATCH (util/sched.py,
 # PLACEGROUP_SCHED), shared with the launcher
-BUDGET = {"placegroup": 39790, "executor": 3195, "ops": 14650, "comm": 2320}
+# placegroup/: + ~615, ops/: + ~255 and executor/: + ~15 for issue 31's sparse_embedding: the layer, the
+# table's optimizer at minimize, the hashed prefetch in the sparse pass, tables in checkpoints, var files and
+# inference models, dump's table line, the paddle.static / paddle.distributed names, and the table's and
+# index's speed (ops/dynamic.py: the table, lookup, update and prefetch ops, ~40% docs)
+BUDGET = {"placegroup": 40420, "executor": 3215, "ops": 14910, "comm": 2320}
 PASS_LINES = 220
 
 
