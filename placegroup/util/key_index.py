@@ -15,7 +15,7 @@ import numpy as np
 
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
-_EMPTY, _TOMB = -1, -2  # slot states; a slot >= 0 holds a row
+_EMPTY = -1  # an empty slot (-2: a tombstone); a slot >= 0 holds a row
 _MAX_ROWS = 2 ** 31 - 3  # rows are int32 in the slots
 
 
@@ -53,18 +53,6 @@ def as_ids(keys) -> np.ndarray:
     return a.astype(np.int64, copy=False)
 
 
-def _groups(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """np.unique's (first index, inverse) of ``a``, from one unstable argsort (faster than the
-    stable one np.unique needs for ``return_index``): the first index is each group's least."""
-    o = np.argsort(a)
-    s = a[o]
-    head = np.ones(a.size, bool)
-    head[1:] = s[1:] != s[:-1]
-    inv = np.empty(a.size, np.int64)
-    inv[o] = np.cumsum(head) - 1
-    return np.minimum.reduceat(o, np.flatnonzero(head)), inv
-
-
 class KeyIndex:
     """Open-addressing hash table over numpy arrays: int64 ids -> dense int64 rows.
 
@@ -73,8 +61,8 @@ class KeyIndex:
     row. A slot keeps only the row, and the id is read through it: the row -> id array is needed
     anyway (checkpoints, and eviction picks rows), and 4-byte slots keep the index small.
 
-    * Probing: linear, from ``mix64(id) & (slots - 1)``; each round advances only the ids still
-      unresolved, so a batch costs one numpy pass per probe round.
+    * Probing: linear, from ``mix64(id) & (slots - 1)``, one compiled loop per batch
+      (NOTE(key-kernels) in key_kernels.py).
     * Rows: new ids get rows in first-appearance order within the batch, lowest free row first
       (rows freed by ``remove``), then ``len`` upwards, so the row store stays dense; duplicates
       in a batch share one row. Rows depend only on the sequence of calls, never on the slot
@@ -140,32 +128,36 @@ class KeyIndex:
     def insert(self, keys, with_new: bool = False):
         """Rows of ``keys``, adding the absent ones (rows as the class docstring says); with
         ``with_new``, also a bool array, True where the id was absent before this call (one
-        probe serves both: a caller that makes rows for new ids needs no lookup first).
+        pass serves both: a caller that makes rows for new ids needs no lookup first).
 
         Raises:
             TypeError, ValueError: as ``as_ids``; nothing is inserted then.
             OverflowError: rows would pass 2**31 - 3.
         """
+        k = kernels()
         ids = as_ids(keys)
-        rows, end = self._probe(ids)
-        fresh = rows < 0
-        miss = np.flatnonzero(fresh)
-        if miss.size:
-            first, inv = _groups(ids[miss])
-            is_first = np.zeros(miss.size, bool)
-            is_first[first] = True  # first appearances, in batch order: no second sort
-            new = self._take_rows(first.size)
-            rows[miss] = new[(np.cumsum(is_first) - 1)[first]][inv]
-            new_ids = ids[miss[is_first]]
-            self._row_key[new] = new_ids
-            if self._needs_rebuild(first.size):
-                self._rebuild(self._live + first.size)
-                start = self._home(new_ids)
-            else:
-                start = end[miss[is_first]]  # the empty slot each id's lookup stopped at
-            self._place(start, new.astype(np.int32))
-            self._live += first.size
+        n = ids.size
+        rows = np.empty(n, np.int64)
+        free, n_rows0 = self._free, self._n_rows
+        if n_rows0 + n - free.size > _MAX_ROWS:  # it might: count the new ids exactly
+            absent = np.unique(ids[self._probe(ids)[0] < 0]).size
+            if n_rows0 + absent - free.size > _MAX_ROWS:
+                raise OverflowError(f"a KeyIndex holds at most {_MAX_ROWS} rows")
+        self._ensure_rows(n_rows0 + n)
+        at, used = 0, 0
+        while True:
+            room = int(self.MAX_LOAD * self._slots.size) - self._live - self._tomb
+            at, used, self._n_rows, placed = k.insert(self._slots, self._row_key, ids, at, rows, free, used,
+                                                      self._n_rows, max(room, 0))
+            self._live += placed
+            if at == n:
+                break
+            self._rebuild(self._live + 1)  # full: grow, or drop tombstones (the class docstring)
+        self._free = free[used:]
         if with_new:
+            fresh = rows >= n_rows0
+            if used:
+                fresh |= np.isin(rows, free[:used])
             return rows.reshape(np.shape(keys)), fresh.reshape(np.shape(keys))
         return rows.reshape(np.shape(keys))
 
@@ -178,14 +170,11 @@ class KeyIndex:
         """
         ids = as_ids(keys)
         rows, end = self._probe(ids)
-        hit = rows >= 0
-        gone, i = np.unique(rows[hit], return_index=True)
-        if gone.size:
-            self._slots[end[hit][i]] = _TOMB
-            self._row_key[gone] = -1
-            self._free = np.union1d(self._free, gone)
-            self._live -= gone.size
-            self._tomb += gone.size
+        gone = kernels().remove(self._slots, self._row_key, rows, end)
+        if gone:
+            self._free = np.union1d(self._free, rows[rows >= 0])
+            self._live -= gone
+            self._tomb += gone
         return rows.reshape(np.shape(keys))
 
     def keys_and_rows(self) -> tuple[np.ndarray, np.ndarray]:
@@ -216,86 +205,26 @@ class KeyIndex:
         ix._row_key = np.full(max(ix._n_rows, 16), -1, np.int64)
         ix._row_key[rws] = ids
         ix._free = np.flatnonzero(ix._row_key[:ix._n_rows] < 0).astype(np.int64)
-        ix._fill(ix._home(ids), rws)
+        kernels().fill(ix._slots, ix._row_key, rws.astype(np.int32))
         ix._live = ids.size
         return ix
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _home(self, ids: np.ndarray) -> np.ndarray:
-        return (mix64(ids) & np.uint64(self._slots.size - 1)).astype(np.int64)
-
     def _probe(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, slot): per id its row and slot, or -1 and the empty slot its probe ended at.
-
-        NOTE(probe-window): each round looks at a window of ``w`` consecutive slots per
-        unresolved id, ``w`` = 65536 // ids (1 to 32): a batch of 64k ids steps one slot a round
-        (its gathers are the cost), a prefetch's thousand ids see 32 slots at once, so the few
-        dozen rounds a long probe run would take, each a dozen numpy calls, become one or two.
-        A probe stops at the window's first slot that holds the id or is empty, as one slot a
-        round would."""
-        rows = np.full(ids.size, -1, np.int64)
+        """(rows, slot): per id its row and slot, or -1 and the empty slot its probe ended at."""
+        rows = np.empty(ids.size, np.int64)
         end = np.empty(ids.size, np.int64)
-        mask = self._slots.size - 1
-        idx, k, p = np.arange(ids.size), ids, self._home(ids)
-        while idx.size:
-            w = max(1, min(32, 65536 // idx.size))
-            if w == 1:
-                s = self._slots[p]
-                hit = (s >= 0) & (self._row_key[np.maximum(s, 0)] == k)
-                done = hit | (s == _EMPTY)
-                rows[idx[hit]] = s[hit]
-                end[idx[done]] = p[done]
-                more = ~done
-                idx, k, p = idx[more], k[more], (p[more] + 1) & mask
-                continue
-            at = (p[:, None] + np.arange(w)) & mask
-            s = self._slots[at]
-            hit = (s >= 0) & (self._row_key[np.maximum(s, 0)] == k[:, None])
-            stop = hit | (s == _EMPTY)
-            first = stop.argmax(1)
-            done = stop[np.arange(idx.size), first]
-            d, f = np.flatnonzero(done), first[done]
-            found = hit[d, f]
-            rows[idx[d[found]]] = s[d[found], f[found]]
-            end[idx[d]] = at[d, f]
-            more = ~done
-            idx, k, p = idx[more], k[more], (p[more] + w) & mask
+        kernels().probe(self._slots, self._row_key, ids, rows, end)
         return rows, end
 
-    def _place(self, p: np.ndarray, r: np.ndarray) -> None:
-        """Put distinct absent rows ``r`` into the first empty slot at or after ``p``.
-
-        NOTE(key-index-determinism): ids that meet at one empty slot in a round all write it;
-        whichever write lands (numpy's order, first in the batch in practice) keeps it, read
-        back, and the others move on one slot. Every slot they pass is occupied, so lookups,
-        which stop at the first empty slot, still find them. The layout may thus depend on
-        numpy; the rows never do, as they are handed out before placement.
-        """
-        mask = self._slots.size - 1
-        while p.size:
-            free = np.flatnonzero(self._slots[p] == _EMPTY)
-            pf, rf = p[free], r[free]
-            self._slots[pf[::-1]] = rf[::-1]
-            lost = np.ones(p.size, bool)
-            lost[free[self._slots[pf] == rf]] = False
-            p, r = (p[lost] + 1) & mask, r[lost]
-
-    def _take_rows(self, n: int) -> np.ndarray:
-        """``n`` rows for new ids: the lowest free ones, then fresh ones; grows ``_row_key``."""
-        if self._n_rows + n - min(n, self._free.size) > _MAX_ROWS:
-            raise OverflowError(f"a KeyIndex holds at most {_MAX_ROWS} rows")
-        reuse, self._free = self._free[:n], self._free[n:]
-        fresh = np.arange(self._n_rows, self._n_rows + n - reuse.size, dtype=np.int64)
-        self._n_rows += fresh.size
-        if self._n_rows > self._row_key.size:  # in place, as DynamicTable's rows (NOTE(grow-in-place))
-            old = self._row_key.size
-            self._row_key.resize(max(self._n_rows, int(old * 1.25) + 16), refcheck=False)
+    def _ensure_rows(self, need: int) -> None:
+        """``_row_key`` long enough for ``need`` rows: 1.25x + 16 at a time, in place
+        (NOTE(grow-in-place) in dynamic_table.py), new rows free (-1)."""
+        old = self._row_key.size
+        if need > old:
+            self._row_key.resize(max(need, int(old * 1.25) + 16), refcheck=False)
             self._row_key[old:] = -1
-        return np.concatenate([reuse, fresh])
-
-    def _needs_rebuild(self, n_new: int) -> bool:
-        return self._live + self._tomb + n_new > self.MAX_LOAD * self._slots.size
 
     def _rebuild(self, target: int) -> None:
         """Rehash the live ids, dropping tombstones, into slots sized for ``target`` live ids
@@ -308,20 +237,12 @@ class KeyIndex:
         live = self._slots[self._slots >= 0]
         self._slots = np.full(n, _EMPTY, np.int32)
         self._tomb = 0
-        self._fill(self._home(self._row_key[live]), live)
+        kernels().fill(self._slots, self._row_key, live)
 
-    def _fill(self, home: np.ndarray, rows: np.ndarray) -> None:
-        """Place distinct ``rows`` (with their ``home`` slots) into an index with no entries.
 
-        NOTE(sorted-fill): with the homes sorted, linear probing puts the i-th at
-        ``max(home_i, slot_{i-1} + 1)``, which is ``i + max_{j <= i}(home_j - j)``: one sort and
-        one running max place them all, where ``_place``'s rounds would take as many rounds as
-        the longest run. The few that run past the last slot wrap round through ``_place``."""
-        order = np.argsort(home, kind="stable")
-        h, r = home[order], rows[order].astype(np.int32)
-        i = np.arange(h.size)
-        pos = i + np.maximum.accumulate(h - i) if h.size else h
-        fits = pos < self._slots.size
-        self._slots[pos[fits]] = r[fits]
-        if not fits.all():
-            self._place(np.zeros(int((~fits).sum()), np.int64), r[~fits])
+def kernels():
+    """The compiled loops (placegroup/util/key_kernels.py), imported on first use: numba's
+    import costs 0.2 s, which a process that never touches a table should not pay."""
+    from placegroup.util import key_kernels
+
+    return key_kernels
