@@ -26,19 +26,21 @@ SHORT = {  # each example's own flags for a run of a few seconds
     "sliced_wide_layer": ["--passes", "1", "--hidden", "256"],
     "ctr_slots": ["--steps", "5", "--vocab", "1000"],
     "ctr_sparse": ["--steps", "5", "--vocab", "10000", "--batch-size", "64"],
+    "ctr_dynamic": ["--steps", "5", "--batch-size", "64"],
     "inference": ["--passes", "1"],
     "text_classification": ["--steps", "5"],
     "word2vec": ["--steps", "5", "--corpus", "2000"],
     "control_flow": ["--steps", "5"],
 }
 SPARSE = "sparse ones"  # what the one line says of a model that needs pservers
+GROWN = "live on pservers"  # ... and of one whose tables are keyed by raw ids (sparse_embedding)
 # (example, pservers, None: trains | the one ConfigError line's text); quick ones run by default
 QUICK = [("many_classes", 2, None), ("many_classes", 0, None), ("fit_a_line", 0, None),
          ("inference", 0, None), ("ctr_sparse", 2, None), ("word2vec", 2, None), ("word2vec", 0, SPARSE),
-         ("text_classification", 0, SPARSE), ("control_flow", 0, None)]
+         ("text_classification", 0, SPARSE), ("control_flow", 0, None), ("ctr_dynamic", 0, GROWN)]
 SLOW = [("fit_a_line", 2, None), ("sliced_wide_layer", 2, None), ("sliced_wide_layer", 0, None),
         ("ctr_slots", 2, None), ("ctr_slots", 0, SPARSE), ("ctr_sparse", 0, SPARSE), ("inference", 2, None),
-        ("text_classification", 2, None), ("control_flow", 2, None)]
+        ("text_classification", 2, None), ("control_flow", 2, None), ("ctr_dynamic", 2, None)]
 CASES = [pytest.param(*c, id=f"{c[0]}-{c[1]}ps") for c in QUICK] + \
         [pytest.param(*c, id=f"{c[0]}-{c[1]}ps", marks=pytest.mark.slow) for c in SLOW]
 

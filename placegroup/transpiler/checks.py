@@ -59,6 +59,11 @@ def check_collective(main: Program, pservers: list[str], n: int) -> None:
     if pservers or n <= 1:
         return
     sparse = sorted(set(_sparse_updated(main)) | set(_distributed_tables(main)))
+    grown = sorted(v.name for v in main.list_vars() if v.is_parameter and v.attrs.get("dynamic_table"))
+    if grown:
+        raise ConfigError(f"{n} trainers and no pservers (PADDLE_INIT_PSERVERS is empty): {grown} are tables "
+                          f"keyed by raw ids (sparse_embedding), which live on pservers; give the job "
+                          f"pservers (placegroup launch --pservers N)")
     if sparse:
         raise ConfigError(f"{n} trainers and no pservers (PADDLE_INIT_PSERVERS is empty): the trainers "
                           f"all-reduce dense gradients only, and {sparse} have sparse ones (embedding("
