@@ -258,6 +258,9 @@ OWNED_ELSEWHERE: dict[str, str] = {
     # LoD beam search: a numpy reference of Fluid's insertion, Fluid 1.8.5, and the book's decoder
     **{t: "tests/test_beam_search.py" for t in ("beam_search", "beam_search_decode")},
     "gather_tree": "tests/test_rnn_cells.py",  # a numpy backtrace, Fluid's example, beam-search decoding vs Fluid 1.8.5
+    # tables keyed by raw ids: a table is no array; kernels against numpy, training against embedding and clusters
+    **{t: "tests/test_sparse_embedding.py" for t in ("dynamic_table", "dynamic_lookup", "dynamic_split_ids",
+                                                      "dynamic_shard_lookup")},
 }
 
 

@@ -397,3 +397,65 @@ def test_a_batch_with_a_negative_id_changes_nothing():
             losses.append(float(exe.run(main, feed={"ids": x, "label": y}, fetch_list=[cost], scope=scope)[0][0]))
         runs.append(losses)
     assert runs[0] == runs[1]
+
+
+# -- the kernels, against numpy ------------------------------------------------------------------
+def _kernel(op: str, ins: dict, **attrs):
+    from placegroup.ops.registry import KernelContext, get_op_def
+
+    d = get_op_def(op)
+    return d.kernels["cpu"](np, ins, {**d.attrs, **attrs}, KernelContext(outputs=[s.name for s in d.outputs]))
+
+
+def test_the_kernels_against_numpy():
+    from placegroup.ops.registry import Cut, get_op_def
+    from placegroup.util.dynamic_table import ID_SPACE
+    from placegroup.util.key_index import mix64
+    from placegroup.values import SelectedRows
+
+    cfg = TableConfig(dim=3, seed=4)
+    table = _kernel("dynamic_table", {}, config=cfg.to_json())["Out"]
+    assert isinstance(table, DynamicTable) and len(table) == 0
+    # the sparse pass's cut: shard k of M, nothing else; a shard is not cut again
+    attrs = get_op_def("dynamic_table").cut({"config": "", "num_shards": 1, "shard_index": 0}, Cut.rows((-1, 3), 2, 5))
+    assert (attrs["num_shards"], attrs["shard_index"]) == (5, 2)
+    with pytest.raises(ValueError, match="cannot be cut again"):
+        get_op_def("dynamic_table").cut(attrs, Cut.rows((-1, 3), 0, 2))
+    ids = np.array([[9], [2 ** 62], [9], [0], [7]], np.int64)
+    out = _kernel("dynamic_lookup", {"W": table, "Ids": ids}, padding_idx=7)["Out"]
+    want = DynamicTable(cfg).pull(ids.ravel()[:4])
+    np.testing.assert_array_equal(out[:4], want)
+    assert out.shape == (5, 3) and not out[4].any() and len(table) == 3  # the padding id: zeros, no row
+    g = np.arange(15, dtype=np.float32).reshape(5, 3)
+    grad = _kernel("dynamic_lookup_grad", {"Ids": ids, "Out@GRAD": g}, padding_idx=7)["W@GRAD"]
+    assert grad.height == ID_SPACE and grad.rows.tolist() == [9, 2 ** 62, 9, 0]  # batch order, repeats kept
+    np.testing.assert_array_equal(grad.values, g[:4])
+    # the prefetch: split by mix64 % M, each shard's sorted distinct ids; rows back; gradients cut
+    parts = _kernel("dynamic_split_ids", {"Ids": [ids, np.array([[5], [9]], np.int64)]}, num_shards=3,
+                    ids_names=["a", "b"], padding_idx=7)["Out"]
+    flat = np.unique([9, 2 ** 62, 0, 5])
+    for k in range(3):
+        assert parts[k].ravel().tolist() == flat[mix64(flat) % np.uint64(3) == np.uint64(k)].tolist()
+    shard = next(k for k in range(3) if parts[k].size)
+    rows = _kernel("dynamic_shard_lookup", {"Ids": parts[shard], "W": DynamicTable(cfg)}, num_shards=3,
+                   shard_index=shard)["Out"]
+    np.testing.assert_array_equal(rows.values, DynamicTable(cfg).pull(parts[shard].ravel()))
+    with pytest.raises(IndexError, match="belongs to shard"):
+        _kernel("dynamic_shard_lookup", {"Ids": parts[shard], "W": DynamicTable(cfg)}, num_shards=3,
+                shard_index=(shard + 1) % 3)
+    cut = _kernel("dynamic_shard_grad", {"X": SelectedRows(grad.rows, grad.values, ID_SPACE)}, num_shards=3)["Out"]
+    for k in range(3):
+        mine = mix64(grad.rows) % np.uint64(3) == np.uint64(k)
+        assert cut[k].rows.tolist() == grad.rows[mine].tolist()
+        np.testing.assert_array_equal(cut[k].values, grad.values[mine])
+    with pytest.raises(Exception, match=r"id -3 in 'b' is negative"):
+        _kernel("dynamic_split_ids", {"Ids": [ids, np.array([[-3]], np.int64)]}, num_shards=2, ids_names=["a", "b"])
+    # the update: one push at the given rate
+    t2 = DynamicTable(TableConfig(dim=3, optimizer="sgd", lr=1.0))
+    before = t2.pull([9, 0]).copy()
+    _kernel("dynamic_table_update", {"Param": t2, "Grad": SelectedRows(np.array([9, 9, 0]), np.ones((3, 3), np.float32),
+                                                                        ID_SPACE), "LearningRate": np.array([0.5], np.float32)},
+            optimizer="sgd")
+    np.testing.assert_allclose(t2.pull([9, 0]), before - np.array([[1.0], [0.5]], np.float32), rtol=1e-6)
+    with pytest.raises(ValueError, match="made for 'sgd' but the program updates it with 'adam'"):
+        _kernel("dynamic_table_update", {"Param": t2, "Grad": grad, "LearningRate": np.array([0.5])}, optimizer="adam")
