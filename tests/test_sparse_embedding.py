@@ -459,3 +459,16 @@ def test_the_kernels_against_numpy():
     np.testing.assert_allclose(t2.pull([9, 0]), before - np.array([[1.0], [0.5]], np.float32), rtol=1e-6)
     with pytest.raises(ValueError, match="made for 'sgd' but the program updates it with 'adam'"):
         _kernel("dynamic_table_update", {"Param": t2, "Grad": grad, "LearningRate": np.array([0.5])}, optimizer="adam")
+
+
+@pytest.mark.parametrize("mode", [dict(sync_mode=False), dict(sync_mode=True, staleness=2)])
+def test_async_and_bounded_staleness_train(mode):
+    """Async (each trainer's gradient its own update) and bounded staleness train the table: the
+    losses fall, and in async mode each shard counts one update per trainer step."""
+    steps = 30
+    run = run_cluster(_model("adam", **CASES["count-filter, ttl, decayed counts"]), 2, 2, _batches(steps=steps), **mode)
+    for k in (0, 1):
+        assert np.mean(run.losses[k][-5:]) < np.mean(run.losses[k][:5]), run.losses[k]
+    shards = [_table(run.pserver_params[i], f"emb.shard{i}") for i in range(2)]
+    assert all(len(s) for s in shards)
+    assert all(s.step == (2 * steps if not mode["sync_mode"] else steps) for s in shards)
