@@ -73,13 +73,7 @@ def build(dim: int = 8, admit_after: int = 2, ttl: int | None = 2000, round_step
     wide = sparse_embedding(fluid.layers.sequence_concat(slots), size=[1_000_000, 1], entry=entry, table_config=tables,
                             param_attr=fluid.ParamAttr(name="wide", initializer=init))
     pooled.append(fluid.layers.sequence_pool(wide, "sum"))
-    h = fluid.layers.concat(pooled + [dense], axis=1)
-    h = fluid.layers.fc(h, 64, act="relu")
-    h = fluid.layers.fc(h, 32, act="relu")
-    probs = fluid.layers.fc(h, 2, act="softmax")
-    loss = fluid.layers.mean(fluid.layers.cross_entropy(probs, label))
-    auc, _batch_auc, _states = fluid.layers.auc(probs, label)
-    fluid.optimizer.Adagrad(learning_rate=lr).minimize(loss)
+    loss, auc = ctr_slots.head(pooled + [dense], label, lr)
     return slots + [dense, label], loss, auc
 
 
@@ -102,23 +96,13 @@ def main(argv=None) -> None:
     if role == "PSERVER":
         print("pserver: every trainer is done")
         return
-    log = ctr_slots.click_log(a.steps, a.batch_size, a.vocab)
-    base = np.mean([s[2] for b in log for s in b])
-    base_loss = -(base * np.log(base) + (1 - base) * np.log(1 - base))
-    window, value = [], float("nan")
-    for step, samples in enumerate(log):
-        part = samples[tid * len(samples) // n:(tid + 1) * len(samples) // n]
-        got, value = exe.run(prog, feed=feed(part), fetch_list=[loss, auc])
-        window.append(float(np.array(got).ravel()[0]))
-        if (step + 1) % 20 == 0:
-            print(f"step {step + 1:4d}  loss {np.mean(window):.4f}  (base rate's loss {base_loss:.4f})")
-            window = []
+    value = ctr_slots.train(exe, prog, loss, auc, ctr_slots.click_log(a.steps, a.batch_size, a.vocab), feed, tid, n)
     if role is None:
         for name in ("SparseFeatFactors", "wide"):
             table = fluid.global_scope().vars[name]
             print(f"table {name}: {len(table):,} rows ({table.admitted:,} admitted, {table.evicted:,} evicted)")
     exe.close()
-    print(f"final AUC {float(np.array(value).ravel()[0]):.4f} over the {a.steps * a.batch_size // n:,} "
+    print(f"final AUC {value:.4f} over the {a.steps * a.batch_size // n:,} "
           f"examples this {'trainer' if role else 'process'} saw")
 
 

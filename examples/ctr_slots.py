@@ -96,14 +96,37 @@ def build(vocab: int = 100_000, dim: int = 8, tables: str = "shared", lr: float 
     wide = fluid.layers.embedding(wide_ids, size=[vocab, 1], is_sparse=True, is_distributed=True,
                                   param_attr=fluid.ParamAttr(name="wide", initializer=init))
     pooled.append(fluid.layers.sequence_pool(wide, "sum"))
-    h = fluid.layers.concat(pooled + [dense], axis=1)
+    loss, auc = head(pooled + [dense], label, lr)
+    return slots + [dense, label], loss, auc
+
+
+def head(features: list, label, lr: float):
+    """concat(features) -> fc(64, relu) -> fc(32, relu) -> fc(2, softmax) -> cross_entropy ->
+    mean -> Adagrad(lr); returns ``(loss, auc)``."""
+    h = fluid.layers.concat(features, axis=1)
     h = fluid.layers.fc(h, 64, act="relu")
     h = fluid.layers.fc(h, 32, act="relu")
     probs = fluid.layers.fc(h, 2, act="softmax")
     loss = fluid.layers.mean(fluid.layers.cross_entropy(probs, label))
     auc, _batch_auc, _states = fluid.layers.auc(probs, label)
     fluid.optimizer.Adagrad(learning_rate=lr).minimize(loss)
-    return slots + [dense, label], loss, auc
+    return loss, auc
+
+
+def train(exe, prog, loss, auc, log: list, feed, tid: int, n: int):
+    """Trainer ``tid`` of ``n`` runs ``prog`` on its share of each batch of ``log``, printing the
+    mean loss of every 20 steps; returns the last AUC fetched."""
+    base = np.mean([s[2] for b in log for s in b])
+    base_loss = -(base * np.log(base) + (1 - base) * np.log(1 - base))
+    window, value = [], float("nan")
+    for step, samples in enumerate(log):
+        part = samples[tid * len(samples) // n:(tid + 1) * len(samples) // n]
+        got, value = exe.run(prog, feed=feed(part), fetch_list=[loss, auc])
+        window.append(float(np.array(got).ravel()[0]))
+        if (step + 1) % 20 == 0:
+            print(f"step {step + 1:4d}  loss {np.mean(window):.4f}  (base rate's loss {base_loss:.4f})")
+            window = []
+    return float(np.array(value).ravel()[0])
 
 
 def main(argv=None) -> None:
@@ -123,19 +146,9 @@ def main(argv=None) -> None:
     if role == "PSERVER":
         print("pserver: every trainer is done")
         return
-    log = click_log(a.steps, a.batch_size, a.vocab)
-    base = np.mean([s[2] for b in log for s in b])
-    base_loss = -(base * np.log(base) + (1 - base) * np.log(1 - base))
-    window, value = [], float("nan")
-    for step, samples in enumerate(log):
-        part = samples[tid * len(samples) // n:(tid + 1) * len(samples) // n]
-        got, value = exe.run(prog, feed=feed(part), fetch_list=[loss, auc])
-        window.append(float(np.array(got).ravel()[0]))
-        if (step + 1) % 20 == 0:
-            print(f"step {step + 1:4d}  loss {np.mean(window):.4f}  (base rate's loss {base_loss:.4f})")
-            window = []
+    value = train(exe, prog, loss, auc, click_log(a.steps, a.batch_size, a.vocab), feed, tid, n)
     exe.close()
-    print(f"final AUC {float(np.array(value).ravel()[0]):.4f} over the {a.steps * a.batch_size // n:,} "
+    print(f"final AUC {value:.4f} over the {a.steps * a.batch_size // n:,} "
           f"examples this {'trainer' if role else 'process'} saw")
 
 

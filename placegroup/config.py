@@ -75,25 +75,19 @@ def _sched(text: str) -> str:
     return text
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
+def _number(cast: Callable[[str], Any], ok: Callable[[Any], bool]) -> Callable[[str], Any]:
+    """A parser: ``cast(text)``, refused (ValueError) unless ``ok`` of it."""
+    def parse(text: str):
+        value = cast(text)
+        if not ok(value):
+            raise ValueError(text)
+        return value
+    return parse
 
 
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0 < value <= 1:
-        raise ValueError(text)
-    return value
-
-
-def _positive(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise ValueError(text)
-    return value
+_positive_int = _number(int, lambda v: v >= 1)
+_fraction = _number(float, lambda v: 0 < v <= 1)
+_positive = _number(float, lambda v: v > 0)
 
 
 def _seconds(text: str) -> float:
