@@ -22,7 +22,7 @@ import numpy as np
 from placegroup import config as settings
 from placegroup.util.key_index import KeyIndex, as_ids, mix64
 from placegroup.util.key_index import kernels as key_kernels
-from placegroup.values import SelectedRows, scatter_add
+from placegroup.values import SelectedRows
 
 _PHI = np.uint64(0x9E3779B97F4A7C15)
 _S11 = np.uint64(11)
@@ -252,7 +252,7 @@ def _merge(rows: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _sgd(cfg, t, a, rows, g) -> None:
     # NOTE(sgd-add-at) in ops/optimizer.py: each entry subtracted in turn, as the sgd kernel does
-    scatter_add(np, a["values"], rows, -t(cfg.lr) * g)  # NOTE(merge-flat-add-at): add.at's 1-D fast path
+    key_kernels().sgd_rows(a["values"], rows, np.ascontiguousarray(g), -t(cfg.lr))  # in order, compiled
 
 
 def _adagrad(cfg, t, a, rows, g) -> None:

@@ -1,5 +1,5 @@
-"""The compiled loops of ``KeyIndex`` (placegroup/util/key_index.py) and of new table rows
-(placegroup/util/dynamic_table.py), in numba.
+"""The compiled loops of ``KeyIndex`` (placegroup/util/key_index.py) and of a table's rows
+(placegroup/util/dynamic_table.py: new rows' draws, the SGD update), in numba.
 
 NOTE(key-kernels): a hash table's probe is a short loop per id whose length depends on the id:
 numpy can only run it as rounds over the ids still unresolved, a dozen numpy calls per round.
@@ -124,3 +124,13 @@ def uniform24(key, ids, out, low, scale):
             out[i, 2 * m] = np.float32(x >> np.uint64(40)) * scale + low
             if 2 * m + 1 < dim:
                 out[i, 2 * m + 1] = np.float32((x >> np.uint64(8)) & np.uint64(0xFFFFFF)) * scale + low
+
+
+@njit(cache=True, nogil=True)
+def sgd_rows(values, rows, grads, neg_lr):
+    """``values[rows[i]] += neg_lr·grads[i]`` for each i in turn (the sgd kernel's
+    NOTE(sgd-add-at): a repeated row takes its entries in order), in the values' dtype."""
+    for i in range(rows.size):
+        r = rows[i]
+        for j in range(values.shape[1]):
+            values[r, j] += neg_lr * grads[i, j]
