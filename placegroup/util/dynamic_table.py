@@ -358,6 +358,7 @@ class DynamicTable:
             self._a[k] = np.zeros((16, c.dim) if per_elem else 16, c.dtype)
         self._c = {"count": np.zeros(16, np.int32), "last": np.zeros(16, np.int32)}
         self.step = 0
+        key_kernels().warm()
         self.admitted = self.evicted = 0  # since this table was made (the profile's counters)
 
     def __len__(self) -> int:

@@ -134,3 +134,24 @@ def sgd_rows(values, rows, grads, neg_lr):
         r = rows[i]
         for j in range(values.shape[1]):
             values[r, j] += neg_lr * grads[i, j]
+
+
+_warm = [False]
+
+
+def warm() -> None:
+    """Load (or compile) every kernel for the types a table uses, once per process: a table's
+    maker pays it (a startup program), not its first training step, which in sync training
+    every trainer would wait for."""
+    if _warm[0]:
+        return
+    slots, row_key = np.full(16, EMPTY, np.int32), np.full(16, -1, np.int64)
+    ids, rows, end = np.arange(2, dtype=np.int64), np.empty(2, np.int64), np.empty(2, np.int64)
+    insert(slots, row_key, ids, 0, rows, np.zeros(0, np.int64), 0, 0, 2)
+    probe(slots, row_key, ids, rows, end)
+    remove(slots, row_key, rows, end)
+    fill(np.full(16, EMPTY, np.int32), row_key, np.zeros(0, np.int32))
+    uniform24(np.uint64(1), ids, np.empty((2, 2), np.float32), np.float32(0), np.float32(1))
+    for t in (np.float32, np.float64):
+        sgd_rows(np.zeros((2, 2), t), rows, np.zeros((2, 2), t), t(0))
+    _warm[0] = True
