@@ -212,11 +212,12 @@ def test_call_errors():
     with pytest.raises(ValueError, match=r"shape \[1, 2\]"):
         t.push([3], np.ones((1, 3)))
     assert t.step == 0  # a refused update changes nothing
-    with pytest.raises(ValueError, match="count"):
-        CountFilterEntry(0)
+    with pytest.raises(ValueError, match="count_filter"):
+        CountFilterEntry(-1)
+    assert CountFilterEntry(count_filter=10).count == 10  # Paddle's keyword
     with pytest.raises(ValueError, match="probability"):
         ProbabilityEntry(1.5)
     with pytest.raises(NotImplementedError, match="ShowClickEntry"):
-        ShowClickEntry()
+        ShowClickEntry("show", "click")
     with pytest.raises(ValueError, match="shard"):
         shard(t.state(), 2, 2)

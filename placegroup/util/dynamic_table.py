@@ -76,12 +76,17 @@ def _is_int(v) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class CountFilterEntry:
-    """Admit an id once it has been seen ``count`` times (``count`` >= 1; 1 is no filter)."""
-    count: int
+    """Admit an id once it has been seen ``count_filter`` times (Paddle's name; an int >= 0,
+    and 0 or 1 admit at first sight)."""
+    count_filter: int
 
     def __post_init__(self):
-        _need(_is_int(self.count) and self.count >= 1,
-              f"CountFilterEntry.count must be an int >= 1, got {self.count!r}")
+        _need(_is_int(self.count_filter) and self.count_filter >= 0,
+              f"CountFilterEntry.count_filter must be an int >= 0, got {self.count_filter!r}")
+
+    @property
+    def count(self) -> int:
+        return self.count_filter
 
     def admit(self, seed: int, ids: np.ndarray, sightings: np.ndarray, step: int) -> np.ndarray:
         return sightings >= self.count
@@ -108,14 +113,15 @@ class ProbabilityEntry:
 
 @dataclasses.dataclass(frozen=True)
 class ShowClickEntry:
-    """Paddle's show/click admission. Not implemented yet: it needs the click feed."""
-    show: str = "show"
-    click: str = "click"
+    """Paddle's admission by the show and click feeds named ``show_name`` and ``click_name``. Not
+    in placegroup yet: it needs each example's show and click carried with the gradient."""
+    show_name: str
+    click_name: str
 
     def __post_init__(self):
-        raise NotImplementedError("ShowClickEntry is not implemented yet (issue 31): admission by "
-                                  "show/click counts needs the click feed; use CountFilterEntry or "
-                                  "ProbabilityEntry")
+        raise NotImplementedError("ShowClickEntry is not in placegroup yet: admission by show and click "
+                                  "counts needs each example's show and click carried with the gradient to "
+                                  "the pservers; use CountFilterEntry or ProbabilityEntry")
 
 
 _ENTRIES = {"count": CountFilterEntry, "probability": ProbabilityEntry}
