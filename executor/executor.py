@@ -120,7 +120,8 @@ def _held_elsewhere(program, plan: Plan, member: _Member, names) -> dict:
     their holders at its last step by the fetch rule. A var is asked for itself where another
     executor holds it (a pserver's block or shard), or as its row blocks put back together
     where the trainer reads it only through them (a table it prefetches rows of:
-    NOTE(block-prefetch) in transpiler/slice.py). So ``save_persistables``,
+    NOTE(block-prefetch) in transpiler/slice.py); a table keyed by raw ids is asked of every
+    pserver, its shards' rows joined into one table. So ``save_persistables``,
     ``save_inference_model`` and a ``fetch_list`` on a trainer get what Fluid's trainer, which
     pulls such a table whole every step, would have held. Before the first step there is
     nothing to ask."""
@@ -129,12 +130,16 @@ def _held_elsewhere(program, plan: Plan, member: _Member, names) -> dict:
         return {}
     block = program.global_block()
     blocks: dict[str, list] = {}
+    tables: dict[str, list] = {}  # a table keyed by raw ids: its hash shards, each a table
     for v in block.vars.values():
         of = v.attrs.get("slice_of")
-        if of and of[0] in names and of[3] == 1 and plan.remote_of(v.name):
+        if of and of[0] in names and v.type == DYNAMIC_TABLE and plan.remote_of(v.name):
+            tables.setdefault(of[0], []).append(v)
+        elif of and of[0] in names and of[3] == 1 and plan.remote_of(v.name):
             blocks.setdefault(of[0], []).append((of[2], v.name))
-    direct = [n for n in names if n not in blocks and plan.remote_of(n)]
-    asked = list(dict.fromkeys(direct + [p for parts in blocks.values() for _, p in parts]))
+    direct = [n for n in names if n not in blocks and n not in tables and plan.remote_of(n)]
+    asked = list(dict.fromkeys(direct + [p for parts in blocks.values() for _, p in parts] +
+                               [v.name for shards in tables.values() for v in shards]))
     if not asked:
         return {}
     got = member.link.fetch([fetch_edge(plan, n) for n in asked], step, np,
@@ -142,6 +147,10 @@ def _held_elsewhere(program, plan: Plan, member: _Member, names) -> dict:
     out = {n: _table_again(block.var(n), got[n]) for n in direct}
     for whole, parts in blocks.items():
         out[whole] = np.concatenate([got[p] for _, p in sorted(parts)])
+    for whole, shards in tables.items():  # the shards' rows, one table again
+        out[whole] = DynamicTable.from_state({"keys": np.concatenate([got[v.name].rows for v in shards]),
+                                              "values": np.concatenate([got[v.name].values for v in shards]),
+                                              "config": np.array(shards[0].attrs["table_config"])})
     return out
 
 

@@ -222,9 +222,10 @@ def _data(path: Path, same_batch: bool = False) -> Path:
     return path
 
 
-def _launch(data: Path, out: Path, mode: str) -> list[dict]:
+def _launch(data: Path, out: Path, mode: str, *more: str) -> list[dict]:
     log = io.StringIO()
-    code = launch(str(SCRIPT), [str(data), str(out), mode], 2, 2, out=log, grace=30 * TIME_FACTOR, paddle_compat=True)
+    code = launch(str(SCRIPT), [str(data), str(out), mode, *more], 2, 2, out=log, grace=30 * TIME_FACTOR,
+                  paddle_compat=True)
     assert code == 0, log.getvalue()[-3000:]
     runs = []
     for t in range(2):
@@ -247,6 +248,20 @@ def test_a_fleet_script_launched_sync_2x2_equals_one_process(tmp_path):
     np.testing.assert_allclose(np.mean([r["loss"] for r in runs], axis=0), one["loss"], rtol=1e-5)
     np.testing.assert_allclose(runs[0]["predict"], one["predict"], rtol=1e-5, atol=1e-6)
     assert "predict" not in runs[1]  # only the first worker saves the model
+
+
+def test_a_fleet_script_with_a_table_keyed_by_raw_ids_launched_sync_2x2_equals_one_process(tmp_path):
+    """The same job with paddle.static.nn.sparse_embedding and a CountFilterEntry: fleet's
+    distributed optimizer puts the table on the pservers, and the first worker's
+    fleet.save_inference_model gathers the shards' rows for the model it saves."""
+    data = _data(tmp_path / "data.npz")
+    run_python(sys.executable, "-m", "placegroup", "run", SCRIPT, data, tmp_path / "one.npz", "sync", "grown",
+               timeout=300 * TIME_FACTOR, cwd=SCRIPT.parent, env={k: v for k, v in os.environ.items() if k != "TRAINING_ROLE"})
+    with np.load(tmp_path / "one.npz") as z:
+        one = dict(z)
+    runs = _launch(data, tmp_path / "dist", "sync", "grown")
+    np.testing.assert_allclose(np.mean([r["loss"] for r in runs], axis=0), one["loss"], rtol=1e-5)
+    np.testing.assert_allclose(runs[0]["predict"], one["predict"], rtol=1e-5, atol=1e-6)
 
 
 def test_a_fleet_script_launched_async_trains(tmp_path):

@@ -3,7 +3,9 @@ slots, each a sequence of ids, share one sparse embedding table (is_sparse=True)
 embeddings are summed, concatenated with the dense features and go through a relu fc layer and
 a softmax over click / no click; Adam. Run by tests/test_fleet.py (see _harness.py).
 
-``python ctr_fleet.py DATA.npz OUT.npz [sync|async]``. Launched (TRAINING_ROLE set), it uses
+``python ctr_fleet.py DATA.npz OUT.npz [sync|async] [fixed|grown]``: ``grown`` makes the table
+with Paddle 2.x's ``paddle.static.nn.sparse_embedding`` (keyed by raw ids, a row after two
+sightings) instead of Fluid's ``embedding``, as a 2.x-era CTR job on fleet writes it. Launched (TRAINING_ROLE set), it uses
 fleet: PaddleCloudRoleMaker, the strategy named by the third argument, init_server/run_server
 on a pserver, init_worker / fleet.main_program / stop_worker on a trainer, and trainer 0 saves
 the inference model with fleet.save_inference_model. Alone (no TRAINING_ROLE: Fluid's fleet has
@@ -15,6 +17,7 @@ import os
 import sys
 
 import numpy as np
+import paddle
 import paddle.fluid as fluid
 from paddle.fluid.incubate.fleet.base import role_maker
 from paddle.fluid.incubate.fleet.parameter_server.distribute_transpiler import fleet
@@ -26,16 +29,20 @@ SLOTS, SPARSE_DIM, EMBED_SIZE, DENSE_DIM = 4, 100, 8, 5
 FEEDS = ['dense_input'] + ['C%d' % i for i in range(1, SLOTS + 1)] + ['label']
 
 
-def network():
+def network(table='fixed'):
     dense_input = fluid.layers.data(name='dense_input', shape=[DENSE_DIM], dtype='float32')
     sparse_inputs = [fluid.layers.data(name='C%d' % i, shape=[1], lod_level=1, dtype='int64')
                      for i in range(1, SLOTS + 1)]
     label = fluid.layers.data(name='label', shape=[1], dtype='int64')
-    pooled = [fluid.layers.sequence_pool(
-        input=fluid.layers.embedding(input=ids, is_sparse=True, size=[SPARSE_DIM, EMBED_SIZE],
-                                     param_attr=fluid.ParamAttr(name='SparseFeatFactors',
-                                                                initializer=fluid.initializer.Uniform())),
-        pool_type='sum') for ids in sparse_inputs]
+    attr = fluid.ParamAttr(name='SparseFeatFactors', initializer=fluid.initializer.Uniform())
+    if table == 'grown':
+        entry = paddle.distributed.CountFilterEntry(count_filter=2)
+        embs = [paddle.static.nn.sparse_embedding(input=ids, size=[SPARSE_DIM, EMBED_SIZE], entry=entry,
+                                                  param_attr=attr) for ids in sparse_inputs]
+    else:
+        embs = [fluid.layers.embedding(input=ids, is_sparse=True, size=[SPARSE_DIM, EMBED_SIZE], param_attr=attr)
+                for ids in sparse_inputs]
+    pooled = [fluid.layers.sequence_pool(input=emb, pool_type='sum') for emb in embs]
     hidden = fluid.layers.fc(input=fluid.layers.concat(pooled + [dense_input], axis=1), size=16, act='relu')
     predict = fluid.layers.fc(input=hidden, size=2, act='softmax')
     avg_cost = fluid.layers.mean(x=fluid.layers.cross_entropy(input=predict, label=label))
@@ -61,10 +68,10 @@ def predict_saved(dirname, data, place):
     return np.asarray(out)
 
 
-def main(data_path, out_path, mode='sync'):
+def main(data_path, out_path, mode='sync', table='fixed'):
     data = np.load(data_path)
     place = fluid.CPUPlace()
-    loss, predict = network()
+    loss, predict = network(table)
     model_dir = out_path + '.model'
     if os.getenv('TRAINING_ROLE') is None:
         fluid.optimizer.Adam(learning_rate=0.01).minimize(loss)
@@ -72,6 +79,8 @@ def main(data_path, out_path, mode='sync'):
         exe.run(fluid.default_startup_program())
         init = {}
         for p in fluid.default_main_program().all_parameters():
+            if table == 'grown' and p.name == 'SparseFeatFactors':  # rows made as ids come: none to set
+                continue
             if 'init/' + p.name in data.files:
                 fluid.global_scope().find_var(p.name).get_tensor().set(data['init/' + p.name], place)
             init['init/' + p.name] = np.array(fluid.global_scope().find_var(p.name).get_tensor())
