@@ -144,23 +144,14 @@ def _held_elsewhere(program, plan: Plan, member: _Member, names) -> dict:
         return {}
     got = member.link.fetch([fetch_edge(plan, n) for n in asked], step, np,
                             member.interp.describe(None, step))
-    out = {n: _table_again(block.var(n), got[n]) for n in direct}
+    # a table keyed by raw ids comes as the SelectedRows of its rows (DynamicTable.as_wire)
+    out = {n: DynamicTable.from_wire([got[n]], block.var(n).attrs["table_config"])
+           if block.var(n).type == DYNAMIC_TABLE else got[n] for n in direct}
     for whole, parts in blocks.items():
         out[whole] = np.concatenate([got[p] for _, p in sorted(parts)])
     for whole, shards in tables.items():  # the shards' rows, one table again
-        out[whole] = DynamicTable.from_state({"keys": np.concatenate([got[v.name].rows for v in shards]),
-                                              "values": np.concatenate([got[v.name].values for v in shards]),
-                                              "config": np.array(shards[0].attrs["table_config"])})
+        out[whole] = DynamicTable.from_wire([got[v.name] for v in shards], shards[0].attrs["table_config"])
     return out
-
-
-def _table_again(var, value):
-    """A table keyed by raw ids comes as the SelectedRows of its rows (``DynamicTable.as_wire``):
-    the table again, with the config its var carries."""
-    if var.type != DYNAMIC_TABLE:
-        return value
-    return DynamicTable.from_state({"keys": value.rows, "values": value.values,
-                                    "config": np.array(var.attrs["table_config"])})
 
 
 class _Member:

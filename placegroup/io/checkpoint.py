@@ -36,7 +36,8 @@ import pydantic
 from placegroup.io import var_files as _io
 from placegroup.util import var_format
 from placegroup.io.checkpoint_reslice import Piece, RowSet, assemble
-from placegroup.io.checkpoint_tables import KIND as TABLE, is_table, load_table, table_arrays
+from placegroup.io.checkpoint_tables import KIND as TABLE, is_table, load_table, where
+from placegroup.util.dynamic_table import state_records
 from placegroup.io.checkpoint_store import (FORMAT, STEP, VERSION, Entry, Manifest, SEALED, complete,
                                             in_background, latest_checkpoint, prune, wait_sealed, write_part)
 from placegroup import config
@@ -137,12 +138,6 @@ def _describe(var) -> tuple[str, str, RowSet]:
     return (part[0] if part else var.name), "rows", rows
 
 
-def _describe_table(var) -> str:
-    """The table a table var is (a shard) of."""
-    part = var.attrs.get("slice_of")
-    return part[0] if part else var.name
-
-
 def _held(program) -> list:
     return _io._select(program, None, _io.is_persistable)
 
@@ -191,8 +186,8 @@ def save_checkpoint(executor, dirname: str, main_program, step: int, *, scope=No
             raise SerializationError(f"{who}: var {v.name!r} has no value to save at step {step} (run "
                                      f"the startup program first)")
         if is_table(scope.vars[v.name]):  # NOTE(table-reshard) in checkpoint_tables.py
-            for name, arr in table_arrays(v.name, scope.vars[v.name]):
-                entries.append(Entry(name=name, of=_describe_table(v), kind=TABLE, first=0, stride=1,
+            for name, arr in state_records(v.name, scope.vars[v.name]):
+                entries.append(Entry(name=name, of=where(v)[0], kind=TABLE, first=0, stride=1,
                                      count=arr.shape[0], shape=list(arr.shape), dtype=arr.dtype.name,
                                      file=f"{len(entries):04d}-{quote(name, safe='@')}"))
                 values.append(arr)
@@ -284,10 +279,9 @@ def load_checkpoint(executor, dirname: str, main_program=None, step: int | None 
     values = {}
     for v in _held(program):
         if is_table(scope.vars.get(v.name)):
-            found = [e for _, e, _ in pieces.get(_describe_table(v), []) if e.kind == TABLE]
-            paths = {e.name: path for _, e, path in pieces.get(_describe_table(v), [])}
-            values[v.name] = load_table(v, scope.vars[v.name], found,
-                                        lambda e: reader(paths[e.name], e.name)(0, e.count))
+            found = {e.name: (e, path) for _, e, path in pieces.get(where(v)[0], []) if e.kind == TABLE}
+            values[v.name] = load_table(v, scope.vars[v.name], [e for e, _ in found.values()],
+                                        lambda e: reader(found[e.name][1], e.name)(0, e.count))
             continue
         of, kind, want = _describe(v)
         found = pieces.get(of, [])

@@ -18,25 +18,20 @@ from __future__ import annotations
 import numpy as np
 
 from placegroup.errors import SerializationError
-from placegroup.util.dynamic_table import DynamicTable, TableConfig, shard, state_records
+from placegroup.util.dynamic_table import DynamicTable, TableConfig, shard, state_of_records
 
 KIND = "table"
-_CONFIG, _STEP = "config", "step"
 
 
 def is_table(value) -> bool:
     return isinstance(value, DynamicTable)
 
 
-def table_arrays(name: str, table: DynamicTable) -> list[tuple[str, np.ndarray]]:
-    """(entry name, array) for each array of ``table``'s state: what a checkpoint writes."""
-    return state_records(name, table)
-
-
-def where(var) -> tuple[int, int]:
-    """(shard count, this shard's index) of a table var, from the sparse pass's ``slice_of``."""
+def where(var) -> tuple[str, int, int]:
+    """(the table, shard count, this shard's index) of a table var, from the sparse pass's
+    ``slice_of`` (a table of one process: itself, 1, 0)."""
     part = var.attrs.get("slice_of")
-    return (int(part[3]), int(part[2])) if part and int(part[2]) >= 0 else (1, 0)
+    return (part[0], int(part[3]), int(part[2])) if part and int(part[2]) >= 0 else (var.name, 1, 0)
 
 
 def load_table(var, current: DynamicTable, pieces: list, read) -> DynamicTable:
@@ -48,26 +43,26 @@ def load_table(var, current: DynamicTable, pieces: list, read) -> DynamicTable:
         SerializationError: a piece misses an array, or was saved with another dim, dtype or
             optimizer (naming the var and what differs).
     """
-    n, k = where(var)
-    by_piece: dict[str, dict] = {}
+    _, n, k = where(var)
+    by_piece: dict[str, list] = {}
     for e in pieces:
-        piece, _, key = e.name.rpartition(":")
-        by_piece.setdefault(piece, {})[key] = e
+        by_piece.setdefault(e.name.rpartition(":")[0], []).append(e)
     want = current.config
     parts = []
     for piece, entries in sorted(by_piece.items()):
-        if _CONFIG not in entries or "keys" not in entries:
-            raise SerializationError(f"table {var.name!r}: the saved piece {piece!r} has no "
-                                     f"{'config' if _CONFIG not in entries else 'keys'}")
-        saved = TableConfig.from_json(read(entries[_CONFIG]).tobytes().decode())
+        try:
+            state = state_of_records(piece, {e.name: read(e) for e in entries})
+            saved = TableConfig.from_json(str(state["config"]))
+        except ValueError as e:
+            raise SerializationError(f"table {var.name!r}: the saved piece {piece!r}: {e}") from None
+        if "keys" not in state:
+            raise SerializationError(f"table {var.name!r}: the saved piece {piece!r} has no keys")
         for field in ("dim", "dtype", "optimizer"):
             if getattr(saved, field) != getattr(want, field):
                 raise SerializationError(
                     f"table {var.name!r}: the checkpoint's {piece!r} has {field} {getattr(saved, field)!r}, "
                     f"but this program's table has {getattr(want, field)!r}")
-        state = {key: read(e) for key, e in entries.items() if key != _CONFIG}
-        state[_STEP] = state[_STEP].reshape(())
-        state[_CONFIG] = np.array(want.to_json())
+        state["config"] = np.array(want.to_json())
         parts.append(shard(state, n, k))  # this shard's ids of the piece, then the piece goes
     try:
         return DynamicTable.from_state(shard(parts, 1, 0)) if parts else current

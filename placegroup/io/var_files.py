@@ -134,27 +134,24 @@ def save_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
     sc = _scope(executor, scope)
     selected = list(_select(_program(main_program), vars, predicate))
     values = {**sc.vars, **held_elsewhere(sc, [v.name for v in selected if v.name not in sc.vars])}
-    items = []
+    items: dict[str, list] = {}  # var -> its records: the array, or a table's arrays
     for v in selected:
         if v.name not in values:
             continue
         if isinstance(values[v.name], DynamicTable):  # NOTE(table-files)
-            items.extend(state_records(v.name, values[v.name], rows_only=table_rows_only))
+            items[v.name] = state_records(v.name, values[v.name], rows_only=table_rows_only)
             continue
         arr = to_numpy(values[v.name])
         if not isinstance(arr, np.ndarray):
             raise SerializationError(f"var {v.name!r}: cannot save a {type(arr).__name__} value")
-        items.append((v.name, arr))
+        items[v.name] = [(v.name, arr)]
     os.makedirs(dirname, exist_ok=True)
     if filename is not None:
-        atomic_write(os.path.join(dirname, filename), records(items))
+        atomic_write(os.path.join(dirname, filename), records([r for recs in items.values() for r in recs]))
     else:
-        files: dict[str, list] = {}
-        for name, arr in items:  # a table's arrays go in its one file
-            files.setdefault(name.split(":")[0] if ":" in name else name, []).append((name, arr))
-        for name, recs in files.items():
+        for name, recs in items.items():
             atomic_write(file_of(dirname, name), records(recs))
-    return list(dict.fromkeys(name.split(":")[0] if ":" in name else name for name, _ in items))
+    return list(items)
 
 
 def _check(var, arr: np.ndarray, path: str, fluid: bool) -> None:

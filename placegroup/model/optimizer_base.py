@@ -18,6 +18,7 @@ from placegroup.model.clip import clip_gradients, error_clip_callback
 from placegroup.model.initializer import ConstantInitializer
 from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable, default_main_program, default_startup_program
+from placegroup.ir.variable import DYNAMIC_TABLE
 from placegroup.model.regularizer import append_regularization_ops
 from placegroup.util.dynamic_table import TableConfig
 
@@ -144,7 +145,7 @@ class Optimizer:
             if p.trainable:
                 block = p.block.program.global_block()
                 first = len(block.ops)
-                if p.attrs.get("dynamic_table"):
+                if p.type == DYNAMIC_TABLE:
                     ops.append(self._append_table_update(block, p, g))
                 else:
                     ops.append(self._append_optimize_op(block, p, g))

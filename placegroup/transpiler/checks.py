@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from placegroup.errors import ConfigError
 from placegroup.ir.framework import SELECTED_ROWS, Program
+from placegroup.ir.variable import DYNAMIC_TABLE
 from placegroup.transpiler.model_parallel import is_model_parallel
 
 
@@ -59,7 +60,7 @@ def check_collective(main: Program, pservers: list[str], n: int) -> None:
     if pservers or n <= 1:
         return
     sparse = sorted(set(_sparse_updated(main)) | set(_distributed_tables(main)))
-    grown = sorted(v.name for v in main.list_vars() if v.is_parameter and v.attrs.get("dynamic_table"))
+    grown = sorted(v.name for v in main.list_vars() if v.is_parameter and v.type == DYNAMIC_TABLE)
     if grown:
         raise ConfigError(f"{n} trainers and no pservers (PADDLE_INIT_PSERVERS is empty): {grown} are tables "
                           f"keyed by raw ids (sparse_embedding), which live on pservers; give the job "

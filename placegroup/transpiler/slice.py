@@ -16,7 +16,8 @@ lookups read, whose rows the trainer prefetches (NOTE(block-prefetch)). Tables m
 from __future__ import annotations
 
 from placegroup.ops.registry import ROUND_END, grad_name
-from placegroup.transpiler.parts import Part, block_parts, ids_of, prefetch_lookups, read_prefetched, repeat_update
+from placegroup.transpiler.parts import Part, block_parts, repeat_update
+from placegroup.transpiler.prefetch import ids_of, prefetch_lookups, read_prefetched
 from placegroup.transpiler.passes import Job, PassResult
 
 
@@ -65,7 +66,7 @@ def _prefetch_blocks(job: Job, p, parts, lookups: list) -> None:
     (transpiler/sparse.py), and the lookups read those. The blocks, their update and their
     names are the slice pass's; only the way the trainer reads them changes, so the values every
     lookup sees are the same. Lookups that share the table share one prefetch where they can
-    (NOTE(shared-table) in parts.py)."""
+    (NOTE(shared-table) in prefetch.py)."""
     main, startup = job.main.global_block(), job.startup.global_block()
     read_prefetched(main, p.name, prefetch_lookups(main, p, parts, lookups))
     # the trainer holds no copy: the var stays in the program, unread and unwritten, so that a

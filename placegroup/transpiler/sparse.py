@@ -21,8 +21,8 @@ from __future__ import annotations
 from placegroup.errors import PassError
 from placegroup.ir.variable import DYNAMIC_TABLE
 from placegroup.ops.registry import grad_name
-from placegroup.transpiler.parts import (Part, ids_of, prefetch_lookups, read_prefetched, repeat_update,
-                                         shard_parts)
+from placegroup.transpiler.parts import Part, repeat_update, shard_parts
+from placegroup.transpiler.prefetch import prefetch_lookups, read_prefetched
 from placegroup.transpiler.passes import Job, PassResult
 
 
@@ -48,18 +48,7 @@ def _shard_table(job: Job, w, pservers) -> None:
         if dynamic:
             for block in (main, startup):
                 block.var(w.name + part.suffix).type = DYNAMIC_TABLE
-    if dynamic:
-        ids = list(dict.fromkeys(ids_of(op, w.name) for op in lookups))
-        first = main.ops.index(lookups[0])
-        if any(k >= first for k, op in enumerate(main.ops) for n in op.output_arg_names if n in ids):
-            raise PassError(f"table {w.name!r} (sparse_embedding): its ids must all be ready (fed, or made) "
-                            f"before its first lookup, so each step fetches every distinct id once")
-        pads = {op.attrs.get("padding_idx", -1) for op in lookups}
-        fetched = _prefetch_by_hash(main, w, ids, m, first, all(op.attrs.get("is_test") for op in lookups),
-                                    pads.pop() if len(pads) == 1 else -1)
-        read_prefetched(main, w.name, dict.fromkeys(ids, fetched))
-    else:
-        read_prefetched(main, w.name, prefetch_lookups(main, w, parts, lookups))  # NOTE(shared-table) in parts.py
+    read_prefetched(main, w.name, prefetch_lookups(main, w, parts, lookups))  # NOTE(shared-table) in prefetch.py
     # backward: the gradient cut into shards of local rows, right after its last writer
     for g in outside:
         if g != grad:
@@ -73,28 +62,6 @@ def _shard_table(job: Job, w, pservers) -> None:
                            {"num_shards": m, "height": height}, role="backward", infer=False)
     for block in (main, startup):  # the whole table is gone
         block.remove_var(w.name)
-
-
-def _prefetch_by_hash(main, w, ids: list[str], m: int, at: int, is_test: bool, pad: int) -> str:
-    """Insert, at op ``at``: ``ids`` -> ``dynamic_split_ids`` (each distinct id once, by
-    NOTE(hash-shards)) -> ``dynamic_shard_lookup`` on each shard (an each edge, run on the
-    shard's pserver) -> ``merge_selected_rows``; returns the fetched rows' var (a SelectedRows
-    keyed by raw ids)."""
-    shard_ids = [main.create_var(f"{ids[0]}@{w.name}.shard{k}", shape=[-1, 1], dtype="int64",
-                                 stop_gradient=True).name for k in range(m)]
-    rows = [main.create_var(f"{w.name}@ROWS.shard{k}", shape=list(w.shape), dtype=w.dtype,
-                            type="selected_rows", stop_gradient=True).name for k in range(m)]
-    fetched = main.create_var(f"{w.name}@PREFETCH", shape=list(w.shape), dtype=w.dtype, type="selected_rows",
-                              stop_gradient=True, attrs={"prefetch_of": w.name})
-    main.insert_op(at, "dynamic_split_ids", {"Ids": list(ids)}, {"Out": shard_ids},
-                   {"num_shards": m, "table": w.name, "ids_names": list(ids), "padding_idx": pad}, infer=False)
-    for k in range(m):
-        op = main.insert_op(at + 1 + k, "dynamic_shard_lookup", {"Ids": [shard_ids[k]], "W": [w.name + f".shard{k}"]},
-                            {"Out": [rows[k]]}, {"num_shards": m, "shard_index": k, "is_test": is_test}, infer=False)
-        op.edges["Ids"] = "each"
-        op.param = w.name + f".shard{k}"
-    main.insert_op(at + 1 + m, "merge_selected_rows", {"X": rows}, {"Out": [fetched]}, infer=False)
-    return fetched.name
 
 
 def shard_tables(job: Job, ctx) -> PassResult:

@@ -256,26 +256,26 @@ def _merge(rows: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return m.rows, m.values
 
 
-def _sgd(cfg, t, a, rows, g) -> None:
+def _sgd(cfg, lr, t, a, rows, g) -> None:
     # NOTE(sgd-add-at) in ops/optimizer.py: each entry subtracted in turn, as the sgd kernel does
-    key_kernels().sgd_rows(a["values"], rows, np.ascontiguousarray(g), -t(cfg.lr))  # in order, compiled
+    key_kernels().sgd_rows(a["values"], rows, np.ascontiguousarray(g), -t(lr))  # in order, compiled
 
 
-def _adagrad(cfg, t, a, rows, g) -> None:
+def _adagrad(cfg, lr, t, a, rows, g) -> None:
     r, g = _merge(rows, g)
-    lr, eps = t(cfg.lr), t(cfg.eps)
+    lr, eps = t(lr), t(cfg.eps)
     m = a["moment"][r] + g * g
     a["values"][r] = a["values"][r] - lr * g / (np.sqrt(m) + eps)
     a["moment"][r] = m
 
 
-def _adam(cfg, t, a, rows, g) -> None:
+def _adam(cfg, lr, t, a, rows, g) -> None:
     """Lazy Adam with the row's own beta powers; the step reads the powers after this update,
     as the kernel does for a SelectedRows gradient (NOTE(sparse-adam-powers))."""
     r, g = _merge(rows, g)
     b1, b2, eps = t(cfg.beta1), t(cfg.beta2), t(cfg.eps)
     b1p, b2p = a["beta1_pow"][r] * b1, a["beta2_pow"][r] * b2
-    lr_t = (t(cfg.lr) * (np.sqrt(1 - b2p) / (1 - b1p)))[:, None]
+    lr_t = (t(lr) * (np.sqrt(1 - b2p) / (1 - b1p)))[:, None]
     m1 = b1 * a["moment1"][r] + (1 - b1) * g
     m2 = b2 * a["moment2"][r] + (1 - b2) * g * g
     a["values"][r] = a["values"][r] - lr_t * (m1 / (np.sqrt(m2) + eps))
@@ -430,8 +430,7 @@ class DynamicTable:
             rows, g = rows[keep], g[keep]
         g = g.astype(self.config.dtype, copy=False)
         if rows.size:
-            cfg = self.config if lr is None else dataclasses.replace(self.config, lr=float(lr))
-            self._update(cfg, self._t, self._a, rows, g)
+            self._update(self.config, self.config.lr if lr is None else float(lr), self._t, self._a, rows, g)
         if self.step % self.config.round_steps == 0:
             self.end_round()
 
@@ -460,6 +459,14 @@ class DynamicTable:
         the receiver makes a table again with ``from_state`` and the var's config."""
         keys, rows = self._index.keys_and_rows()
         return SelectedRows(keys, self._a["values"][rows], ID_SPACE)
+
+    @classmethod
+    def from_wire(cls, parts: list, config: str) -> "DynamicTable":
+        """The table whose live rows ``parts`` hold (``as_wire``'s SelectedRows: one table's, or
+        its shards'), with ``config`` (``TableConfig.to_json``); counts and optimizer state
+        start afresh, as ``from_state`` of rows only."""
+        return cls.from_state({"keys": np.concatenate([p.rows for p in parts]),
+                               "values": np.concatenate([p.values for p in parts]), "config": np.array(config)})
 
     def state(self, rows_only: bool = False) -> dict:
         """The table as numpy arrays, rows in row order: ``keys``, ``values``, the optimizer's

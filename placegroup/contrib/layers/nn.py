@@ -11,6 +11,7 @@ import warnings
 from placegroup.model.initializer import ConstantInitializer
 from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable
+from placegroup.ir.variable import DYNAMIC_TABLE
 from placegroup.model.layer_helper import LayerHelper
 from placegroup.model.param_attr import ParamAttr
 from placegroup.layers.sequence import _check
@@ -304,7 +305,7 @@ def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry
     main_block = helper.main_program.global_block()
     if attr and attr.name and main_block.has_var(attr.name):  # a table shared by name (26 slots, one table)
         w = main_block.var(attr.name)
-        if w.type != "dynamic_table" or list(w.shape) != [-1, size[1]] or w.dtype != dtype:
+        if w.type != DYNAMIC_TABLE or list(w.shape) != [-1, size[1]] or w.dtype != dtype:
             raise ValueError(f"{layer}: {attr.name!r} exists as {w.type} {w.dtype}{list(w.shape)}; a table "
                              f"shared by name needs the same dim ({size[1]}) and dtype ({dtype})")
         return _table_lookup(helper, w, input, pad, is_test, dtype)
@@ -319,8 +320,8 @@ def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry
     sblock.insert_op(made[0], "dynamic_table", {}, {"Out": [w.name]}, {"config": cfg.to_json()}, role="init",
                      infer=False)
     for var in (w, sblock.var(w.name)):  # no height: rows come and go (a -1 dim is free)
-        var.type, var.shape = "dynamic_table", (-1, size[1])
-    w.attrs.update(dynamic_table=True, sparse_update=True, distributed=True, table_class=table_class,
+        var.type, var.shape = DYNAMIC_TABLE, (-1, size[1])
+    w.attrs.update(sparse_update=True, distributed=True, table_class=table_class,
                    capacity_hint=size[0], table_config=cfg.to_json(),
                    **({"slot": str(slot)} if slot is not None else {}))
     return _table_lookup(helper, w, input, pad, is_test, dtype)
