@@ -29,7 +29,7 @@ import numpy as np
 
 from placegroup.values import LoDTensor, SelectedRows, check_lod
 
-PROTOCOL_VERSION = 3  # 3: the `lod` entry kind (NOTE(lod-frame))
+PROTOCOL_VERSION = 4  # 3: the `lod` entry kind (NOTE(lod-frame)); 4: `wrows` (weighted SelectedRows)
 KINDS = ("hello", "values", "done", "error", "fetch")
 MAX_HEADER = 64 * 1024
 MAX_DIMS = 32  # numpy 1.x's limit (2.x allows 64): a deeper shape is refused, not a numpy error
@@ -74,8 +74,11 @@ def pack(kind: str, src: str, step: int, vals: Sequence[tuple] = (), msg: str = 
             value = value.data  # no LoD: the dense array it is
         if isinstance(value, SelectedRows):
             v = np.asarray(value.values)
-            entries.append([var, int(version), v.dtype.str, list(v.shape), "rows", value.height])
+            rows_kind = "rows" if value.weights is None else "wrows"  # NOTE(sighting-weights) in ops/dynamic.py
+            entries.append([var, int(version), v.dtype.str, list(v.shape), rows_kind, value.height])
             frames += [_buf(np.asarray(value.rows, dtype=np.int64)), _buf(v)]
+            if value.weights is not None:
+                frames.append(_buf(np.asarray(value.weights, dtype=np.float32)))
         else:
             v = np.asarray(value)
             if type(var) is tuple:  # (tag, part) of a collective call
@@ -200,7 +203,7 @@ def unpack(frames: Sequence) -> Message:
             continue
         # type(x) is int, not isinstance: msgpack's true is no count (_int)
         n_e = len(e) if type(e) is list else 0
-        rows_entry = n_e == 6 and e[4] == "rows" and type(e[5]) is int and e[5] >= 0
+        rows_entry = n_e == 6 and e[4] in ("rows", "wrows") and type(e[5]) is int and e[5] >= 0
         coll_entry = n_e == 6 and e[4] == "coll" and type(e[5]) is str
         lod_entry = n_e == 6 and e[4] == "lod" and _lod_counts(e[5])
         if not ((n_e == 5 and e[4] == "dense" or rows_entry or coll_entry or lod_entry) and type(e[0]) is str
@@ -215,10 +218,10 @@ def unpack(frames: Sequence) -> Message:
             raise FrameError(f"var {_short(var)}: unknown dtype {_short(dts)}")
         if dtype.kind not in _NUMERIC or not _dims(shape):
             raise FrameError(f"var {_short(var)}: dtype {_short(dts)} / shape {_short(shape)} not allowed")
-        need = 2 if vkind == "rows" else len(e[5]) + 1 if lod_entry else 1
+        need = 2 if vkind == "rows" else 3 if vkind == "wrows" else len(e[5]) + 1 if lod_entry else 1
         if i + need > len(frames):
             raise FrameError(f"var {_short(var)}: missing frames ({len(frames)} frames for {len(entries)} values)")
-        if vkind == "rows":
+        if rows_entry:
             if not shape:
                 raise FrameError(f"var {_short(var)}: SelectedRows values need a row dimension")
             rows = _view(frames[i], np.dtype(np.int64), (shape[0],))
@@ -226,7 +229,8 @@ def unpack(frames: Sequence) -> Message:
             if rows.size and int(rows.view(np.uint64).max()) >= e[5]:  # a negative id is huge as uint64
                 raise FrameError(f"var {_short(var)}: row ids {int(rows.min())}..{int(rows.max())} "
                                  f"outside its height {e[5]}")
-            value = SelectedRows(rows, _view(frames[i + 1], dtype, tuple(shape)), e[5])
+            weights = _view(frames[i + 2], np.dtype(np.float32), (shape[0],)) if vkind == "wrows" else None
+            value = SelectedRows(rows, _view(frames[i + 1], dtype, tuple(shape)), e[5], weights)
         elif lod_entry:
             value = _lod_value(var, frames[i:i + need], e[5], dtype, shape)
         else:

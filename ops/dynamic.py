@@ -21,6 +21,14 @@ optimizer, and every ``round_steps`` updates the eviction round). Sharded, the t
 ``dynamic_split_ids`` -> ``dynamic_shard_lookup`` on each pserver -> ``merge_selected_rows``
 -> ``dynamic_lookup`` over the fetched rows, and sends its gradient back cut by
 ``dynamic_shard_grad``.
+
+NOTE(sighting-weights): a table admitted by show and click (``ShowClickEntry``) counts each
+occurrence of an id by its example's show/click score, not as 1. The lookup's gradient
+computes the scores from the program's show and click vars (wired in by ``minimize``) and the
+gradient carries them as ``SelectedRows.weights``, one per entry, beside its values: joins
+concatenate them, the trainers' merge scales the values by 1/N but not the weights, and the
+shard cut cuts them with the rows. So the pserver sums an id's scores over the whole batch in
+the order one process does, and the table counts exactly what it counts there.
 """
 from __future__ import annotations
 
@@ -30,7 +38,7 @@ from placegroup.errors import OutOfRange  # a user's data, not a bug: one line (
 from placegroup.ops.registry import Cut, Meta, Slot, check, grad_of, register
 from placegroup.util.dynamic_table import ID_SPACE, DynamicTable, TableConfig
 from placegroup.util.key_index import mix64
-from placegroup.values import SelectedRows, is_selected_rows, sorted_unique
+from placegroup.values import SelectedRows, as_host, is_lod_tensor, is_selected_rows, sorted_unique
 
 _TABLE = Slot("W", rows_by="Ids")
 
@@ -41,7 +49,7 @@ def _is_table(w) -> bool:
 
 def _host_ids(ids, what: str, op: str) -> numpy.ndarray:
     """``ids`` flattened as host int64, checked non-negative (the error names ``what``)."""
-    flat = numpy.asarray(getattr(ids, "get", lambda: ids)()).reshape(-1)
+    flat = numpy.asarray(as_host(ids)).reshape(-1)
     if flat.size and int(flat.min()) < 0:
         raise OutOfRange(f"{op}: id {int(flat[flat < 0][0])} in {what} is negative; a table keyed by "
                          f"raw ids takes ids in 0 to 2**63 - 1")
@@ -89,7 +97,8 @@ def dynamic_table(xp, ins, a, ctx):
 
 # -- lookup and its gradient ----------------------------------------------------------------
 
-_LOOKUP_ATTRS = {"padding_idx": -1, "is_test": False, "is_sparse": True, "ids_name": "", "table": ""}
+_LOOKUP_ATTRS = {"padding_idx": -1, "is_test": False, "is_sparse": True, "ids_name": "", "table": "",
+                 "nonclk_coeff": 0.1, "click_coeff": 1.0}
 
 
 def _lookup_infer(ins, a):
@@ -134,18 +143,55 @@ def dynamic_lookup(xp, ins, a, ctx):
     return {"Out": xp.asarray(out).reshape(_out_shape(ids.shape, dim))}
 
 
-@register("dynamic_lookup_grad", ins=("Ids", "Out@GRAD"), outs=(Slot("W@GRAD", sparse_if="is_sparse"),),
-          attrs=_LOOKUP_ATTRS, role="backward")
+def _examples_of(ids, n: int, examples: int, what: str) -> numpy.ndarray:
+    """The example each of the ``n`` ids belongs to: by the top level of a LoD, else ``n /
+    examples`` ids per example in order.
+
+    Raises:
+        ValueError: the ids do not split over ``examples`` examples (naming ``what``).
+    """
+    if is_lod_tensor(ids) and ids.offsets:
+        top = numpy.asarray(as_host(ids.offsets[0]), numpy.int64)
+        for lower in ids.offsets[1:]:  # the top level's sequences in data rows
+            top = numpy.asarray(as_host(lower), numpy.int64)[top]
+        if top.size - 1 == examples:
+            return numpy.repeat(numpy.arange(examples), numpy.diff(top))
+        raise ValueError(f"sparse_embedding: {what} holds {top.size - 1} sequences but the show and click vars "
+                         f"{examples} examples; they must be one per sequence")
+    if examples and n % examples == 0:
+        return numpy.arange(n) // (n // examples)
+    raise ValueError(f"sparse_embedding: {what} holds {n} ids, which do not split over the {examples} examples of "
+                     f"the show and click vars")
+
+
+def _sighting_weights(ins, a, n: int) -> numpy.ndarray:
+    """NOTE(sighting-weights): each id's show/click score, ``(show - click)·nonclk_coeff +
+    click·click_coeff`` of its example, float32 [n]."""
+    show, click = (numpy.asarray(as_host(ins[k]), numpy.float64).reshape(-1) for k in ("Show", "Click"))
+    if show.size != click.size:
+        raise ValueError(f"sparse_embedding: the show var holds {show.size} values and the click var "
+                         f"{click.size}; both need one per example")
+    score = ((show - click) * a["nonclk_coeff"] + click * a["click_coeff"]).astype(numpy.float32)
+    return score[_examples_of(ins["Ids"], n, show.size, repr(a["ids_name"] or "Ids"))]
+
+
+@register("dynamic_lookup_grad", ins=("Ids", "Out@GRAD", Slot("Show", dispensable=True, no_grad=True),
+                                      Slot("Click", dispensable=True, no_grad=True)),
+          outs=(Slot("W@GRAD", sparse_if="is_sparse"),), attrs=_LOOKUP_ATTRS, role="backward", wants_lod=("Ids",))
 def dynamic_lookup_grad(xp, ins, a, ctx):
     """W@GRAD = SelectedRows(rows = the batch's ids in batch order, repeats kept, values = the
-    matching rows of Out@GRAD, height ``ID_SPACE``); the padding id's entries are left out."""
+    matching rows of Out@GRAD, height ``ID_SPACE``); the padding id's entries are left out.
+    With ``Show`` and ``Click`` (a ShowClickEntry table), each entry also carries its
+    example's show/click score as its weight (NOTE(sighting-weights))."""
     g = ins["Out@GRAD"]
     flat = _host_ids(ins["Ids"], repr(a["ids_name"] or "Ids"), "sparse_embedding")
     g = g.reshape(flat.shape[0], -1)
+    weights = _sighting_weights(ins, a, flat.shape[0]) if ins.get("Show") is not None else None
     if a["padding_idx"] != -1:
         keep = flat != a["padding_idx"]
         flat, g = flat[keep], g[xp.asarray(keep)]
-    return {"W@GRAD": SelectedRows(flat, g, ID_SPACE)}
+        weights = None if weights is None else weights[keep]
+    return {"W@GRAD": SelectedRows(flat, g, ID_SPACE, weights)}
 
 
 # -- the update -----------------------------------------------------------------------------
@@ -175,8 +221,8 @@ def dynamic_table_update(xp, ins, a, ctx):
     if not is_selected_rows(g):
         raise TypeError(f"dynamic_table_update: Grad must be a SelectedRows of raw ids, got {type(g).__name__}")
     lr = float(numpy.asarray(getattr(ins["LearningRate"], "get", lambda: ins["LearningRate"])()).reshape(-1)[0])
-    values = numpy.asarray(getattr(g.values, "get", lambda: g.values)())
-    table.push(numpy.asarray(getattr(g.rows, "get", lambda: g.rows)()), values, lr=lr)
+    g = g.to_host()
+    table.push(g.rows, g.values, lr=lr, weights=g.weights)
     return {"ParamOut": table}
 
 
@@ -237,16 +283,19 @@ def dynamic_shard_lookup(xp, ins, a, ctx):
           infer=lambda ins, a: {"Out": [ins["X"]] * a["num_shards"]}, role="backward")
 def dynamic_shard_grad(xp, ins, a, ctx):
     """Out[k] = the entries of the SelectedRows X (raw ids) that shard k holds
-    (NOTE(hash-shards)), in their order, repeats kept: each occurrence is a sighting there."""
+    (NOTE(hash-shards)), in their order, repeats kept: each occurrence is a sighting there
+    (with its weight, NOTE(sighting-weights))."""
     x, n = ins["X"], a["num_shards"]
     if not is_selected_rows(x):
         raise TypeError(f"dynamic_shard_grad: X must be a SelectedRows of raw ids, got {type(x).__name__}")
-    rows = numpy.asarray(getattr(x.rows, "get", lambda: x.rows)())
+    rows = numpy.asarray(as_host(x.rows))
+    weights = None if x.weights is None else numpy.asarray(as_host(x.weights))
     shard = mix64(rows) % numpy.uint64(n)
     outs = []
     for k in range(n):
         keep = shard == numpy.uint64(k)
-        outs.append(SelectedRows(rows[keep], x.values[xp.asarray(keep)], ID_SPACE))
+        outs.append(SelectedRows(rows[keep], x.values[xp.asarray(keep)], ID_SPACE,
+                                 None if weights is None else weights[keep]))
     return {"Out": outs}
 
 

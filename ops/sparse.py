@@ -184,8 +184,13 @@ def concat_rows(xp, op: str, xs) -> SelectedRows:
                              f"{list(xs[0].shape)}; all must cover the same var")
     if len(xs) == 1:
         return xs[0]
+    weighted = [x.weights is not None for x in xs]
+    if any(weighted) and not all(weighted):  # NOTE(sighting-weights) in ops/dynamic.py
+        raise ValueError(f"{op}: X[{weighted.index(True)}] carries sighting weights but X[{weighted.index(False)}] "
+                         f"does not; a table's gradients must all come from its lookups")
+    weights = xp.concatenate([x.weights for x in xs]) if all(weighted) else None
     return SelectedRows(xp.concatenate([x.rows for x in xs]),
-                        xp.concatenate([x.values for x in xs]), xs[0].height)
+                        xp.concatenate([x.values for x in xs]), xs[0].height, weights)
 
 
 @register("merge_selected_rows", ins=(Slot("X", duplicable=True),), outs=("Out",), infer=_merge_infer)

@@ -1,5 +1,6 @@
 """``paddle.distributed``'s names for tables keyed by raw ids: the admission entries of
-``sparse_embedding`` and its table config (the code is in placegroup/util/dynamic_table.py).
+``sparse_embedding`` (CountFilterEntry, ProbabilityEntry, ShowClickEntry) and its table config
+(the code is in placegroup/util/dynamic_table.py).
 
 Example::
 

@@ -110,15 +110,20 @@ class SelectedRows:
         rows: 1-D integer row numbers in ``[0, height)``; may repeat, any order. Stored int64.
         values: an array ``[len(rows), ...]``; the trailing dims are the var's.
         height: the number of rows of the whole var.
+        weights: None, or a 1-D float32 array, one per entry: how much each entry counts as a
+            sighting of its row. Only the gradient of a table admitted by show and click
+            (``ShowClickEntry``) has them (NOTE(sighting-weights) in ops/dynamic.py). They
+            ride with the entries: joins concatenate them, ``with_values`` (a scale, a clip)
+            keeps them unscaled, ``merged`` sums a repeated row's.
 
     Raises:
-        ValueError: if ``rows`` is not 1-D, ``values`` has another row count or no dims, or
-            ``height`` is negative.
+        ValueError: if ``rows`` is not 1-D, ``values`` (or ``weights``) has another row count
+            or ``values`` no dims, or ``height`` is negative.
     """
 
-    __slots__ = ("rows", "values", "height", "_index")
+    __slots__ = ("rows", "values", "height", "weights", "_index")
 
-    def __init__(self, rows, values, height: int) -> None:
+    def __init__(self, rows, values, height: int, weights=None) -> None:
         xp = array_module(values)
         rows = xp.asarray(rows)
         if rows.ndim != 1:
@@ -128,9 +133,15 @@ class SelectedRows:
                              f"entry of rows ({rows.shape[0]})")
         if int(height) < 0:
             raise ValueError(f"SelectedRows: height {height} must be >= 0")
+        if weights is not None:
+            weights = xp.asarray(weights).astype(xp.float32, copy=False)
+            if weights.shape != rows.shape:
+                raise ValueError(f"SelectedRows: weights{list(weights.shape)} must be 1-D, one per entry of "
+                                 f"rows ({rows.shape[0]})")
         self.rows = rows.astype(xp.int64, copy=False)
         self.values = values
         self.height = int(height)
+        self.weights = weights
         self._index = None  # built by positions(), once
 
     @property
@@ -168,17 +179,21 @@ class SelectedRows:
             first[0] = True
             numpy.not_equal(rows[1:], rows[:-1], out=first[1:])
             if first.all():  # nothing repeats
-                return SelectedRows(rows, self.values[order], self.height)
+                w = None if self.weights is None else self.weights[order]
+                return SelectedRows(rows, self.values[order], self.height, w)
             group = numpy.empty(n, dtype=numpy.int64)
             group[order] = numpy.cumsum(first) - 1
             uniq = rows[first]
-            vals = numpy.zeros((uniq.shape[0],) + tuple(self.values.shape[1:]), dtype=self.values.dtype)
-            scatter_add(numpy, vals, group, self.values)
-            return SelectedRows(uniq, vals, self.height)
-        uniq, inv = xp.unique(self.rows, return_inverse=True)
+        else:
+            uniq, group = xp.unique(self.rows, return_inverse=True)
+            group = group.reshape(-1)
         vals = xp.zeros((uniq.shape[0],) + tuple(self.values.shape[1:]), dtype=self.values.dtype)
-        scatter_add(xp, vals, inv.reshape(-1), self.values)
-        return SelectedRows(uniq, vals, self.height)
+        scatter_add(xp, vals, group, self.values)
+        w = None
+        if self.weights is not None:
+            w = xp.zeros(uniq.shape[0], dtype=xp.float32)
+            scatter_add(xp, w, group, self.weights)
+        return SelectedRows(uniq, vals, self.height, w)
 
     def positions(self, ids):
         """``(pos, found)`` for 1-D ids in ``[0, height)``: ``rows[pos[i]] == ids[i]`` where
@@ -223,16 +238,19 @@ class SelectedRows:
         what a fetch returns, without densifying a tall var."""
         if array_module(self.values) is numpy:
             return self
-        return SelectedRows(self.rows.get(), self.values.get(), self.height)
+        return SelectedRows(self.rows.get(), self.values.get(), self.height,
+                            None if self.weights is None else self.weights.get())
 
     def with_values(self, values) -> "SelectedRows":
-        """The same rows and height holding other ``values`` (e.g. scaled)."""
-        return SelectedRows(self.rows, values, self.height)
+        """The same rows, height and weights holding other ``values`` (e.g. scaled)."""
+        return SelectedRows(self.rows, values, self.height, self.weights)
 
     def __repr__(self) -> str:
         n = self.rows.shape[0]
         shown = ", ".join(str(int(r)) for r in self.rows[:8].tolist()) + (", ..." if n > 8 else "")
-        return f"SelectedRows(height={self.height}, rows=[{shown}], values={self.dtype}{list(self.values.shape)})"
+        weighted = "" if self.weights is None else ", weighted"
+        return (f"SelectedRows(height={self.height}, rows=[{shown}], values={self.dtype}{list(self.values.shape)}"
+                f"{weighted})")
 
 
 # -- LoDTensor -------------------------------------------------------------------------------
@@ -479,7 +497,7 @@ def as_host(value: Any) -> Any:
     if isinstance(value, SelectedRows):
         if isinstance(value.values, numpy.ndarray):
             return value
-        return SelectedRows(as_host(value.rows), as_host(value.values), value.height)
+        return value.to_host()
     if isinstance(value, LoDTensor):
         return value.to_host()
     wire = getattr(value, "as_wire", None)  # a value that is no array says how it travels (a table)

@@ -144,6 +144,33 @@ def test_decayed_count_eviction():
     assert t.end_round().tolist() == [1]
 
 
+def test_show_click_scores_admit_count_and_evict():
+    """A ShowClickEntry table counts each sighting by its weight (the example's show/click
+    score): admission at the threshold, rows' counts summed and decayed, eviction below
+    min_count; the same calls with their weights give the same table in any order of ids."""
+    entry = ShowClickEntry("show", "click", threshold=1.0)
+    t = DynamicTable(TableConfig(dim=2, entry=entry, min_count=0.5, decay=0.5, round_steps=10 ** 6))
+    t.push([1, 2, 1], np.ones((3, 2)), weights=[0.1, 1.0, 0.1])  # 1: 0.2 (a candidate), 2: 1.0, admitted
+    assert len(t) == 1 and t.state()["keys"].tolist() == [2] and t.state()["count"].tolist() == [1.0]
+    assert np.isclose(t.state()["candidate_count"][0], 0.2)
+    t.push([1, 2], np.ones((2, 2)), weights=[0.9, 0.1])  # 1 reaches 1.1: admitted; 2 counts 1.1
+    assert sorted(t.state()["keys"].tolist()) == [1, 2]
+    np.testing.assert_allclose(t.state()["count"], [1.1, 1.1], rtol=1e-6)
+    t.push([2], np.ones((1, 2)), weights=[0.0])  # a sighting of score 0: counts nothing
+    assert t.end_round().tolist() == []  # 1.1 and 1.1 stay, then halve to 0.55
+    t.push([1], np.ones((1, 2)), weights=[0.3])  # 1: 0.85; 2 stays at 0.55
+    assert t.end_round().tolist() == []  # then 0.425 and 0.275
+    assert t.end_round().tolist() == [1, 2]
+    # order: the per-id sums are in entry order, so a permuted batch with its weights is the same
+    a, b = (DynamicTable(TableConfig(dim=2, entry=entry)) for _ in range(2))
+    ids, w = np.array([5, 6, 5, 7, 6, 5]), np.array([0.1, 0.7, 0.4, 1.0, 0.3, 0.5], np.float32)
+    a.push(ids, np.ones((6, 2)), weights=w)
+    perm = np.array([1, 3, 0, 4, 2, 5])  # each id's own entries keep their order
+    b.push(ids[perm], np.ones((6, 2)), weights=w[perm])
+    assert np.array_equal(a.state()["count"][np.argsort(a.state()["keys"])],
+                          b.state()["count"][np.argsort(b.state()["keys"])])
+
+
 def _calls(rng, n_calls):
     for step in range(n_calls):
         ids = rng.integers(0, 60, size=25)
@@ -217,7 +244,17 @@ def test_call_errors():
     assert CountFilterEntry(count_filter=10).count == 10  # Paddle's keyword
     with pytest.raises(ValueError, match="probability"):
         ProbabilityEntry(1.5)
-    with pytest.raises(NotImplementedError, match="ShowClickEntry"):
-        ShowClickEntry("show", "click")
+    with pytest.raises(ValueError, match="show_name"):
+        ShowClickEntry("", "click")
+    with pytest.raises(ValueError, match="nonclk_coeff"):
+        ShowClickEntry("show", "click", nonclk_coeff=-0.1)
+    scored = DynamicTable(TableConfig(dim=2, entry=ShowClickEntry("show", "click")))
+    with pytest.raises(ValueError, match="came without them"):
+        scored.push([3], np.ones((1, 2)))
+    with pytest.raises(ValueError, match="ShowClickEntry table only"):
+        t.push([3], np.ones((1, 2)), weights=[1.0])
+    with pytest.raises(ValueError, match="2 weights for 1 ids"):
+        scored.push([3], np.ones((1, 2)), weights=[1.0, 2.0])
+    assert scored.step == t.step == 0
     with pytest.raises(ValueError, match="shard"):
         shard(t.state(), 2, 2)

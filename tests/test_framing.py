@@ -35,6 +35,19 @@ def test_selected_rows_and_scalars():
     np.testing.assert_array_equal(sr.values, vals)
     assert sr.height == 100
     assert m.vals[1][2].shape == () and m.vals[1][2] == np.float32(0.5)
+    assert sr.weights is None
+
+
+def test_selected_rows_with_sighting_weights_keep_them():
+    """A ShowClickEntry table's gradient: a ``wrows`` entry carries one float32 weight per row
+    id; a weights frame of the wrong size is malformed."""
+    sr = SelectedRows(np.array([3, 9, 3], np.int64), np.ones((3, 2), np.float32), 2 ** 63 - 1, [0.1, 1.0, 0.3])
+    frames = pack("values", "s", 0, [("emb@GRAD", 0, sr)])
+    got = unpack(frames).vals[0][2]
+    np.testing.assert_array_equal(got.rows, sr.rows)
+    np.testing.assert_array_equal(got.weights, np.array([0.1, 1.0, 0.3], np.float32))
+    with pytest.raises(FrameError, match="does not hold"):
+        unpack(frames[:-1] + [bytes(frames[-1])[:8]])
 
 
 def test_a_collective_part_carries_its_tag_in_a_field_of_its_own():

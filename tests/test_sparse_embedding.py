@@ -126,6 +126,133 @@ def test_sync_cluster_equals_one_process_with_admission_and_eviction(case, pserv
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
+def _show_click_model(entry, config):
+    """Paddle's form: show and click vars per example (click is the label), the entry naming them."""
+    def build():
+        ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+        click = fluid.layers.data(name="click", shape=[1], dtype="int64")
+        show = fluid.layers.data(name="show", shape=[1], dtype="int64")
+        emb = sparse_embedding(ids, size=[1000, DIM], entry=entry, table_config=config,
+                               param_attr=fluid.ParamAttr(name="emb", initializer=fluid.initializer.Uniform(-0.5, 0.5)))
+        logits = fluid.layers.fc(input=emb, size=2)
+        cost = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits=logits, label=click))
+        fluid.optimizer.Adam(0.05).minimize(cost)
+        return [ids, click, show], cost
+    return build
+
+
+def _show_click_batches(steps: int = 12) -> list:
+    rng = np.random.default_rng(3)
+    return [(x, y, rng.integers(1, 3, size=y.shape)) for x, y in _batches(steps=steps)]  # shows of 1 or 2
+
+
+@pytest.mark.parametrize("pservers", [2, 3])
+def test_show_click_entry_cluster_equals_one_process(pservers):
+    """ShowClickEntry: each sighting counts its example's show/click score, carried with the
+    gradient to the pservers unscaled by the trainers' merge; admission at the threshold and
+    eviction by the decayed score give the one-process table, key by key."""
+    entry = dist.ShowClickEntry("show", "click", threshold=1.0)
+    build = _show_click_model(entry, dist.SparseTableConfig(min_count=1.2, decay=0.8, round_steps=3))
+    batches = _show_click_batches()
+    ref = run_local(build, batches)
+    one = _table(ref.params[0], "emb")
+    distinct = np.unique(np.concatenate([x.ravel() for x, _, _ in batches])).size
+    assert 0 < one.admitted < distinct and one.evicted > 0 and len(one._cand) > 0
+    # a count is the decayed sum of (show - click) * 0.1 + click: recompute the candidates' from the batches
+    score = {}
+    for x, click, show in batches:
+        for i, c, sh in zip(x.ravel(), click.ravel(), show.ravel()):
+            score[int(i)] = score.get(int(i), 0.0) + (sh - c) * 0.1 + c * 1.0
+    st = one.state()
+    never = [(count, score[int(key)]) for key, count in zip(st["candidate_keys"], st["candidate_count"])
+             if score[int(key)] < 1.0]  # never admitted (the others may have been, and evicted)
+    assert never and all(np.isclose(count, want, rtol=1e-5) for count, want in never)  # candidates never decay
+    run = run_cluster(build, 2, pservers, batches)
+    np.testing.assert_allclose(np.mean([run.losses[0], run.losses[1]], axis=0), ref.losses[0], rtol=1e-5, atol=1e-6)
+    shards = [_table(run.pserver_params[i], f"emb.shard{i}") for i in range(pservers)]
+    assert sum(s.evicted for s in shards) == one.evicted and sum(s.admitted for s in shards) == one.admitted
+    want, got = _state_by_key([st]), _state_by_key([s.state() for s in shards])
+    for name in ("keys", "count", "last", "candidate_keys", "candidate_count", "candidate_last"):
+        assert np.array_equal(got[name], want[name]), name
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_show_click_scores_follow_the_examples_of_lod_and_wide_ids():
+    """The gradient's weight of each id is its example's score: by the LoD's sequences, or by
+    equal shares of a [N, k] ids var; show and click of other lengths are refused."""
+    from placegroup.values import LoDTensor
+
+    show, click = np.array([[1], [2], [1]]), np.array([[0], [1], [1]])
+    score = np.array([0.1, 1.1, 1.0], np.float32)  # (show - click) * 0.1 + click
+    g = np.ones((5, 2), np.float32)
+    lod = LoDTensor.from_lengths(np.array([[4], [5], [6], [7], [8]], np.int64), [[2, 0, 3]])
+    out = _kernel("dynamic_lookup_grad", {"Ids": lod, "Out@GRAD": g, "Show": show, "Click": click})["W@GRAD"]
+    np.testing.assert_array_equal(out.weights, score[[0, 0, 2, 2, 2]])
+    wide = np.arange(6, dtype=np.int64).reshape(3, 2)
+    out = _kernel("dynamic_lookup_grad", {"Ids": wide, "Out@GRAD": np.ones((3, 2, 2), np.float32), "Show": show,
+                                          "Click": click}, padding_idx=3)["W@GRAD"]
+    assert out.rows.tolist() == [0, 1, 2, 4, 5]  # the padding id's entry goes with its weight
+    np.testing.assert_array_equal(out.weights, score[[0, 0, 1, 2, 2]])
+    with pytest.raises(ValueError, match="holds 6 ids, which do not split over the 4 examples"):
+        _kernel("dynamic_lookup_grad", {"Ids": wide, "Out@GRAD": np.ones((3, 2, 2), np.float32),
+                                        "Show": np.ones((4, 1)), "Click": np.zeros((4, 1))})
+    with pytest.raises(ValueError, match="3 sequences"):
+        _kernel("dynamic_lookup_grad", {"Ids": lod, "Out@GRAD": g, "Show": show[:2], "Click": click[:2]})
+    with pytest.raises(ValueError, match="holds 3 values and the click var 2"):
+        _kernel("dynamic_lookup_grad", {"Ids": lod, "Out@GRAD": g, "Show": show, "Click": click[:2]})
+
+
+def test_show_click_in_paddlerecs_slot_form_cluster_equals_one_process():
+    """PaddleRec's slot DNN form: show, click and every slot are LoD int64 feeds, the slots
+    share one table with padding id 0, and each id's score is its sequence's example's."""
+    from placegroup.values import LoDTensor
+
+    def build():
+        show = fluid.data(name="show", shape=[None, 1], dtype="int64", lod_level=1)
+        click = fluid.data(name="click", shape=[None, 1], dtype="int64", lod_level=1)
+        slots = [fluid.data(name=f"slot{i}", shape=[None, 1], dtype="int64", lod_level=1) for i in range(3)]
+        entry = dist.ShowClickEntry("show", "click", threshold=0.3)
+        embs = [fluid.layers.sequence_pool(sparse_embedding(s, size=[100, 4], padding_idx=0, entry=entry,
+                                                            param_attr=fluid.ParamAttr(name="embedding")), "sum")
+                for s in slots]
+        prob = fluid.layers.fc(fluid.layers.concat(embs, axis=1), 2, act="softmax")
+        cost = fluid.layers.mean(fluid.layers.cross_entropy(prob, click))
+        fluid.optimizer.Adagrad(0.1).minimize(cost)
+        return [show, click] + slots, cost
+
+    def lod(values, lengths):
+        return LoDTensor.from_lengths(np.asarray(values, np.int64).reshape(-1, 1), [list(lengths)])
+
+    rng = np.random.default_rng(0)
+    batches = []
+    for _ in range(6):
+        feed = {"show": lod(np.ones(8), [1] * 8), "click": lod(rng.integers(0, 2, 8), [1] * 8)}
+        for i in range(3):
+            lengths = rng.integers(1, 4, 8)
+            feed[f"slot{i}"] = lod(rng.integers(0, 30, lengths.sum()) * 1000003 + i, lengths)
+        batches.append(feed)
+    ref = run_local(build, batches)
+    one = _table(ref.params[0], "embedding")
+    assert len(one) and len(one._cand)  # some ids' scores stayed below the threshold
+    run = run_cluster(build, 2, 2, batches)
+    want = _state_by_key([one.state()])
+    got = _state_by_key([_table(run.pserver_params[i], f"embedding.shard{i}").state() for i in range(2)])
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_a_show_click_entry_names_a_missing_var_at_minimize():
+    """Paddle's programs may define the show and click vars after the lookup: they are looked
+    up at minimize, and one that the program lacks is named there."""
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+        emb = sparse_embedding(ids, size=[10, 4], entry=dist.ShowClickEntry("show", "click"))
+        fluid.layers.data(name="show", shape=[1], dtype="int64")  # after the lookup: found
+        with pytest.raises(ValueError, match="no var 'click'"):
+            fluid.optimizer.SGD(0.1).minimize(fluid.layers.mean(emb))
+
+
 def test_inference_lookup_makes_no_rows():
     def build():
         ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")

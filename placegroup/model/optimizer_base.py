@@ -20,7 +20,7 @@ from placegroup.ir import unique_name
 from placegroup.ir.framework import Variable, default_main_program, default_startup_program
 from placegroup.ir.variable import DYNAMIC_TABLE
 from placegroup.model.regularizer import append_regularization_ops
-from placegroup.util.dynamic_table import TableConfig
+from placegroup.util.dynamic_table import ShowClickEntry, TableConfig
 
 __all__ = ["Optimizer", "global_state_var", "updated_parameters"]
 
@@ -130,6 +130,8 @@ class Optimizer:
         lr0 = self._learning_rate if isinstance(self._learning_rate, Real) else cfg.lr
         made[0].attrs["config"] = param.attrs["table_config"] = dataclasses.replace(
             cfg, optimizer=kind, lr=float(lr0), **hyper).to_json()
+        if isinstance(cfg.entry, ShowClickEntry):
+            _wire_show_click(block, param.name, cfg.entry)
         return block.append_op("dynamic_table_update", {"Param": [param], "Grad": [grad], "LearningRate": [lr]},
                                {"ParamOut": [param]}, {"optimizer": kind}, role="optimize")
 
@@ -178,6 +180,24 @@ class Optimizer:
         self._startup = startup_program or default_startup_program()
         params_grads = self.backward(loss, self._startup, parameter_list or self._parameter_list, no_grad_set)
         return self._apply_optimize(loss, self._startup, params_grads)
+
+
+def _wire_show_click(block, table: str, entry: ShowClickEntry) -> None:
+    """Make the gradients of ``table``'s lookups read the show and click vars ``entry`` names
+    (NOTE(sighting-weights) in ops/dynamic.py); here, once the program is whole, since Paddle's
+    programs may define those vars after the lookup.
+
+    Raises:
+        ValueError: the program has no var of one of the names.
+    """
+    for name in (entry.show_name, entry.click_name):
+        if not block.has_var(name):
+            raise ValueError(f"sparse_embedding {table!r}: its ShowClickEntry reads each example's show and click "
+                             f"from the vars {entry.show_name!r} and {entry.click_name!r}, but the program has no "
+                             f"var {name!r}")
+    for op in block.ops:
+        if op.type == "dynamic_lookup_grad" and op.attrs.get("table") == table:
+            op.inputs["Show"], op.inputs["Click"] = [entry.show_name], [entry.click_name]
 
 
 def global_state_var(name: str, shape, dtype: str, value: float, main=None, startup=None, **attrs) -> Variable:

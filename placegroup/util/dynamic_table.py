@@ -113,18 +113,37 @@ class ProbabilityEntry:
 
 @dataclasses.dataclass(frozen=True)
 class ShowClickEntry:
-    """Paddle's admission by the show and click feeds named ``show_name`` and ``click_name``. Not
-    in placegroup yet: it needs each example's show and click carried with the gradient."""
+    """Admit an id by its show/click score, as Paddle's ``ShowClickEntry`` with its CTR
+    accessor: ``show_name`` and ``click_name`` name the program's per-example show and click
+    vars (fed, or computed), shape [batch, 1].
+
+    Each occurrence of an id in example i is a sighting of weight ``(show_i - click_i)·
+    nonclk_coeff + click_i·click_coeff`` (Paddle's show/click score, whose defaults these
+    are), so an id's count is its summed, decayed score. An id is admitted once that count
+    reaches ``threshold`` (0, Paddle's default for these tables: at its first update);
+    ``SparseTableConfig.min_count`` and ``decay`` then act on the score as on a count
+    (Paddle's delete threshold and show/click decay rate).
+    """
     show_name: str
     click_name: str
+    threshold: float = 0.0
+    nonclk_coeff: float = 0.1
+    click_coeff: float = 1.0
 
     def __post_init__(self):
-        raise NotImplementedError("ShowClickEntry is not in placegroup yet: admission by show and click "
-                                  "counts needs each example's show and click carried with the gradient to "
-                                  "the pservers; use CountFilterEntry or ProbabilityEntry")
+        for name in ("show_name", "click_name"):
+            v = getattr(self, name)
+            _need(isinstance(v, str) and bool(v), f"ShowClickEntry.{name} must be a var's name (a non-empty str), got {v!r}")
+        for name in ("threshold", "nonclk_coeff", "click_coeff"):
+            v = getattr(self, name)
+            _need(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
+                  f"ShowClickEntry.{name} must be a number >= 0, got {v!r}")
+
+    def admit(self, seed: int, ids: np.ndarray, sightings: np.ndarray, step: int) -> np.ndarray:
+        return sightings >= np.float32(self.threshold)
 
 
-_ENTRIES = {"count": CountFilterEntry, "probability": ProbabilityEntry}
+_ENTRIES = {"count": CountFilterEntry, "probability": ProbabilityEntry, "show_click": ShowClickEntry}
 _EPSILON = {"sgd": 0.0, "adagrad": 1e-6, "adam": 1e-8}  # the kernels' defaults
 
 
@@ -140,7 +159,8 @@ class TableConfig:
         optimizer: "sgd", "adagrad" or "adam"; lr (> 0); epsilon (>= 0, default the kernel's:
             adagrad 1e-6, adam 1e-8); initial_accumulator (adagrad's first moment, >= 0);
             beta1, beta2 (adam, in [0, 1)).
-        entry: CountFilterEntry, ProbabilityEntry or None (admit at first sight).
+        entry: CountFilterEntry, ProbabilityEntry, ShowClickEntry or None (admit at first
+            sight).
         ttl: evict a row unseen for ttl steps (an int >= 1) or None.
         min_count: evict a row whose decayed count is below it (> 0) or None; decay in (0, 1].
         round_steps: a round ends (eviction, then decay) after every round_steps updates (>= 1).
@@ -156,7 +176,7 @@ class TableConfig:
     initial_accumulator: float = 0.0
     beta1: float = 0.9
     beta2: float = 0.999
-    entry: CountFilterEntry | ProbabilityEntry | None = None
+    entry: CountFilterEntry | ProbabilityEntry | ShowClickEntry | None = None
     ttl: int | None = None
     min_count: float | None = None
     decay: float = 1.0
@@ -178,8 +198,9 @@ class TableConfig:
         for name in ("beta1", "beta2"):
             v = getattr(self, name)
             _need(isinstance(v, num) and 0 <= v < 1, f"TableConfig.{name} must be in [0, 1), got {v!r}")
-        _need(self.entry is None or isinstance(self.entry, (CountFilterEntry, ProbabilityEntry)),
-              f"TableConfig.entry must be a CountFilterEntry, a ProbabilityEntry or None, got {self.entry!r}")
+        _need(self.entry is None or isinstance(self.entry, tuple(_ENTRIES.values())),
+              f"TableConfig.entry must be a CountFilterEntry, a ProbabilityEntry, a ShowClickEntry or None, "
+              f"got {self.entry!r}")
         _need(self.ttl is None or (_is_int(self.ttl) and self.ttl >= 1),
               f"TableConfig.ttl must be an int >= 1 or None, got {self.ttl!r}")
         _need(self.min_count is None or (isinstance(self.min_count, num) and self.min_count > 0),
@@ -319,14 +340,17 @@ class DynamicTable:
     * ``pull(ids, create)`` reads ``[n, dim]`` values; an id without a row reads zeros. With no
       ``entry`` and ``create`` (training), an id is admitted at first sight: its row is made
       here, with its initial value, and read. A pull counts nothing.
-    * ``push(ids, grads, lr)`` is one update: ``step`` advances, and each *occurrence* of an id
-      is a sighting (so a batch split over trainers, whose gradients the pserver concatenates,
-      counts as the whole batch does in one process). Admitted rows: count += sightings,
-      last-seen = step, and the optimizer updates them. An id without a row: its gradient only
-      counts; its sightings add up in a small candidate index (count, last step) until
-      ``entry`` admits it (CountFilterEntry: count >= its count; ProbabilityEntry: a draw on
-      (seed, id, step)), and its row is made with its initial value, to be read from the next
-      step on. With no entry such an id (pulled with ``create=False``) is admitted here.
+    * ``push(ids, grads, lr, weights)`` is one update: ``step`` advances, and each
+      *occurrence* of an id is a sighting, of weight 1 or its entry of ``weights`` (a
+      ShowClickEntry table's show/click scores, which it needs), so a batch split over
+      trainers, whose gradients the pserver concatenates, counts as the whole batch does in
+      one process. Admitted rows: count += the sightings' weights, last-seen = step, and the
+      optimizer updates them. An id without a row: its gradient only counts; its sightings
+      add up in a small candidate index (count, last step) until ``entry`` admits it
+      (CountFilterEntry: count >= its count; ShowClickEntry: count >= its threshold;
+      ProbabilityEntry: a draw on (seed, id, step)), and its row is made with its initial
+      value, to be read from the next step on. With no entry such an id (pulled with
+      ``create=False``) is admitted here.
     * Initial value of a row: ``init_low + (init_high - init_low)·u`` with ``u`` uniform draws
       on (seed, id, element) (``initial_rows``): a function of (seed, id) only.
     * The update is lazy, with the row's own optimizer state: SGD subtracts each entry in turn
@@ -362,7 +386,7 @@ class DynamicTable:
                    "last": np.zeros(16, np.int32)}
         for k, (per_elem, _) in self._opt.items():
             self._a[k] = np.zeros((16, c.dim) if per_elem else 16, c.dtype)
-        self._c = {"count": np.zeros(16, np.int32), "last": np.zeros(16, np.int32)}
+        self._c = {"count": np.zeros(16, np.float32), "last": np.zeros(16, np.int32)}
         self.step = 0
         key_kernels().warm()
         self.admitted = self.evicted = 0  # since this table was made (the profile's counters)
@@ -403,28 +427,40 @@ class DynamicTable:
         out[hit] = self._a["values"][rows[hit]]
         return out if inv is None else out[inv.reshape(-1)]
 
-    def push(self, ids, grads, lr: float | None = None) -> None:
-        """One update by ``grads`` ``[len(ids), dim]`` (the class docstring says what it does).
+    def push(self, ids, grads, lr: float | None = None, weights=None) -> None:
+        """One update by ``grads`` ``[len(ids), dim]``, each entry a sighting of weight 1 or
+        ``weights[i]`` (the class docstring says what it does).
 
         Raises:
-            ValueError: a negative id, grads of another shape, or more than 2**31 - 1 updates.
+            ValueError: a negative id, grads or weights of another shape, weights missing for
+                a ShowClickEntry table (or given to another), or more than 2**31 - 1 updates.
         """
         ids = as_ids(ids)
         g = np.asarray(grads)
         _need(g.shape == (ids.size, self.config.dim),
               f"push: grads must have shape [{ids.size}, {self.config.dim}], got {list(g.shape)}")
+        scored = isinstance(self.config.entry, ShowClickEntry)
+        _need((weights is not None) == scored,
+              "push: a ShowClickEntry table counts sightings by their show/click scores, and its gradient came "
+              "without them" if scored else "push: sighting weights are for a ShowClickEntry table only")
         _need(self.step < _MAX_STEP, f"push: a table counts at most {_MAX_STEP} updates")
-        self.step += 1
         uniq, inv, occ = np.unique(ids, return_inverse=True, return_counts=True)
+        inv = inv.reshape(-1)
+        if scored:
+            w = np.asarray(weights, np.float32).reshape(-1)
+            _need(w.size == ids.size, f"push: {w.size} weights for {ids.size} ids")
+            occ = np.bincount(inv, weights=w, minlength=uniq.size)  # in entry order, as one process
+        occ = occ.astype(np.float32)
+        self.step += 1
         urows = self._index.lookup(uniq)
         have = urows >= 0
-        self._a["count"][urows[have]] += occ[have].astype(np.float32)
+        self._a["count"][urows[have]] += occ[have]
         self._a["last"][urows[have]] = self.step
         if not have.all():
             new, counts = self._sight(uniq[~have], occ[~have])
             if new.size:  # rows from the next step on: this gradient only counts
                 self._admit(new, counts, self.step)
-        rows = urows[inv.reshape(-1)]
+        rows = urows[inv]
         keep = rows >= 0
         if not keep.all():
             rows, g = rows[keep], g[keep]
@@ -516,21 +552,20 @@ class DynamicTable:
     # -- internals ---------------------------------------------------------------------------
 
     def _sight(self, ids: np.ndarray, occ: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Count ``occ`` sightings of each of the distinct ids without a row at this update;
-        returns (the ids admitted, their counts)."""
+        """Count ``occ`` (float32: sightings, or their summed weights) for each of the distinct
+        ids without a row at this update; returns (the ids admitted, their counts)."""
         entry = self.config.entry
         if entry is None:
-            return ids, occ.astype(np.float32)
-        known = self._cand.lookup(ids) >= 0
-        rows = self._cand.insert(ids)
+            return ids, occ
+        rows, fresh = self._cand.insert(ids, with_new=True)
         _grow(self._c, int(rows.max()) + 1)
-        self._c["count"][rows[~known]] = 0
-        self._c["count"][rows] += occ.astype(np.int32)
+        self._c["count"][rows[fresh]] = 0
+        self._c["count"][rows] += occ
         self._c["last"][rows] = self.step
-        counts = self._c["count"][rows].astype(np.int64)
+        counts = self._c["count"][rows]
         ok = entry.admit(self.config.seed, ids, counts, self.step)
         self._cand.remove(ids[ok])
-        return ids[ok], counts[ok].astype(np.float32)
+        return ids[ok], counts[ok]
 
     def _admit(self, ids: np.ndarray, counts: np.ndarray, last: int) -> None:
         """Rows for the distinct ``ids`` (none has one yet), with their initial values."""

@@ -16,7 +16,8 @@ from placegroup.model.layer_helper import LayerHelper
 from placegroup.model.param_attr import ParamAttr
 from placegroup.layers.sequence import _check
 from placegroup.layers.tensor import _op_seed
-from placegroup.util.dynamic_table import CountFilterEntry, ProbabilityEntry, SparseTableConfig, TableConfig
+from placegroup.util.dynamic_table import (CountFilterEntry, ProbabilityEntry, ShowClickEntry, SparseTableConfig,
+                                              TableConfig)
 
 __all__ = ["shuffle_batch", "partial_concat", "partial_sum", "fused_embedding_seq_pool", "fused_elemwise_activation",
            "sparse_embedding"]
@@ -257,7 +258,10 @@ def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry
         is_test: only read: an id with no row reads zeros and makes none.
         entry: when an id gets a row: ``placegroup.distributed.CountFilterEntry(n)`` (after n
             sightings), ``ProbabilityEntry(p)`` (with probability p at each update that sees
-            it), or None (at first sight).
+            it), ``ShowClickEntry(show_name, click_name)`` (by the summed show/click score of
+            its examples; the program's vars of those names hold each example's show and
+            click, and ``minimize`` wires them into the table's gradient), or None (at first
+            sight).
         table_class: Paddle's name of the table's storage; rows are kept in memory either way.
         param_attr: the table's ParamAttr: its name, and a Uniform, Xavier or Constant
             initializer for new rows (Xavier over ``size``, as Paddle's default). Calls that
@@ -291,8 +295,9 @@ def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry
         raise ValueError(f"{layer}: dtype must be float32 or float64, got {dtype!r}")
     if table_class not in _TABLE_CLASSES:
         raise ValueError(f"{layer}: table_class must be one of {list(_TABLE_CLASSES)}, got {table_class!r}")
-    if entry is not None and not isinstance(entry, (CountFilterEntry, ProbabilityEntry)):
-        raise ValueError(f"{layer}: entry must be a CountFilterEntry, a ProbabilityEntry or None, got {entry!r}")
+    if entry is not None and not isinstance(entry, (CountFilterEntry, ProbabilityEntry, ShowClickEntry)):
+        raise ValueError(f"{layer}: entry must be a CountFilterEntry, a ProbabilityEntry, a ShowClickEntry or None, "
+                         f"got {entry!r}")
     if table_config is not None and not isinstance(table_config, SparseTableConfig):
         raise ValueError(f"{layer}: table_config must be a placegroup.distributed.SparseTableConfig, "
                          f"got {table_config!r}")
@@ -308,7 +313,7 @@ def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry
         if w.type != DYNAMIC_TABLE or list(w.shape) != [-1, size[1]] or w.dtype != dtype:
             raise ValueError(f"{layer}: {attr.name!r} exists as {w.type} {w.dtype}{list(w.shape)}; a table "
                              f"shared by name needs the same dim ({size[1]}) and dtype ({dtype})")
-        return _table_lookup(helper, w, input, pad, is_test, dtype)
+        return _table_lookup(helper, w, input, pad, is_test, dtype, TableConfig.from_json(w.attrs["table_config"]))
     w = helper.create_parameter(param_attr, [max(size[0], 1), size[1]], dtype)
     sblock = helper.startup_program.global_block()
     made = [k for k, op in enumerate(sblock.ops) if w.name in op.output_arg_names]
@@ -324,12 +329,15 @@ def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry
     w.attrs.update(sparse_update=True, distributed=True, table_class=table_class,
                    capacity_hint=size[0], table_config=cfg.to_json(),
                    **({"slot": str(slot)} if slot is not None else {}))
-    return _table_lookup(helper, w, input, pad, is_test, dtype)
+    return _table_lookup(helper, w, input, pad, is_test, dtype, cfg)
 
 
-def _table_lookup(helper, w, ids, pad: int, is_test: bool, dtype: str):
+def _table_lookup(helper, w, ids, pad: int, is_test: bool, dtype: str, cfg: TableConfig):
     out = helper.create_variable_for_type_inference(dtype)
+    scores = {}
+    if isinstance(cfg.entry, ShowClickEntry):  # the gradient's weights (NOTE(sighting-weights) in ops/dynamic.py)
+        scores = {"nonclk_coeff": float(cfg.entry.nonclk_coeff), "click_coeff": float(cfg.entry.click_coeff)}
     helper.append_op("dynamic_lookup", {"Ids": [ids], "W": [w]}, {"Out": [out]},
                      {"padding_idx": pad, "is_test": bool(is_test), "is_sparse": True, "ids_name": ids.name,
-                      "table": w.name})
+                      "table": w.name, **scores})
     return out
