@@ -151,7 +151,10 @@ def main() -> None:
           f"{per_row:.1f} B per live row against row {row} + optimizer state {state} + 24 = {ref} B: "
           f"{per_row / ref:.2f}x  [target <= 1.3]; growth policy: the row arrays (values, moment, float32 "
           f"count, int32 last-seen step) grow 1.25x + 16 rows in place, the key index is open addressing "
-          f"with 4-byte slots at a load kept in (0.375, 0.75] plus an 8-byte row -> key array")
+          f"with 4-byte slots at a load kept in [0.5, 0.75] (1.5x growth) plus an 8-byte row -> key array")
+    counters = t._index.nbytes + t._a["count"].nbytes + t._a["last"].nbytes
+    print(f"  index and counters: {counters / len(t):.1f} B per live id [issue: 24 with the rows full; the "
+          f"row arrays hold {t._a['count'].size / len(t):.2f}x the live rows now]")
 
 
 if __name__ == "__main__":

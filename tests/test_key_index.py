@@ -69,7 +69,19 @@ def test_growth_through_rebuilds_and_tombstones(seed, rounds):
         keys = rng.integers(0, 2 ** 63, 600, dtype=np.int64).tolist() + list(range(30))
         ops += [("insert", keys), ("remove", keys[::3]), ("lookup", keys)]
     ix, _ = _run(ops)
-    assert ix.slots >= 1024 and (len(ix) + ix._tomb) <= KeyIndex.MAX_LOAD * ix.slots
+    assert ix.slots >= 630 / KeyIndex.MAX_LOAD and (len(ix) + ix._tomb) <= KeyIndex.MAX_LOAD * ix.slots
+
+
+def test_inserts_alone_keep_the_load_between_a_half_and_three_quarters():
+    """NOTE(slot-growth): 1.5x growth, any slot count; what bounds a slot's share of a live id
+    at 8 bytes."""
+    ix, rng, sizes = KeyIndex(), np.random.default_rng(4), set()
+    for _ in range(300):
+        ix.insert(rng.integers(0, 2 ** 63, int(rng.integers(1, 200)), dtype=np.int64))
+        if ix.slots > KeyIndex.MIN_SLOTS:
+            assert 0.5 <= len(ix) / ix.slots <= KeyIndex.MAX_LOAD
+        sizes.add(ix.slots)
+    assert any(n & (n - 1) for n in sizes)  # not only powers of two
 
 
 def test_same_calls_give_same_rows():

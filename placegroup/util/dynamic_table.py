@@ -46,7 +46,7 @@ def counter_uniform(seed: int, stream: int, ids: np.ndarray, counters: np.ndarra
     return (x >> _S11).astype(np.float64) * 2.0 ** -53
 
 
-def initial_rows(c: "TableConfig", ids: np.ndarray) -> np.ndarray:
+def initial_rows(c: "TableConfig", ids: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """The initial rows ``[len(ids), dim]`` of ``ids``: ``init_low + (init_high - init_low)·u``,
     a pure function of (seed, id).
 
@@ -54,12 +54,17 @@ def initial_rows(c: "TableConfig", ids: np.ndarray) -> np.ndarray:
     float32 tables take two elements from each 64-bit draw ``x_j = mix64(mix64(id ^ k) +
     (j + 1)·φ)`` (as ``counter_uniform``): element 2j is ``(x_j >> 40)·2**-24`` and element 2j + 1
     is ``((x_j >> 8) & (2**24 - 1))·2**-24``, 24 bits each (a float32's precision), computed in
-    float32: half the mixing, a third of the memory traffic.
+    float32: half the mixing, a third of the memory traffic. ``out``: a C-contiguous float32
+    ``[len(ids), dim]`` to write them into (a table's own rows).
     """
     if c.dtype == "float64":
-        return c.init_low + (c.init_high - c.init_low) * counter_uniform(c.seed, _STREAM_INIT, ids, np.arange(c.dim))
+        rows = c.init_low + (c.init_high - c.init_low) * counter_uniform(c.seed, _STREAM_INIT, ids, np.arange(c.dim))
+        if out is not None:
+            out[...] = rows
+        return rows
     k = mix64(mix64(np.array([c.seed], np.uint64)) ^ np.uint64(_STREAM_INIT))[0]
-    out = np.empty((ids.size, c.dim), np.float32)
+    if out is None:
+        out = np.empty((ids.size, c.dim), np.float32)
     key_kernels().uniform24(k, np.ascontiguousarray(ids, np.int64), out, np.float32(c.init_low),
                             np.float32(2.0 ** -24 * (c.init_high - c.init_low)))
     return out
@@ -364,8 +369,9 @@ class DynamicTable:
       ``decay``. Candidates' counts never decay. Freed rows are reused by later admissions
       (``KeyIndex``'s lowest free row first).
     * Memory: per row ``values`` (dim x itemsize), the optimizer's state, a float32 count and an
-      int32 last-seen step, plus ``KeyIndex``'s 13.3 to 20.7 bytes; the row arrays grow by
-      1.25x (+16 rows), like the index's, and never shrink.
+      int32 last-seen step, plus ``KeyIndex``'s 13.3 to 16 bytes (index and counters: at most
+      24); the row arrays grow by 1.25x (+16 rows), like the index's row array, and never
+      shrink.
 
     Example:
         >>> t = DynamicTable(TableConfig(dim=2, optimizer="sgd", lr=0.5))
@@ -422,10 +428,14 @@ class DynamicTable:
                 self._init_rows(uniq[fresh], rows[fresh], np.zeros(int(fresh.sum()), np.float32), self.step + 1)
         else:
             rows = self._index.lookup(uniq)
-        out = np.zeros((uniq.size, self.config.dim), self.config.dtype)
+        if inv is not None:
+            rows = rows[inv.reshape(-1)]
         hit = rows >= 0
-        out[hit] = self._a["values"][rows[hit]]
-        return out if inv is None else out[inv.reshape(-1)]
+        if hit.all():  # one gather (every training pull with no entry; most others)
+            return np.take(self._a["values"], rows, axis=0)
+        out = np.zeros((rows.size, self.config.dim), self.config.dtype)
+        out[hit] = np.take(self._a["values"], rows[hit], axis=0)
+        return out
 
     def push(self, ids, grads, lr: float | None = None, weights=None) -> None:
         """One update by ``grads`` ``[len(ids), dim]``, each entry a sighting of weight 1 or
@@ -574,7 +584,11 @@ class DynamicTable:
     def _init_rows(self, ids: np.ndarray, rows: np.ndarray, counts: np.ndarray, last: int) -> None:
         c = self.config
         _grow(self._a, int(rows.max()) + 1)
-        self._a["values"][rows] = initial_rows(c, ids)
+        if rows[-1] - rows[0] == rows.size - 1 and bool((np.diff(rows) == 1).all()):
+            rows = slice(int(rows[0]), int(rows[-1]) + 1)  # fresh rows in a run: written in place
+            initial_rows(c, ids, out=self._a["values"][rows])
+        else:
+            self._a["values"][rows] = initial_rows(c, ids)
         for k, (_, init) in self._opt.items():
             self._a[k][rows] = init
         self._a["count"][rows] = counts

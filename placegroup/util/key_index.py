@@ -56,29 +56,33 @@ def as_ids(keys) -> np.ndarray:
 class KeyIndex:
     """Open-addressing hash table over numpy arrays: int64 ids -> dense int64 rows.
 
-    Layout: ``_slots`` (int32, a power of two long) holds per slot a row, ``-1`` (empty) or
+    Layout: ``_slots`` (int32, any length >= 16) holds per slot a row, ``-1`` (empty) or
     ``-2`` (tombstone); ``_row_key`` (int64, one per row) holds each row's id, ``-1`` for a free
     row. A slot keeps only the row, and the id is read through it: the row -> id array is needed
     anyway (checkpoints, and eviction picks rows), and 4-byte slots keep the index small.
 
-    * Probing: linear, from ``mix64(id) & (slots - 1)``, one compiled loop per batch
-      (NOTE(key-kernels) in key_kernels.py).
+    * Probing: linear, from the top 32 bits of ``mix64(id)`` scaled onto the slots, one
+      compiled loop per batch (NOTE(key-kernels) in key_kernels.py).
     * Rows: new ids get rows in first-appearance order within the batch, lowest free row first
       (rows freed by ``remove``), then ``len`` upwards, so the row store stays dense; duplicates
       in a batch share one row. Rows depend only on the sequence of calls, never on the slot
       layout or the machine (NOTE(key-index-determinism)).
-    * Growth: before an insert that would push (live + tombstones) / slots above
-      ``MAX_LOAD`` = 0.75, the index rebuilds: into 2x slots (more while still above 0.75) when
-      the live ids alone would exceed 0.375 of the slots, else at the same size. Inserts alone
-      keep the load in (0.375, 0.75]; removals lower it (the index never shrinks yet).
+    * Growth (NOTE(slot-growth)): before an insert that would push (live + tombstones) / slots
+      above ``MAX_LOAD`` = 0.75, the index rebuilds: into ``GROWTH`` = 1.5x the slots (more
+      while still above 0.75) when the live ids alone would exceed 0.5 of the slots, else at
+      the same size. Inserts alone keep the load in [0.5, 0.75]; removals lower it (the index
+      never shrinks yet). 1.5x rather than doubling keeps a slot's share of a live id at 5.3 to
+      8 bytes instead of 5.3 to 10.7, which is what holds the index and a table's counters to
+      24 bytes per live id, at the price of a rebuild every 1.5x of growth (the rehash work of
+      a whole load is 3x its ids instead of 2x; linear probes stay short at 0.75).
     * Deletion: a removed id's slot becomes a tombstone, which probing steps over and which
       counts towards the load; the rebuild above drops them all, so tombstones never lengthen
       probes past what 0.75 load allows, and a churn of inserts and removes rebuilds at the same
-      size after at least 0.375 x slots operations. Inserts fill empty slots only.
+      size after at least 0.25 x slots operations. Inserts fill empty slots only.
     * Memory (``nbytes``): 4 bytes per slot + 8 per allocated row (the row array grows by
-      1.25x). With inserts only, that is 4/0.75 + 8 = 13.3 bytes per live id at the highest
-      load and 4/0.375 + 8 x 1.25 = 20.7 at the lowest, leaving the table's per-row counters
-      (a later slice) 3 to 10 bytes of the issue's 24.
+      1.25x). With inserts only, that is 4/0.75 + 8 = 13.3 to 4/0.5 + 8 = 16 bytes per live id
+      with the rows full, and at most 4/0.5 + 8 x 1.25 = 18 just after the row array grew;
+      a table's count and last-seen step add 8 (x 1.25 at most).
     * LRU (later): a last-seen stamp per row lives beside the table's per-row counters,
       row-indexed like ``_row_key``; eviction picks stale rows and removes
       ``_row_key[rows]``, so the index needs no change.
@@ -92,10 +96,11 @@ class KeyIndex:
     """
 
     MAX_LOAD = 0.75
+    GROWTH = 1.5
     MIN_SLOTS = 16
 
     def __init__(self, slots: int = MIN_SLOTS):
-        n = max(self.MIN_SLOTS, 1 << (int(slots) - 1).bit_length())
+        n = max(self.MIN_SLOTS, int(slots))
         self._slots = np.full(n, _EMPTY, np.int32)
         self._row_key = np.full(16, -1, np.int64)  # never empty: probes read row 0 for free slots
         self._free = np.zeros(0, np.int64)  # free rows below _n_rows, ascending
@@ -113,7 +118,7 @@ class KeyIndex:
 
     @property
     def slots(self) -> int:
-        """The number of slots (a power of two)."""
+        """The number of slots."""
         return self._slots.size
 
     def lookup(self, keys) -> np.ndarray:
@@ -200,7 +205,7 @@ class KeyIndex:
             raise ValueError(f"rows must be in 0 to {_MAX_ROWS}, got {rws.min()} to {rws.max()}")
         if np.unique(ids).size != ids.size or np.unique(rws).size != rws.size:
             raise ValueError("ids and rows must each be distinct")
-        ix = cls(int(ids.size / (cls.MAX_LOAD / 2)) + 1)
+        ix = cls(int(ids.size / (cls.MAX_LOAD / cls.GROWTH)) + 1)  # the load just after a growth
         ix._n_rows = int(rws.max()) + 1 if rws.size else 0
         ix._row_key = np.full(max(ix._n_rows, 16), -1, np.int64)
         ix._row_key[rws] = ids
@@ -230,11 +235,14 @@ class KeyIndex:
         """Rehash the live ids, dropping tombstones, into slots sized for ``target`` live ids
         (the growth policy in the class docstring)."""
         n = self._slots.size
-        if target > self.MAX_LOAD / 2 * n:
-            n *= 2
+        if target > self.MAX_LOAD / self.GROWTH * n:
+            n = int(n * self.GROWTH)
             while target > self.MAX_LOAD * n:
-                n *= 2
-        live = self._slots[self._slots >= 0]
+                n = int(n * self.GROWTH)
+        if n > 2 ** 32:  # the range reduction's limit; rows stop at 2**31 first
+            raise OverflowError("a KeyIndex holds at most 2**32 slots")
+        # in row order: the ids are read in sequence, and only the slot writes land at random
+        live = np.flatnonzero(self._row_key[:self._n_rows] >= 0).astype(np.int32)
         self._slots = np.full(n, _EMPTY, np.int32)
         self._tomb = 0
         kernels().fill(self._slots, self._row_key, live)

@@ -10,7 +10,9 @@ per kernel) only the first time on a machine. They release the GIL (``nogil``), 
 only the arrays they are given, and follow the rules in KeyIndex's docstring exactly.
 
 Slots: int32; ``EMPTY`` (-1), ``TOMB`` (-2) or a row. ``row_key``: int64 per row, -1 if free.
-Probing is linear from ``mix64(id) & (slots - 1)``.
+Probing is linear (wrapping) from ``home(id) = ((mix64(id) >> 32)·n) >> 32`` for n slots: the
+top 32 bits of the mix scaled onto 0..n-1 (Lemire's multiply-shift range reduction), so n need
+not be a power of two and the index can grow by 1.5x (NOTE(slot-growth) in key_index.py).
 """
 from __future__ import annotations
 
@@ -29,13 +31,19 @@ def _mix(z):
     return z ^ (z >> np.uint64(31))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _home(k, n):
+    """The first slot of id ``k``'s probe among ``n`` slots (n <= 2**32)."""
+    return np.int64(((_mix(np.uint64(k)) >> np.uint64(32)) * np.uint64(n)) >> np.uint64(32))
+
+
 @njit(cache=True, nogil=True)
 def probe(slots, row_key, ids, rows, end):
     """Per id: ``rows[i]`` its row or -1, ``end[i]`` its slot or the empty slot its probe stopped at."""
-    mask = slots.size - 1
+    n = slots.size
     for i in range(ids.size):
         k = ids[i]
-        p = np.int64(_mix(np.uint64(k)) & np.uint64(mask))
+        p = _home(k, n)
         while True:
             s = slots[p]
             if s == EMPTY:
@@ -44,7 +52,9 @@ def probe(slots, row_key, ids, rows, end):
             if s >= 0 and row_key[s] == k:
                 rows[i] = s
                 break
-            p = (p + 1) & mask
+            p += 1
+            if p == n:
+                p = 0
         end[i] = p
 
 
@@ -55,18 +65,20 @@ def insert(slots, row_key, ids, start, rows, free, used, n_rows, room):
     an id repeated in the batch finds the row its first appearance got. Stops before placing a
     new id once ``room`` ids were placed. Returns (where it stopped, used, n_rows, placed).
     ``row_key`` must have room for every fresh row."""
-    mask = slots.size - 1
+    n = slots.size
     placed = 0
     for i in range(start, ids.size):
         k = ids[i]
-        p = np.int64(_mix(np.uint64(k)) & np.uint64(mask))
+        p = _home(k, n)
         while True:
             s = slots[p]
             if s == EMPTY:
                 break
             if s >= 0 and row_key[s] == k:
                 break
-            p = (p + 1) & mask
+            p += 1
+            if p == n:
+                p = 0
         if s >= 0:
             rows[i] = s
             continue
@@ -102,12 +114,14 @@ def remove(slots, row_key, rows, end):
 @njit(cache=True, nogil=True)
 def fill(slots, row_key, rows):
     """Place ``rows`` (their ids in ``row_key``), in order, into an index with no entries."""
-    mask = slots.size - 1
+    n = slots.size
     for i in range(rows.size):
         r = rows[i]
-        p = np.int64(_mix(np.uint64(row_key[r])) & np.uint64(mask))
+        p = _home(row_key[r], n)
         while slots[p] != EMPTY:
-            p = (p + 1) & mask
+            p += 1
+            if p == n:
+                p = 0
         slots[p] = r
 
 
