@@ -98,7 +98,7 @@ def dynamic_table(xp, ins, a, ctx):
 # -- lookup and its gradient ----------------------------------------------------------------
 
 _LOOKUP_ATTRS = {"padding_idx": -1, "is_test": False, "is_sparse": True, "ids_name": "", "table": "",
-                 "nonclk_coeff": 0.1, "click_coeff": 1.0}
+                 "scored": False, "nonclk_coeff": 0.1, "click_coeff": 1.0}
 
 
 def _lookup_infer(ins, a):
@@ -166,7 +166,10 @@ def _examples_of(ids, n: int, examples: int, what: str) -> numpy.ndarray:
 
 def _sighting_weights(ins, a, n: int) -> numpy.ndarray:
     """NOTE(sighting-weights): each id's show/click score, ``(show - click)·nonclk_coeff +
-    click·click_coeff`` of its example, float32 [n]."""
+    click·click_coeff`` of its example, float32 [n]; without show and click vars every example
+    counts as shown once and not clicked, as Paddle does then."""
+    if ins.get("Show") is None:
+        return numpy.full(n, a["nonclk_coeff"], numpy.float32)
     show, click = (numpy.asarray(as_host(ins[k]), numpy.float64).reshape(-1) for k in ("Show", "Click"))
     if show.size != click.size:
         raise ValueError(f"sparse_embedding: the show var holds {show.size} values and the click var "
@@ -181,12 +184,12 @@ def _sighting_weights(ins, a, n: int) -> numpy.ndarray:
 def dynamic_lookup_grad(xp, ins, a, ctx):
     """W@GRAD = SelectedRows(rows = the batch's ids in batch order, repeats kept, values = the
     matching rows of Out@GRAD, height ``ID_SPACE``); the padding id's entries are left out.
-    With ``Show`` and ``Click`` (a ShowClickEntry table), each entry also carries its
-    example's show/click score as its weight (NOTE(sighting-weights))."""
+    For a ShowClickEntry table (``scored``), each entry also carries its example's show/click
+    score, from ``Show`` and ``Click``, as its weight (NOTE(sighting-weights))."""
     g = ins["Out@GRAD"]
     flat = _host_ids(ins["Ids"], repr(a["ids_name"] or "Ids"), "sparse_embedding")
     g = g.reshape(flat.shape[0], -1)
-    weights = _sighting_weights(ins, a, flat.shape[0]) if ins.get("Show") is not None else None
+    weights = _sighting_weights(ins, a, flat.shape[0]) if a["scored"] else None
     if a["padding_idx"] != -1:
         keep = flat != a["padding_idx"]
         flat, g = flat[keep], g[xp.asarray(keep)]

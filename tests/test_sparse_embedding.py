@@ -187,20 +187,20 @@ def test_show_click_scores_follow_the_examples_of_lod_and_wide_ids():
     score = np.array([0.1, 1.1, 1.0], np.float32)  # (show - click) * 0.1 + click
     g = np.ones((5, 2), np.float32)
     lod = LoDTensor.from_lengths(np.array([[4], [5], [6], [7], [8]], np.int64), [[2, 0, 3]])
-    out = _kernel("dynamic_lookup_grad", {"Ids": lod, "Out@GRAD": g, "Show": show, "Click": click})["W@GRAD"]
+    out = _kernel("dynamic_lookup_grad", {"Ids": lod, "Out@GRAD": g, "Show": show, "Click": click}, scored=True)["W@GRAD"]
     np.testing.assert_array_equal(out.weights, score[[0, 0, 2, 2, 2]])
     wide = np.arange(6, dtype=np.int64).reshape(3, 2)
     out = _kernel("dynamic_lookup_grad", {"Ids": wide, "Out@GRAD": np.ones((3, 2, 2), np.float32), "Show": show,
-                                          "Click": click}, padding_idx=3)["W@GRAD"]
+                                          "Click": click}, padding_idx=3, scored=True)["W@GRAD"]
     assert out.rows.tolist() == [0, 1, 2, 4, 5]  # the padding id's entry goes with its weight
     np.testing.assert_array_equal(out.weights, score[[0, 0, 1, 2, 2]])
     with pytest.raises(ValueError, match="holds 6 ids, which do not split over the 4 examples"):
         _kernel("dynamic_lookup_grad", {"Ids": wide, "Out@GRAD": np.ones((3, 2, 2), np.float32),
-                                        "Show": np.ones((4, 1)), "Click": np.zeros((4, 1))})
+                                        "Show": np.ones((4, 1)), "Click": np.zeros((4, 1))}, scored=True)
     with pytest.raises(ValueError, match="3 sequences"):
-        _kernel("dynamic_lookup_grad", {"Ids": lod, "Out@GRAD": g, "Show": show[:2], "Click": click[:2]})
+        _kernel("dynamic_lookup_grad", {"Ids": lod, "Out@GRAD": g, "Show": show[:2], "Click": click[:2]}, scored=True)
     with pytest.raises(ValueError, match="holds 3 values and the click var 2"):
-        _kernel("dynamic_lookup_grad", {"Ids": lod, "Out@GRAD": g, "Show": show, "Click": click[:2]})
+        _kernel("dynamic_lookup_grad", {"Ids": lod, "Out@GRAD": g, "Show": show, "Click": click[:2]}, scored=True)
 
 
 def test_show_click_in_paddlerecs_slot_form_cluster_equals_one_process():
@@ -242,15 +242,32 @@ def test_show_click_in_paddlerecs_slot_form_cluster_equals_one_process():
         np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
-def test_a_show_click_entry_names_a_missing_var_at_minimize():
+def test_show_click_vars_defined_late_are_found_and_missing_ones_warn():
     """Paddle's programs may define the show and click vars after the lookup: they are looked
-    up at minimize, and one that the program lacks is named there."""
-    with fluid.program_guard(fluid.Program(), fluid.Program()):
-        ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
-        emb = sparse_embedding(ids, size=[10, 4], entry=dist.ShowClickEntry("show", "click"))
-        fluid.layers.data(name="show", shape=[1], dtype="int64")  # after the lookup: found
-        with pytest.raises(ValueError, match="no var 'click'"):
-            fluid.optimizer.SGD(0.1).minimize(fluid.layers.mean(emb))
+    up at minimize. A program that lacks one (one of Paddle's own fleet tests names a show var it
+    never defines) warns naming it, and, as in Paddle, every example then counts as shown once
+    and not clicked: a score of nonclk_coeff per sighting."""
+    def build(define_click: bool):
+        def make():
+            ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+            emb = sparse_embedding(ids, size=[10, 4], entry=dist.ShowClickEntry("show", "click", nonclk_coeff=0.25),
+                                   param_attr=fluid.ParamAttr(name="emb"))
+            show = fluid.layers.data(name="show", shape=[1], dtype="int64")  # after the lookup: found
+            feeds = [ids, show, fluid.layers.data(name="click", shape=[1], dtype="int64")] if define_click else [ids]
+            cost = fluid.layers.mean(emb)
+            fluid.optimizer.SGD(0.1).minimize(cost)
+            return feeds, cost
+        return make
+
+    ids = np.array([[5], [6], [5]], np.int64)
+    run = run_local(build(True), [(ids, np.ones((3, 1), np.int64), np.array([[1], [0], [0]]))])
+    table = _table(run.params[0], "emb")
+    assert table.state()["candidate_count"].tolist() == [] and len(table) == 2
+    assert sorted(zip(table.state()["keys"].tolist(), table.state()["count"].tolist())) == [(5, 1.25), (6, 0.25)]
+    with pytest.warns(UserWarning, match="no var 'click'; every example counts as shown once and not clicked"):
+        run = run_local(build(False), [(ids,)])
+    table = _table(run.params[0], "emb")
+    assert sorted(zip(table.state()["keys"].tolist(), table.state()["count"].tolist())) == [(5, 0.5), (6, 0.25)]
 
 
 def test_inference_lookup_makes_no_rows():

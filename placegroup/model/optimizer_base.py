@@ -10,6 +10,7 @@ Thread-safety: ``minimize`` edits the programs it is given; build programs from 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from numbers import Real
 from typing import Any
 
@@ -185,16 +186,16 @@ class Optimizer:
 def _wire_show_click(block, table: str, entry: ShowClickEntry) -> None:
     """Make the gradients of ``table``'s lookups read the show and click vars ``entry`` names
     (NOTE(sighting-weights) in ops/dynamic.py); here, once the program is whole, since Paddle's
-    programs may define those vars after the lookup.
-
-    Raises:
-        ValueError: the program has no var of one of the names.
-    """
-    for name in (entry.show_name, entry.click_name):
-        if not block.has_var(name):
-            raise ValueError(f"sparse_embedding {table!r}: its ShowClickEntry reads each example's show and click "
-                             f"from the vars {entry.show_name!r} and {entry.click_name!r}, but the program has no "
-                             f"var {name!r}")
+    programs may define those vars after the lookup. A program without them (Paddle's own
+    tests have one) warns, as Paddle does, and every example counts as shown once and not
+    clicked."""
+    missing = [name for name in (entry.show_name, entry.click_name) if not block.has_var(name)]
+    if missing:
+        warnings.warn(f"sparse_embedding {table!r}: its ShowClickEntry reads each example's show and click from "
+                      f"the vars {entry.show_name!r} and {entry.click_name!r}, but the program has no var "
+                      f"{missing[0]!r}; every example counts as shown once and not clicked (a score of "
+                      f"nonclk_coeff, {entry.nonclk_coeff}, per sighting), as Paddle does", stacklevel=4)
+        return
     for op in block.ops:
         if op.type == "dynamic_lookup_grad" and op.attrs.get("table") == table:
             op.inputs["Show"], op.inputs["Click"] = [entry.show_name], [entry.click_name]

@@ -260,8 +260,9 @@ def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry
             sightings), ``ProbabilityEntry(p)`` (with probability p at each update that sees
             it), ``ShowClickEntry(show_name, click_name)`` (by the summed show/click score of
             its examples; the program's vars of those names hold each example's show and
-            click, and ``minimize`` wires them into the table's gradient), or None (at first
-            sight).
+            click, and ``minimize`` wires them into the table's gradient; without them, as in
+            Paddle, a warning, and every example counts as shown once and not clicked), or
+            None (at first sight).
         table_class: Paddle's name of the table's storage; rows are kept in memory either way.
         param_attr: the table's ParamAttr: its name, and a Uniform, Xavier or Constant
             initializer for new rows (Xavier over ``size``, as Paddle's default). Calls that
@@ -336,7 +337,8 @@ def _table_lookup(helper, w, ids, pad: int, is_test: bool, dtype: str, cfg: Tabl
     out = helper.create_variable_for_type_inference(dtype)
     scores = {}
     if isinstance(cfg.entry, ShowClickEntry):  # the gradient's weights (NOTE(sighting-weights) in ops/dynamic.py)
-        scores = {"nonclk_coeff": float(cfg.entry.nonclk_coeff), "click_coeff": float(cfg.entry.click_coeff)}
+        scores = {"scored": True, "nonclk_coeff": float(cfg.entry.nonclk_coeff),
+                  "click_coeff": float(cfg.entry.click_coeff)}
     helper.append_op("dynamic_lookup", {"Ids": [ids], "W": [w]}, {"Out": [out]},
                      {"padding_idx": pad, "is_test": bool(is_test), "is_sparse": True, "ids_name": ids.name,
                       "table": w.name, **scores})
