@@ -18,6 +18,7 @@ import numpy as np
 
 from placegroup.ops.registry import Cut, Meta, Slot, check, grad_of, register
 from placegroup.ops.tensor import SHAPE_INS, run_ints, static_shape
+from placegroup.util.normal_ppf import PHI_HI, PHI_LO, normal_ppf
 from placegroup.values import LoDTensor
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -186,35 +187,8 @@ def gaussian_random(xp, ins, a, ctx):
 # through the inverse normal CDF restricted to [-2, 2]: z = Phi^-1(p) with
 # p = Phi(-2) + (Phi(2) - Phi(-2)) * u, so |z| <= 2 by construction, no resampling. It then
 # returns (z + mean) * std, not z * std + mean (later Paddle versions changed that); the two
-# agree for mean 0, the initializers' default. We follow 1.8. Phi^-1 here is Acklam's rational
-# approximation (relative error below 1.2e-9, far inside float32), in float64 and vectorised,
-# rounded once to the output dtype.
-
-_PHI_LO, _PHI_HI = 0.022750131948179195, 0.9772498680518208  # Phi(-2), Phi(2)
-_A = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
-      -3.066479806614716e+01, 2.506628277459239e+00)
-_B = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
-      -1.328068155288572e+01, 1.0)
-_C = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549732539343734e+00,
-      4.374664141464968e+00, 2.938163982698783e+00)
-_D = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00, 1.0)
-
-
-def _poly(xp, coeffs, t):
-    out = xp.full(t.shape, coeffs[0])
-    for c in coeffs[1:]:
-        out = out * t + c
-    return out
-
-
-def normal_ppf(xp, p):
-    """Phi^-1(p) for p in (0, 1), float64 (Acklam's algorithm, NOTE(truncated-normal))."""
-    q = p - 0.5
-    r = q * q
-    central = _poly(xp, _A, r) * q / _poly(xp, _B, r)
-    tail = xp.sqrt(-2.0 * xp.log(xp.minimum(p, 1.0 - p)))
-    tails = _poly(xp, _C, tail) / _poly(xp, _D, tail)
-    return xp.where(xp.abs(q) <= 0.47575, central, xp.where(q < 0, tails, -tails))
+# agree for mean 0, the initializers' default. We follow 1.8. Phi^-1 is Acklam's rational
+# approximation (placegroup/util/normal_ppf.py), in float64, rounded once to the output dtype.
 
 
 @register("truncated_gaussian_random", ins=(), outs=("Out",), attrs={**_RAND_ATTRS, "mean": 0.0, "std": 1.0},
@@ -226,7 +200,7 @@ def truncated_gaussian_random(xp, ins, a, ctx):
     def values(idx):
         u = uniform01(xp, a["seed"], idx)
         u = xp.maximum(u, np.finfo(np.float32).tiny)  # Fluid draws u from [FLT_MIN, 1)
-        z = normal_ppf(xp, _PHI_LO + (_PHI_HI - _PHI_LO) * u)
+        z = normal_ppf(xp, PHI_LO + (PHI_HI - PHI_LO) * u)
         return (xp.clip(z, -2.0, 2.0) + a["mean"]) * a["std"]
 
     return _generate(xp, a, ctx.rank, values)

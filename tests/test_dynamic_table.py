@@ -69,6 +69,22 @@ def _ref_adam(p, m1, m2, b1p, b2p, g, lr, b1, b2, eps):
     return p - lr_t * (m1 / (np.sqrt(m2) + eps)), m1, m2, b1p, b2p
 
 
+@pytest.mark.parametrize("init, spread", [("normal", 1.0), ("truncated_normal", 0.8796)])
+def test_normal_initial_rows_are_drawn_per_id(init, spread):
+    """Normal and TruncatedNormal rows: a function of (seed, id), with the right moments; the
+    truncated ones within two std of the mean (whose std is 0.88 of the untruncated one)."""
+    cfg = TableConfig(dim=8, seed=3, init=init, init_mean=0.5, init_std=2.0)
+    ids = np.arange(20000) * 7919
+    rows = DynamicTable(cfg).pull(ids)
+    assert rows.dtype == np.float32
+    assert abs(rows.mean() - 0.5) < 0.03 and abs(rows.std() - 2.0 * spread) < 0.03
+    if init == "truncated_normal":
+        assert np.abs(rows - 0.5).max() <= 4.0 + 1e-6
+    np.testing.assert_array_equal(DynamicTable(cfg).pull(ids[::-1]), rows[::-1])  # per id, any order
+    with pytest.raises(ValueError, match="init_std"):
+        TableConfig(dim=2, init="normal", init_std=-1.0)
+
+
 @pytest.mark.parametrize("opt", ["sgd", "adagrad", "adam"])
 def test_optimizers_against_per_row_references(opt):
     cfg = TableConfig(dim=3, optimizer=opt, lr=0.1, initial_accumulator=0.5)

@@ -270,6 +270,26 @@ def test_show_click_vars_defined_late_are_found_and_missing_ones_warn():
     assert sorted(zip(table.state()["keys"].tolist(), table.state()["count"].tolist())) == [(5, 0.5), (6, 0.25)]
 
 
+@pytest.mark.parametrize("initializer, init", [
+    (lambda: fluid.initializer.Normal(0.1, 0.5, seed=4), dict(init="normal", init_mean=0.1, init_std=0.5)),
+    (lambda: fluid.initializer.TruncatedNormal(0.0, 0.2, seed=4), dict(init="truncated_normal", init_std=0.2)),
+])
+def test_normal_initializers_carry_over_to_the_table(initializer, init):
+    """Paddle's fleet tests build tables with Normal initializers: new rows are drawn from that
+    distribution by (seed, id), so the table's first lookup reads the config's rows."""
+    def build():
+        ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+        return [ids], sparse_embedding(ids, size=[10, 4], param_attr=fluid.ParamAttr(name="emb",
+                                                                                      initializer=initializer()))
+    main, startup, feeds, out = build_programs(build)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    ids = np.array([[3], [2 ** 60]], np.int64)
+    got, = exe.run(main, feed={"ids": ids}, fetch_list=[out], scope=scope)
+    cfg = TableConfig(dim=4, seed=4, **init)
+    np.testing.assert_array_equal(got, DynamicTable(cfg).pull(ids.ravel()))
+
+
 def test_inference_lookup_makes_no_rows():
     def build():
         ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
@@ -315,7 +335,7 @@ def test_environment_overrides_the_eviction_settings(monkeypatch):
     (lambda ids: sparse_embedding(ids, size=[10, 4], table_class="SSD"), "table_class"),
     (lambda ids: sparse_embedding(ids, size=[10], dtype="float32"), "size"),
     (lambda ids: sparse_embedding(ids, size=[10, 4], param_attr=fluid.ParamAttr(
-        initializer=fluid.initializer.Normal())), "Uniform"),
+        initializer=fluid.initializer.NumpyArrayInitializer(np.zeros((10, 4), np.float32)))), "TruncatedNormal"),
 ])
 def test_bad_layer_arguments(make, match):
     with fluid.program_guard(fluid.Program(), fluid.Program()):

@@ -22,6 +22,7 @@ import numpy as np
 from placegroup import config as settings
 from placegroup.util.key_index import KeyIndex, as_ids, mix64
 from placegroup.util.key_index import kernels as key_kernels
+from placegroup.util.normal_ppf import PHI_HI, PHI_LO, normal_ppf
 from placegroup.values import SelectedRows
 
 _PHI = np.uint64(0x9E3779B97F4A7C15)
@@ -46,9 +47,23 @@ def counter_uniform(seed: int, stream: int, ids: np.ndarray, counters: np.ndarra
     return (x >> _S11).astype(np.float64) * 2.0 ** -53
 
 
+def _normal_rows(c: "TableConfig", ids: np.ndarray) -> np.ndarray:
+    """``init_mean + init_std·z`` [len(ids), dim], float64: z by Box-Muller on the draws
+    (seed, 1, id, 2j) and (seed, 1, id, 2j + 1) ("normal"), or by the inverse CDF of the draw
+    (seed, 1, id, j) restricted to [-2, 2] ("truncated_normal", Paddle's large-scale tables)."""
+    if c.init == "normal":
+        u = counter_uniform(c.seed, _STREAM_INIT, ids, np.arange(2 * c.dim))
+        z = np.sqrt(-2.0 * np.log1p(-u[:, 0::2])) * np.cos(2.0 * np.pi * u[:, 1::2])
+    else:
+        u = counter_uniform(c.seed, _STREAM_INIT, ids, np.arange(c.dim))
+        z = np.clip(normal_ppf(np, PHI_LO + (PHI_HI - PHI_LO) * u), -2.0, 2.0)
+    return c.init_mean + c.init_std * z
+
+
 def initial_rows(c: "TableConfig", ids: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """The initial rows ``[len(ids), dim]`` of ``ids``: ``init_low + (init_high - init_low)·u``,
-    a pure function of (seed, id).
+    a pure function of (seed, id) (``init`` "uniform"; "normal" and "truncated_normal" draw
+    ``init_mean + init_std·z`` instead, ``_normal_rows``).
 
     float64 tables draw each element from ``counter_uniform(seed, 1, id, j)`` (53 bits).
     float32 tables take two elements from each 64-bit draw ``x_j = mix64(mix64(id ^ k) +
@@ -57,8 +72,12 @@ def initial_rows(c: "TableConfig", ids: np.ndarray, out: np.ndarray | None = Non
     float32: half the mixing, a third of the memory traffic. ``out``: a C-contiguous float32
     ``[len(ids), dim]`` to write them into (a table's own rows).
     """
-    if c.dtype == "float64":
-        rows = c.init_low + (c.init_high - c.init_low) * counter_uniform(c.seed, _STREAM_INIT, ids, np.arange(c.dim))
+    if c.dtype == "float64" or c.init != "uniform":
+        if c.init == "uniform":
+            rows = c.init_low + (c.init_high - c.init_low) * counter_uniform(c.seed, _STREAM_INIT, ids, np.arange(c.dim))
+        else:
+            rows = _normal_rows(c, ids)
+        rows = rows.astype(c.dtype, copy=False)
         if out is not None:
             out[...] = rows
         return rows
@@ -159,8 +178,9 @@ class TableConfig:
     Args:
         dim: values per row (>= 1). dtype: "float32" or "float64".
         seed: 0 to 2**64 - 1; with the id it fixes initial values and probability draws.
-        init_low, init_high: a new row is uniform in [init_low, init_high) (low <= high; equal:
-            a constant).
+        init: how a new row is drawn: "uniform" in [init_low, init_high) (low <= high; equal:
+            a constant), "normal" or "truncated_normal" (within 2 std) of init_mean and
+            init_std (>= 0).
         optimizer: "sgd", "adagrad" or "adam"; lr (> 0); epsilon (>= 0, default the kernel's:
             adagrad 1e-6, adam 1e-8); initial_accumulator (adagrad's first moment, >= 0);
             beta1, beta2 (adam, in [0, 1)).
@@ -175,6 +195,9 @@ class TableConfig:
     seed: int = 0
     init_low: float = -0.1
     init_high: float = 0.1
+    init: str = "uniform"
+    init_mean: float = 0.0
+    init_std: float = 1.0
     optimizer: str = "sgd"
     lr: float = 0.01
     epsilon: float | None = None
@@ -194,6 +217,10 @@ class TableConfig:
         _need(_is_int(self.seed) and 0 <= self.seed < 2 ** 64, f"TableConfig.seed must be an int in 0 to 2**64 - 1, got {self.seed!r}")
         _need(isinstance(self.init_low, num) and isinstance(self.init_high, num) and self.init_low <= self.init_high,
               f"TableConfig needs init_low <= init_high, got {self.init_low!r} and {self.init_high!r}")
+        _need(self.init in ("uniform", "normal", "truncated_normal"),
+              f"TableConfig.init must be uniform, normal or truncated_normal, got {self.init!r}")
+        _need(isinstance(self.init_mean, num) and isinstance(self.init_std, num) and self.init_std >= 0,
+              f"TableConfig needs a number init_mean and init_std >= 0, got {self.init_mean!r} and {self.init_std!r}")
         _need(self.optimizer in _EPSILON, f"TableConfig.optimizer must be one of {sorted(_EPSILON)}, got {self.optimizer!r}")
         _need(isinstance(self.lr, num) and self.lr > 0, f"TableConfig.lr must be > 0, got {self.lr!r}")
         _need(self.epsilon is None or (isinstance(self.epsilon, num) and self.epsilon >= 0),

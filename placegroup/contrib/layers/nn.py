@@ -224,19 +224,24 @@ def fused_elemwise_activation(x, y, functor_list, axis: int = -1, scale: float =
 _TABLE_CLASSES = ("MemorySparseTable", "CommonSparseTable")
 
 
-def _table_init_range(startup_op, layer: str) -> tuple[float, float, int]:
-    """(low, high, seed) of the initializer op the parameter got: a table keyed by raw ids draws
-    each new row from U(low, high) by (seed, id), so only Uniform (Xavier's uniform form
-    included) and Constant initializers carry over."""
+def _table_init(startup_op, layer: str) -> tuple[dict, int]:
+    """(the TableConfig's init fields, seed) of the initializer op the parameter got: a table keyed
+    by raw ids draws each new row by (seed, id), from the same distribution: Uniform (Xavier's
+    uniform form included), Constant, Normal (Xavier's normal form, MSRA's too) or
+    TruncatedNormal (drawn as Paddle's large-scale tables draw it, mean + std·z with |z| <= 2)."""
+    a = startup_op.attrs
     if startup_op.type == "uniform_random":
-        a = startup_op.attrs
-        return float(a["min"]), float(a["max"]), int(a.get("seed", 0))
+        return {"init_low": float(a["min"]), "init_high": float(a["max"])}, int(a.get("seed", 0))
     if startup_op.type == "fill_constant":
-        v = float(startup_op.attrs["value"])
-        return v, v, 0
-    raise ValueError(f"{layer}: a table keyed by raw ids makes each row when its id is admitted, from a "
-                     f"uniform draw on (seed, id); its param_attr's initializer must be Uniform, Xavier "
-                     f"(uniform) or Constant, not one that makes `{startup_op.type}`")
+        v = float(a["value"])
+        return {"init_low": v, "init_high": v}, 0
+    kinds = {"gaussian_random": "normal", "truncated_gaussian_random": "truncated_normal"}
+    if startup_op.type in kinds:
+        return ({"init": kinds[startup_op.type], "init_mean": float(a["mean"]), "init_std": float(a["std"])},
+                int(a.get("seed", 0)))
+    raise ValueError(f"{layer}: a table keyed by raw ids makes each row when its id is admitted, from a draw "
+                     f"on (seed, id); its param_attr's initializer must be Uniform, Normal, TruncatedNormal, "
+                     f"Xavier, MSRA or Constant, not one that makes `{startup_op.type}`")
 
 
 def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry=None,
@@ -264,8 +269,9 @@ def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry
             Paddle, a warning, and every example counts as shown once and not clicked), or
             None (at first sight).
         table_class: Paddle's name of the table's storage; rows are kept in memory either way.
-        param_attr: the table's ParamAttr: its name, and a Uniform, Xavier or Constant
-            initializer for new rows (Xavier over ``size``, as Paddle's default). Calls that
+        param_attr: the table's ParamAttr: its name, and a Uniform, Normal, TruncatedNormal,
+            Xavier, MSRA or Constant initializer for new rows (Xavier over ``size``, as
+            Paddle's default). Calls that
             name the same table share it (26 slots, one table): the first one makes it, with
             its entry and config; the others only look it up.
         dtype: float32 or float64.
@@ -318,10 +324,10 @@ def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry
     w = helper.create_parameter(param_attr, [max(size[0], 1), size[1]], dtype)
     sblock = helper.startup_program.global_block()
     made = [k for k, op in enumerate(sblock.ops) if w.name in op.output_arg_names]
-    low, high, init_seed = _table_init_range(sblock.ops[made[0]], layer)
+    init, init_seed = _table_init(sblock.ops[made[0]], layer)
     tc = table_config or SparseTableConfig()
     cfg = TableConfig(dim=size[1], dtype=dtype, seed=tc.seed if tc.seed is not None else init_seed,
-                      init_low=low, init_high=high, entry=entry, **tc.eviction())
+                      entry=entry, **init, **tc.eviction())
     sblock.remove_op(made[0])
     sblock.insert_op(made[0], "dynamic_table", {}, {"Out": [w.name]}, {"config": cfg.to_json()}, role="init",
                      infer=False)
