@@ -250,16 +250,19 @@ def test_a_fleet_script_launched_sync_2x2_equals_one_process(tmp_path):
     assert "predict" not in runs[1]  # only the first worker saves the model
 
 
-def test_a_fleet_script_with_a_table_keyed_by_raw_ids_launched_sync_2x2_equals_one_process(tmp_path):
-    """The same job with paddle.static.nn.sparse_embedding and a CountFilterEntry: fleet's
-    distributed optimizer puts the table on the pservers, and the first worker's
+@pytest.mark.parametrize("table", ["grown", "clicked"])
+def test_a_fleet_script_with_a_table_keyed_by_raw_ids_launched_sync_2x2_equals_one_process(tmp_path, table):
+    """The same job with a table keyed by raw ids: paddle.static.nn.sparse_embedding and a
+    CountFilterEntry, or fluid.contrib.layers.sparse_embedding with a Normal initializer and a
+    ShowClickEntry of computed show and click vars. Fleet's distributed optimizer puts the table
+    on the pservers, the scores travel with the gradients, and the first worker's
     fleet.save_inference_model gathers the shards' rows for the model it saves."""
     data = _data(tmp_path / "data.npz")
-    run_python(sys.executable, "-m", "placegroup", "run", SCRIPT, data, tmp_path / "one.npz", "sync", "grown",
+    run_python(sys.executable, "-m", "placegroup", "run", SCRIPT, data, tmp_path / "one.npz", "sync", table,
                timeout=300 * TIME_FACTOR, cwd=SCRIPT.parent, env={k: v for k, v in os.environ.items() if k != "TRAINING_ROLE"})
     with np.load(tmp_path / "one.npz") as z:
         one = dict(z)
-    runs = _launch(data, tmp_path / "dist", "sync", "grown")
+    runs = _launch(data, tmp_path / "dist", "sync", table)
     np.testing.assert_allclose(np.mean([r["loss"] for r in runs], axis=0), one["loss"], rtol=1e-5)
     np.testing.assert_allclose(runs[0]["predict"], one["predict"], rtol=1e-5, atol=1e-6)
 

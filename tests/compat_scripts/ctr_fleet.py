@@ -3,9 +3,12 @@ slots, each a sequence of ids, share one sparse embedding table (is_sparse=True)
 embeddings are summed, concatenated with the dense features and go through a relu fc layer and
 a softmax over click / no click; Adam. Run by tests/test_fleet.py (see _harness.py).
 
-``python ctr_fleet.py DATA.npz OUT.npz [sync|async] [fixed|grown]``: ``grown`` makes the table
-with Paddle 2.x's ``paddle.static.nn.sparse_embedding`` (keyed by raw ids, a row after two
-sightings) instead of Fluid's ``embedding``, as a 2.x-era CTR job on fleet writes it. Launched (TRAINING_ROLE set), it uses
+``python ctr_fleet.py DATA.npz OUT.npz [sync|async] [fixed|grown|clicked]``: ``grown`` makes the
+table with Paddle 2.x's ``paddle.static.nn.sparse_embedding`` (keyed by raw ids, a row after two
+sightings) instead of Fluid's ``embedding``, as a 2.x-era CTR job on fleet writes it; ``clicked``
+with Paddle 2.0's ``fluid.contrib.layers.sparse_embedding``, a Normal initializer and a
+``ShowClickEntry`` naming computed show and click vars (a show of 1 per example, the label as the
+click), as PaddleRec's slot DNN does. Launched (TRAINING_ROLE set), it uses
 fleet: PaddleCloudRoleMaker, the strategy named by the third argument, init_server/run_server
 on a pserver, init_worker / fleet.main_program / stop_worker on a trainer, and trainer 0 saves
 the inference model with fleet.save_inference_model. Alone (no TRAINING_ROLE: Fluid's fleet has
@@ -39,6 +42,13 @@ def network(table='fixed'):
         entry = paddle.distributed.CountFilterEntry(count_filter=2)
         embs = [paddle.static.nn.sparse_embedding(input=ids, size=[SPARSE_DIM, EMBED_SIZE], entry=entry,
                                                   param_attr=attr) for ids in sparse_inputs]
+    elif table == 'clicked':
+        show = fluid.layers.fill_constant_batch_size_like(input=label, shape=[-1, 1], dtype='float32', value=1.0)
+        click = fluid.layers.cast(label, 'float32')
+        entry = paddle.distributed.ShowClickEntry(show.name, click.name)
+        attr = fluid.ParamAttr(name='SparseFeatFactors', initializer=fluid.initializer.Normal(scale=0.1))
+        embs = [fluid.contrib.layers.sparse_embedding(input=ids, size=[SPARSE_DIM, EMBED_SIZE], entry=entry,
+                                                      param_attr=attr) for ids in sparse_inputs]
     else:
         embs = [fluid.layers.embedding(input=ids, is_sparse=True, size=[SPARSE_DIM, EMBED_SIZE], param_attr=attr)
                 for ids in sparse_inputs]
@@ -79,7 +89,7 @@ def main(data_path, out_path, mode='sync', table='fixed'):
         exe.run(fluid.default_startup_program())
         init = {}
         for p in fluid.default_main_program().all_parameters():
-            if table == 'grown' and p.name == 'SparseFeatFactors':  # rows made as ids come: none to set
+            if table != 'fixed' and p.name == 'SparseFeatFactors':  # rows made as ids come: none to set
                 continue
             if 'init/' + p.name in data.files:
                 fluid.global_scope().find_var(p.name).get_tensor().set(data['init/' + p.name], place)
