@@ -64,6 +64,7 @@ def _run_ctr(vocab: int, steps: int):
     return trainer_mib, table_mib
 
 
+@pytest.mark.slow  # 18 s; test_ctr_example_with_10_million_rows is the same check at 5x the rows
 def test_ctr_example_keeps_the_table_off_the_trainers(tmp_path):
     trainer_mib, table_mib = _run_ctr(2_000_000, 100)
     assert max(trainer_mib) < table_mib / 3
