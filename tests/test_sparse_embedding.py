@@ -471,6 +471,10 @@ def test_dump_and_profile_show_each_table(monkeypatch, capsys):
     text = render_text(main)
     assert ("// table emb: dim 8 float32, adam (lr 0.05), rows admitted after 2 sightings, dropped when unseen "
             "for 4 updates or count below 1.5, counts x0.8 each round of 3 updates") in text
+    scored, _, _, _ = build_programs(_show_click_model(dist.ShowClickEntry("show", "click", threshold=2),
+                                                       dist.SparseTableConfig(min_count=0.5)))
+    assert ("rows admitted at a show/click score of 2 ('show', 'click'; non-click 0.1, click 1), dropped when score "
+            "below 0.5, scores x1 each round of 100 updates") in render_text(scored)
     monkeypatch.setenv("PLACEGROUP_PROFILE", "1")
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)

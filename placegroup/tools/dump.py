@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from placegroup.ir.variable import DYNAMIC_TABLE
-from placegroup.util.dynamic_table import CountFilterEntry, TableConfig
+from placegroup.util.dynamic_table import CountFilterEntry, ShowClickEntry, TableConfig
 from placegroup.executor.transfers import render as render_transfers
 from placegroup.executor.transfers import transfers
 from placegroup.ir.cluster import Cluster
@@ -138,12 +138,17 @@ def table_report(program, view) -> list[str]:
         if v.type != DYNAMIC_TABLE or "table_config" not in v.attrs:
             continue
         c = TableConfig.from_json(v.attrs["table_config"])
+        scored = isinstance(c.entry, ShowClickEntry)
         entry = ("at first sight" if c.entry is None else f"after {c.entry.count} sightings"
-                 if isinstance(c.entry, CountFilterEntry) else f"with probability {c.entry.probability} an update")
-        evict = [f"unseen for {c.ttl} updates" if c.ttl else "", f"count below {c.min_count}" if c.min_count else ""]
+                 if isinstance(c.entry, CountFilterEntry) else
+                 f"at a show/click score of {c.entry.threshold:g} ({c.entry.show_name!r}, {c.entry.click_name!r}; "
+                 f"non-click {c.entry.nonclk_coeff:g}, click {c.entry.click_coeff:g})" if scored else
+                 f"with probability {c.entry.probability} an update")
+        count = "score" if scored else "count"
+        evict = [f"unseen for {c.ttl} updates" if c.ttl else "", f"{count} below {c.min_count}" if c.min_count else ""]
         evict = " or ".join(e for e in evict if e) or "never"
         lines.append(f"// table {v.name}: dim {c.dim} {c.dtype}, {c.optimizer} (lr {c.lr:g}), rows admitted {entry}, "
-                     f"dropped when {evict}, counts x{c.decay:g} each round of {c.round_steps} updates, seed {c.seed}")
+                     f"dropped when {evict}, {count}s x{c.decay:g} each round of {c.round_steps} updates, seed {c.seed}")
     return lines
 
 

@@ -271,9 +271,8 @@ def sparse_embedding(input, size, padding_idx=None, is_test: bool = False, entry
         table_class: Paddle's name of the table's storage; rows are kept in memory either way.
         param_attr: the table's ParamAttr: its name, and a Uniform, Normal, TruncatedNormal,
             Xavier, MSRA or Constant initializer for new rows (Xavier over ``size``, as
-            Paddle's default). Calls that
-            name the same table share it (26 slots, one table): the first one makes it, with
-            its entry and config; the others only look it up.
+            Paddle's default). Calls that name the same table share it (26 slots, one table):
+            the first one makes it, with its entry and config; the others only look it up.
         dtype: float32 or float64.
         slot: the feature slot this table serves, kept on the parameter for the dump.
         table_config: a ``placegroup.distributed.SparseTableConfig``: ttl, min_count, decay,
