@@ -198,14 +198,33 @@ def test_a_file_that_holds_another_var(saved):
         pio.load_params(exe, str(tmp_path), main, scope=fluid.Scope())
 
 
-def test_names_that_cannot_be_file_names(fresh_programs, tmp_path):
+def test_a_slash_in_a_name_makes_subdirectories_as_in_fluid(fresh_programs, tmp_path):
+    """Fluid's GRUCell names its parameters ``GRUCell/BasicGRUUnit_0.w_0`` (the book's seq2seq
+    saves them with ``save_params``): one file each, in subdirectories, and back."""
     main, _ = fresh_programs
-    main.global_block().create_var("a/b", shape=[1], persistable=True)
+    main.global_block().create_var("GRUCell/BasicGRUUnit_0.w_0", shape=[2], persistable=True)
     scope = fluid.Scope()
-    scope.var("a/b").get_tensor().set(np.ones(1, np.float32))
-    with pytest.raises(SerializationError, match=r"var 'a/b' cannot be its own file name; save with "
-                                                 r"filename="):
-        pio.save_persistables(None, str(tmp_path), main, scope=scope)
+    scope.var("GRUCell/BasicGRUUnit_0.w_0").get_tensor().set(np.array([1.0, 2.0], np.float32))
+    pio.save_persistables(None, str(tmp_path), main, scope=scope)
+    assert (tmp_path / "GRUCell" / "BasicGRUUnit_0.w_0").is_file()
+    back = fluid.Scope()
+    pio.load_persistables(None, str(tmp_path), main, scope=back)
+    np.testing.assert_array_equal(np.array(back.find_var("GRUCell/BasicGRUUnit_0.w_0").get_tensor()), [1.0, 2.0])
+
+
+@pytest.mark.parametrize("name", ["a/../../b", "/abs", "a//b", "a\\b", "."])
+def test_names_that_cannot_be_file_names(fresh_programs, tmp_path, name):
+    """A name that would leave the directory, or is no file name, is refused before any file is
+    written; one combined file takes any name."""
+    main, _ = fresh_programs
+    for n in ("fine", name):
+        main.global_block().create_var(n, shape=[1], persistable=True)
+    scope = fluid.Scope()
+    for n in ("fine", name):
+        scope.var(n).get_tensor().set(np.ones(1, np.float32))
+    with pytest.raises(SerializationError, match=r"cannot be its own file name; save with filename="):
+        pio.save_persistables(None, str(tmp_path / "out"), main, scope=scope)
+    assert not (tmp_path / "out" / "fine").exists()
     pio.save_persistables(None, str(tmp_path), main, filename="all", scope=scope)  # fine combined
 
 

@@ -149,8 +149,10 @@ def save_vars(executor, dirname: str, main_program=None, vars: Sequence | None =
     if filename is not None:
         atomic_write(os.path.join(dirname, filename), records([r for recs in items.values() for r in recs]))
     else:
+        paths = {name: file_of(dirname, name) for name in items}  # every name checked before a file is written
         for name, recs in items.items():
-            atomic_write(file_of(dirname, name), records(recs))
+            os.makedirs(os.path.dirname(paths[name]), exist_ok=True)
+            atomic_write(paths[name], records(recs))
     return list(items)
 
 

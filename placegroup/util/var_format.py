@@ -184,10 +184,16 @@ def index_vars(path: str, chunk: int = 1 << 22) -> dict[str, tuple[int, np.dtype
 
 
 def file_of(dirname: str, name: str) -> str:
-    # A var's own file is named after it, as in Fluid; a name that is not a plain file name
-    # would escape dirname or make subdirectories.
-    bad = name in ("", ".", "..") or any(c in name for c in ("/", "\\", "\0"))
-    if bad:
+    """The file of var ``name`` saved on its own under ``dirname``: named after the var, as in
+    Fluid, where a ``/`` in the name makes subdirectories (Fluid's ``GRUCell`` layers name their
+    parameters ``GRUCell/BasicGRUUnit_0.w_0``); the caller makes them.
+
+    Raises:
+        SerializationError: a name that would leave ``dirname`` or is no file name (empty parts,
+            ``.``, ``..``, a backslash or a NUL).
+    """
+    parts = name.split("/")
+    if any(p in ("", ".", "..") for p in parts) or any(c in name for c in ("\\", "\0")):
         raise SerializationError(f"var {name!r} cannot be its own file name; save with "
                                  f"filename=... to put all vars in one file")
-    return os.path.join(dirname, name)
+    return os.path.join(dirname, *parts)
