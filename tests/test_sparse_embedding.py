@@ -344,6 +344,29 @@ def test_bad_layer_arguments(make, match):
             make(ids)
 
 
+def test_regularization_leaves_a_table_keyed_by_raw_ids_alone_with_a_warning():
+    """An optimizer's regularization (a Fluid CTR script's Adagrad(regularization=L2Decay)) decays
+    the other parameters; the table's own optimizer updates its rows without it, as in Paddle's
+    parameter-server tables, and says so."""
+    def build(reg):
+        def make():
+            ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")
+            label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+            emb = sparse_embedding(ids, size=[10, DIM], param_attr=fluid.ParamAttr(name="emb"))
+            cost = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits=fluid.layers.fc(emb, 2), label=label))
+            fluid.optimizer.SGD(0.5, regularization=reg).minimize(cost)
+            return [ids, label], cost
+        return make
+
+    batches = _batches(steps=3)
+    with pytest.warns(UserWarning, match="'emb' is a table keyed by raw ids .* applies no L2Decay"):
+        decayed = run_local(build(fluid.regularizer.L2Decay(0.1)), batches)
+    plain = run_local(build(None), batches)
+    assert not np.allclose(decayed.params[0]["fc_0.w_0"], plain.params[0]["fc_0.w_0"])  # the fc is decayed
+    a, b = _table(decayed.params[0], "emb").state(), _table(plain.params[0], "emb").state()
+    assert np.array_equal(a["keys"], b["keys"]) and len(a["keys"]) > 0
+
+
 def test_an_optimizer_a_table_lacks_is_named():
     with fluid.program_guard(fluid.Program(), fluid.Program()):
         ids = fluid.layers.data(name="ids", shape=[1], dtype="int64")

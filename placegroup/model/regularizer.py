@@ -34,8 +34,11 @@ Thread-safety: appends to programs; build programs from one thread.
 """
 from __future__ import annotations
 
+import warnings
+
 from placegroup.ir import unique_name
 from placegroup.ir.framework import SELECTED_ROWS
+from placegroup.ir.variable import DYNAMIC_TABLE
 
 __all__ = ["L1Decay", "L1DecayRegularizer", "L2Decay", "L2DecayRegularizer",
            "WeightDecayRegularizer", "append_regularization_ops"]
@@ -124,6 +127,12 @@ def append_regularization_ops(params_grads, regularization=None, on_update: bool
         if not isinstance(reg, WeightDecayRegularizer):
             raise TypeError(f"regularizer of parameter {param.name!r} must be L1Decay or L2Decay, "
                             f"got {reg!r}")
+        if param.type == DYNAMIC_TABLE:
+            warnings.warn(f"{param.name!r} is a table keyed by raw ids (sparse_embedding): the table's own optimizer "
+                          f"updates its rows and applies no {type(reg).__name__}, so the table is left "
+                          f"unregularized, as Paddle's parameter-server tables are", stacklevel=4)
+            out.append((param, grad))
+            continue
         block = grad.block
         sparse = grad.type == SELECTED_ROWS
         if sparse and param.attrs.get("distributed"):
