@@ -158,7 +158,11 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # placegroup/: + ~120 and ops/: + ~50 for issue 31's ShowClickEntry: the entry, sighting weights on
 # SelectedRows (joined, cut and merged with the rows), the scores from the show and click vars of the LoD or
 # [N, k] ids and their wiring at minimize; and the key index's 1.5x growth (NOTE(slot-growth))
-BUDGET = {"placegroup": 40615, "executor": 3220, "ops": 14960, "comm": 2320}
+# placegroup/: + ~90 for the forms of Paddle's and PaddleRec's own sparse_embedding programs: Normal and
+# TruncatedNormal rows (the inverse normal CDF moved to util/normal_ppf.py), a ShowClickEntry whose vars are
+# missing, a table left unregularized, the dump's show/click line; and var files in subdirectories for names
+# with '/' (the book's seq2seq)
+BUDGET = {"placegroup": 40710, "executor": 3220, "ops": 14960, "comm": 2320}
 PASS_LINES = 220
 
 
