@@ -346,6 +346,7 @@ def test_sliced_dense_model_resumes_onto_2_and_3_pservers(tmp_path):
     assert len(done) == 2
 
 
+@pytest.mark.slow  # 8 s; re-sharding itself runs by default (test_re_sharding_a_table_never_holds_it_whole)
 def test_sparse_table_re_shards_onto_2_and_3_pservers(tmp_path):
     args = ["--optimizer", "momentum", "--vocab", "301", "--checkpoint-every", "2"]
     ref = _local(SPARSE, tmp_path / "local", *args, "--steps", "8")

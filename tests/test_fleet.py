@@ -250,7 +250,7 @@ def test_a_fleet_script_launched_sync_2x2_equals_one_process(tmp_path):
     assert "predict" not in runs[1]  # only the first worker saves the model
 
 
-@pytest.mark.parametrize("table", ["grown", "clicked"])
+@pytest.mark.parametrize("table", [pytest.param("grown", marks=pytest.mark.slow), "clicked"])  # 8 s each
 def test_a_fleet_script_with_a_table_keyed_by_raw_ids_launched_sync_2x2_equals_one_process(tmp_path, table):
     """The same job with a table keyed by raw ids: paddle.static.nn.sparse_embedding and a
     CountFilterEntry, or fluid.contrib.layers.sparse_embedding with a Normal initializer and a

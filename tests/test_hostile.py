@@ -552,6 +552,7 @@ def _train(out, attack: bool):
     return [np.load(out / f"trainer{i}.npz") for i in range(2)], logs, sent[0]
 
 
+@pytest.mark.slow  # 12 s of real processes; the frame and session checks above run by default
 def test_a_flood_on_the_pservers_ports_changes_nothing_in_the_losses(tmp_path):
     """Random bytes, a frame claiming 8 GiB, strangers' and impostors'
     messages on every pserver's port while a 2 + 2 cluster trains; the losses and parameters

@@ -77,6 +77,7 @@ def _run_in_terminal(cmd, timeout):
     return b"".join(chunks).decode(errors="replace")
 
 
+@pytest.mark.slow  # 8 s; the launch off a terminal, below, runs by default
 def test_launch_on_a_terminal_shows_one_bar_per_trainer_with_its_loss():
     text = _run_in_terminal([sys.executable, "-m", "placegroup", "launch", EXAMPLE, "--passes", "6"],
                             60 * TIME_FACTOR)
