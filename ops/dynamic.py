@@ -36,6 +36,7 @@ import numpy
 
 from placegroup.errors import OutOfRange  # a user's data, not a bug: one line (NOTE(user-errors))
 from placegroup.ops.registry import Cut, Meta, Slot, check, grad_of, register
+from placegroup.ops.sequence_pad import top_rows
 from placegroup.util.dynamic_table import ID_SPACE, DynamicTable, TableConfig
 from placegroup.util.key_index import mix64
 from placegroup.values import SelectedRows, as_host, is_lod_tensor, is_selected_rows, sorted_unique
@@ -151,9 +152,7 @@ def _examples_of(ids, n: int, examples: int, what: str) -> numpy.ndarray:
         ValueError: the ids do not split over ``examples`` examples (naming ``what``).
     """
     if is_lod_tensor(ids) and ids.offsets:
-        top = numpy.asarray(as_host(ids.offsets[0]), numpy.int64)
-        for lower in ids.offsets[1:]:  # the top level's sequences in data rows
-            top = numpy.asarray(as_host(lower), numpy.int64)[top]
+        top = numpy.asarray(as_host(top_rows("sparse_embedding", ids)), numpy.int64)
         if top.size - 1 == examples:
             return numpy.repeat(numpy.arange(examples), numpy.diff(top))
         raise ValueError(f"sparse_embedding: {what} holds {top.size - 1} sequences but the show and click vars "

@@ -22,7 +22,7 @@ def ids_of(op, w: str) -> str | None:
     return None
 
 
-def prefetch(main, w, ids: list[str], parts: list[Part], at: int, tag: str, lookups: list = ()) -> str:
+def prefetch(main, w, ids: list[str], parts: list[Part], at: int, tag: str, lookups: list) -> str:
     """Insert, at op ``at``, ids -> ``split_ids`` -> ``shard_lookup`` on each part (an each edge,
     run where the part lives) -> ``merge_selected_rows``; returns the name of the rows fetched
     (a SelectedRows of ``w``'s global rows). ``ids`` are the id vars whose rows are wanted, each
@@ -30,47 +30,35 @@ def prefetch(main, w, ids: list[str], parts: list[Part], at: int, tag: str, look
     are ``w``'s row shards (stride M) or its blocks (stride 1: NOTE(block-prefetch) in slice.py).
     A table keyed by raw ids (``sparse_embedding``) takes the same path with its own two ops,
     ``dynamic_split_ids`` and ``dynamic_shard_lookup`` (NOTE(hash-shards) in ops/dynamic.py),
-    which read from ``lookups`` whether they only read (``is_test``) and the padding id."""
+    which take from ``lookups`` (the ops the rows are for) whether they only read (``is_test``)
+    and the padding id."""
     m, height = len(parts), w.shape[0]
-    if w.type == DYNAMIC_TABLE:
-        return _prefetch_by_hash(main, w, ids, m, at, tag, lookups)
-    blocks = parts[0].stride == 1
     shard_ids = [main.create_var(f"{ids[0]}@{w.name}{tag}{part.suffix}", shape=[-1, 1], dtype="int64",
                                  stop_gradient=True).name for part in parts]
     rows = [main.create_var(f"{w.name}@ROWS{tag}{part.suffix}", shape=list(w.shape), dtype=w.dtype,
                             type="selected_rows", stop_gradient=True).name for part in parts]
     fetched = main.create_var(f"{w.name}@PREFETCH{tag}", shape=list(w.shape), dtype=w.dtype,
                               type="selected_rows", stop_gradient=True, attrs={"prefetch_of": w.name})
-    main.insert_op(at, "split_ids", {"Ids": list(ids)}, {"Out": shard_ids},
-                   {"num_shards": m, "height": height, "table": w.name,
-                    "sections": [part.rows for part in parts] if blocks else []}, infer=False)
+    dynamic, blocks = w.type == DYNAMIC_TABLE, parts[0].stride == 1
+    if dynamic:
+        pads = {op.attrs["padding_idx"] for op in lookups}
+        is_test = all(op.attrs["is_test"] for op in lookups)
+        main.insert_op(at, "dynamic_split_ids", {"Ids": list(ids)}, {"Out": shard_ids},
+                       {"num_shards": m, "table": w.name, "ids_names": list(ids),
+                        "padding_idx": pads.pop() if len(pads) == 1 else -1}, infer=False)
+    else:
+        main.insert_op(at, "split_ids", {"Ids": list(ids)}, {"Out": shard_ids},
+                       {"num_shards": m, "height": height, "table": w.name,
+                        "sections": [part.rows for part in parts] if blocks else []}, infer=False)
     for i, part in enumerate(parts):
-        op = main.insert_op(at + 1 + i, "shard_lookup", {"Ids": [shard_ids[i]], "W": [w.name + part.suffix]},
-                            {"Out": [rows[i]]}, {"num_shards": m, "shard_index": part.index, "height": height,
-                                                 "block_start": part.offset if blocks else -1}, infer=False)
+        kind, attrs = (("dynamic_shard_lookup", {"num_shards": m, "shard_index": part.index, "is_test": is_test})
+                       if dynamic else
+                       ("shard_lookup", {"num_shards": m, "shard_index": part.index, "height": height,
+                                         "block_start": part.offset if blocks else -1}))
+        op = main.insert_op(at + 1 + i, kind, {"Ids": [shard_ids[i]], "W": [w.name + part.suffix]},
+                            {"Out": [rows[i]]}, attrs, infer=False)
         op.edges["Ids"] = "each"
         op.param = w.name + part.suffix
-    main.insert_op(at + 1 + m, "merge_selected_rows", {"X": rows}, {"Out": [fetched]}, infer=False)
-    return fetched.name
-
-
-def _prefetch_by_hash(main, w, ids: list[str], m: int, at: int, tag: str, lookups: list) -> str:
-    shard_ids = [main.create_var(f"{ids[0]}@{w.name}{tag}.shard{k}", shape=[-1, 1], dtype="int64",
-                                 stop_gradient=True).name for k in range(m)]
-    rows = [main.create_var(f"{w.name}@ROWS{tag}.shard{k}", shape=list(w.shape), dtype=w.dtype,
-                            type="selected_rows", stop_gradient=True).name for k in range(m)]
-    fetched = main.create_var(f"{w.name}@PREFETCH{tag}", shape=list(w.shape), dtype=w.dtype, type="selected_rows",
-                              stop_gradient=True, attrs={"prefetch_of": w.name})
-    pads = {op.attrs["padding_idx"] for op in lookups}
-    main.insert_op(at, "dynamic_split_ids", {"Ids": list(ids)}, {"Out": shard_ids},
-                   {"num_shards": m, "table": w.name, "ids_names": list(ids),
-                    "padding_idx": pads.pop() if len(pads) == 1 else -1}, infer=False)
-    is_test = all(op.attrs["is_test"] for op in lookups)
-    for k in range(m):
-        op = main.insert_op(at + 1 + k, "dynamic_shard_lookup", {"Ids": [shard_ids[k]], "W": [f"{w.name}.shard{k}"]},
-                            {"Out": [rows[k]]}, {"num_shards": m, "shard_index": k, "is_test": is_test}, infer=False)
-        op.edges["Ids"] = "each"
-        op.param = f"{w.name}.shard{k}"
     main.insert_op(at + 1 + m, "merge_selected_rows", {"X": rows}, {"Out": [fetched]}, infer=False)
     return fetched.name
 

@@ -384,7 +384,8 @@ class DynamicTable:
       value, to be read from the next step on. With no entry such an id (pulled with
       ``create=False``) is admitted here.
     * Initial value of a row: ``init_low + (init_high - init_low)·u`` with ``u`` uniform draws
-      on (seed, id, element) (``initial_rows``): a function of (seed, id) only.
+      on (seed, id, element), or a normal draw of them (``config.init``; ``initial_rows``): a
+      function of (seed, id) only.
     * The update is lazy, with the row's own optimizer state: SGD subtracts each entry in turn
       (the sgd kernel's NOTE(sgd-add-at)); Adagrad and Adam first sum a repeated id's gradients in
       order (``SelectedRows.merged``), then apply the kernel's rule; Adam's beta powers are per

@@ -1,13 +1,13 @@
 """A key -> row index for tables keyed by raw 64-bit feature ids (issue 31), not a Python dict.
 
 ``KeyIndex`` maps non-negative int64 ids to dense rows ``0..n-1`` a batch at a time: every
-operation takes an array of ids and hands back an array of rows, vectorised over the batch (the
-only Python loop runs over probe rounds, never over ids). ``mix64`` is the fixed 64-bit mix that
+operation takes an array of ids and hands back an array of rows, one compiled loop over the
+batch (key_kernels.py; no Python loop runs over ids). ``mix64`` is the fixed 64-bit mix that
 hashes ids here and places them on shards (``mix64(ids) % n_shards``); Python's ``hash`` is
 never used, so placement is the same in every process and on every machine.
 
-It imports nothing of placegroup. Thread-safety: none; the table that owns an index holds its
-lock around every call.
+Of placegroup it imports only its kernels, on first use. Thread-safety: none; the table that
+owns an index holds its lock around every call.
 """
 from __future__ import annotations
 
@@ -65,8 +65,9 @@ class KeyIndex:
       compiled loop per batch (NOTE(key-kernels) in key_kernels.py).
     * Rows: new ids get rows in first-appearance order within the batch, lowest free row first
       (rows freed by ``remove``), then ``len`` upwards, so the row store stays dense; duplicates
-      in a batch share one row. Rows depend only on the sequence of calls, never on the slot
-      layout or the machine (NOTE(key-index-determinism)).
+      in a batch share one row. NOTE(key-index-determinism): rows depend only on the sequence
+      of calls, never on the slot layout or the machine, so two indexes given the same calls
+      (a checkpoint's and a resumed one's, of any slot count) hand out the same rows.
     * Growth (NOTE(slot-growth)): before an insert that would push (live + tombstones) / slots
       above ``MAX_LOAD`` = 0.75, the index rebuilds: into ``GROWTH`` = 1.5x the slots (more
       while still above 0.75) when the live ids alone would exceed 0.5 of the slots, else at

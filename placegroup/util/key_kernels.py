@@ -16,6 +16,8 @@ not be a power of two and the index can grow by 1.5x (NOTE(slot-growth) in key_i
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit
 
@@ -37,25 +39,26 @@ def _home(k, n):
     return np.int64(((_mix(np.uint64(k)) >> np.uint64(32)) * np.uint64(n)) >> np.uint64(32))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _find(slots, row_key, k, n):
+    """(what, slot) where id ``k``'s probe ends: its row and slot, or EMPTY and the first empty
+    slot of its run (tombstones are stepped over)."""
+    p = _home(k, n)
+    while True:
+        s = slots[p]
+        if s == EMPTY or (s >= 0 and row_key[s] == k):
+            return s, p
+        p += 1
+        if p == n:
+            p = 0
+
+
 @njit(cache=True, nogil=True)
 def probe(slots, row_key, ids, rows, end):
     """Per id: ``rows[i]`` its row or -1, ``end[i]`` its slot or the empty slot its probe stopped at."""
     n = slots.size
     for i in range(ids.size):
-        k = ids[i]
-        p = _home(k, n)
-        while True:
-            s = slots[p]
-            if s == EMPTY:
-                rows[i] = -1
-                break
-            if s >= 0 and row_key[s] == k:
-                rows[i] = s
-                break
-            p += 1
-            if p == n:
-                p = 0
-        end[i] = p
+        rows[i], end[i] = _find(slots, row_key, ids[i], n)  # EMPTY is -1
 
 
 @njit(cache=True, nogil=True)
@@ -69,16 +72,7 @@ def insert(slots, row_key, ids, start, rows, free, used, n_rows, room):
     placed = 0
     for i in range(start, ids.size):
         k = ids[i]
-        p = _home(k, n)
-        while True:
-            s = slots[p]
-            if s == EMPTY:
-                break
-            if s >= 0 and row_key[s] == k:
-                break
-            p += 1
-            if p == n:
-                p = 0
+        s, p = _find(slots, row_key, k, n)
         if s >= 0:
             rows[i] = s
             continue
@@ -150,15 +144,11 @@ def sgd_rows(values, rows, grads, neg_lr):
             values[r, j] += neg_lr * grads[i, j]
 
 
-_warm = [False]
-
-
+@functools.cache
 def warm() -> None:
     """Load (or compile) every kernel for the types a table uses, once per process: a table's
     maker pays it (a startup program), not its first training step, which in sync training
     every trainer would wait for."""
-    if _warm[0]:
-        return
     slots, row_key = np.full(16, EMPTY, np.int32), np.full(16, -1, np.int64)
     ids, rows, end = np.arange(2, dtype=np.int64), np.empty(2, np.int64), np.empty(2, np.int64)
     insert(slots, row_key, ids, 0, rows, np.zeros(0, np.int64), 0, 0, 2)
@@ -168,4 +158,3 @@ def warm() -> None:
     uniform24(np.uint64(1), ids, np.empty((2, 2), np.float32), np.float32(0), np.float32(1))
     for t in (np.float32, np.float64):
         sgd_rows(np.zeros((2, 2), t), rows, np.zeros((2, 2), t), t(0))
-    _warm[0] = True
